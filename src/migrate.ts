@@ -1,0 +1,234 @@
+/**
+ * Versioned schema migrations. The SQL files in `migrations/` are drizzle-kit
+ * output; this module applies the pending ones to a target schema:
+ * - in ONE transaction (all or nothing: never a half-migrated schema),
+ * - under a transaction-scoped advisory lock keyed by database and schema,
+ *   so concurrent migrators queue instead of racing,
+ * - recorded in our own table `checkpointer_migrations` inside the target
+ *   schema (never drizzle's shared default table, which a host app's own
+ *   drizzle migrations also use),
+ * - refusing a schema newer than this code, or one whose applied migrations
+ *   were edited after the fact.
+ */
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import pg from "pg";
+import { MigrationError, SchemaTooNewError, sqlStateOf } from "./errors.js";
+import { emit, type EventHandler } from "./events.js";
+import { checkSchemaName, quoteIdent } from "./validate.js";
+
+/** Name of the table, inside the target schema, that records applied migrations. */
+export const MIGRATIONS_TABLE = "checkpointer_migrations";
+
+/** One migration file. `version` is 1-based and dense. */
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+  sha256: string;
+  statements: string[];
+}
+
+const MIGRATIONS_DIR = new URL("../migrations/", import.meta.url);
+
+let cached: Migration[] | undefined;
+
+/**
+ * The migrations shipped with this package, in order.
+ *
+ * @example
+ * ```ts
+ * console.log(loadMigrations().map((m) => m.name)); // ["0000_init", ...]
+ * ```
+ */
+export function loadMigrations(): Migration[] {
+  if (cached) return cached;
+  const journal = JSON.parse(readFileSync(new URL("meta/_journal.json", MIGRATIONS_DIR), "utf8")) as {
+    entries: { idx: number; tag: string }[];
+  };
+  cached = [...journal.entries]
+    .sort((a, b) => a.idx - b.idx)
+    .map((entry, i) => {
+      if (entry.idx !== i) throw new MigrationError(`migrations/meta/_journal.json is not dense at index ${i}`);
+      const sql = readFileSync(new URL(`${entry.tag}.sql`, MIGRATIONS_DIR), "utf8");
+      return {
+        version: i + 1,
+        name: entry.tag,
+        sql,
+        sha256: createHash("sha256").update(sql).digest("hex"),
+        statements: sql
+          .split("--> statement-breakpoint")
+          .map((s) => s.trim())
+          .filter((s) => s.length > 0),
+      };
+    });
+  return cached;
+}
+
+/** The migration version this code requires. */
+export function latestVersion(): number {
+  return loadMigrations().length;
+}
+
+export interface MigrateOptions {
+  /** A pool or client to run on (not closed). Or give `connectionString`. */
+  pool?: pg.Pool | pg.Client;
+  /** Used when no `pool` is given; the connection is closed afterwards. */
+  connectionString?: string;
+  /** Target Postgres schema; created if missing. Default `public`. */
+  schema?: string;
+  /** Report what would run, change nothing. */
+  dryRun?: boolean;
+  onEvent?: EventHandler;
+}
+
+export interface MigrateResult {
+  schema: string;
+  /** Version before the call. */
+  fromVersion: number;
+  /** Version after the call (equal to `fromVersion` for a dry run). */
+  toVersion: number;
+  /** Migrations applied by this call, or that would be, for a dry run. */
+  applied: { version: number; name: string; sql: string }[];
+}
+
+/** Per database and schema: two migrators of different schemas never wait for each other. */
+const LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('langgraph-checkpoint-pg:migrate'), hashtext(current_database() || '.' || $1))";
+
+/**
+ * Apply pending migrations to `schema`. Idempotent and safe to run from many
+ * processes at once (CI, deploy hooks, app start-up): each migration is
+ * applied exactly once.
+ *
+ * @example
+ * ```ts
+ * import pg from "pg";
+ * import { migrate } from "langgraph-checkpoint-pg";
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * const { applied } = await migrate({ pool, schema: "agents" });
+ * console.log(`applied ${applied.length} migration(s)`);
+ * await pool.end();
+ * ```
+ */
+export async function migrate(options: MigrateOptions = {}): Promise<MigrateResult> {
+  const schema = checkSchemaName(options.schema ?? "public");
+  const migrations = loadMigrations();
+  const started = performance.now();
+  const own = options.pool ? undefined : new pg.Client({ connectionString: options.connectionString, application_name: "langgraph-checkpoint-pg:migrate" });
+  let client: pg.PoolClient | pg.Client;
+  if (own) {
+    await own.connect().catch((cause) => {
+      throw new MigrationError("could not connect to run migrations", { cause });
+    });
+    client = own;
+  } else if (options.pool instanceof pg.Pool) {
+    client = await options.pool.connect().catch((cause: unknown) => {
+      throw new MigrationError("could not get a connection to run migrations", { cause });
+    });
+  } else {
+    client = options.pool as pg.Client;
+  }
+  const q = quoteIdent(schema);
+  const table = `${q}.${MIGRATIONS_TABLE}`;
+  let broken: unknown;
+  let current: Migration | undefined;
+  try {
+    await client.query("BEGIN");
+    try {
+      await client.query(LOCK_SQL, [schema]);
+      const exists = await client.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [schema]);
+      if (exists.rowCount === 0 && !options.dryRun) await client.query(`CREATE SCHEMA ${q}`);
+      const hasTable = await client.query("SELECT to_regclass($1) IS NOT NULL AS ok", [table]);
+      if (!hasTable.rows[0].ok && !options.dryRun) {
+        await client.query(
+          `CREATE TABLE ${table} (
+             version integer PRIMARY KEY,
+             name text NOT NULL,
+             sha256 text NOT NULL,
+             applied_at timestamptz NOT NULL DEFAULT now()
+           )`,
+        );
+      }
+      const applied: { version: number; name: string; sha256: string }[] = hasTable.rows[0].ok
+        ? (await client.query(`SELECT version, name, sha256 FROM ${table} ORDER BY version`)).rows
+        : [];
+      const fromVersion = applied.length === 0 ? 0 : Math.max(...applied.map((r) => r.version));
+      if (fromVersion > migrations.length) throw new SchemaTooNewError(schema, fromVersion, migrations.length);
+      for (const row of applied) {
+        const known = migrations[row.version - 1];
+        if (!known || known.sha256 !== row.sha256) {
+          throw new MigrationError(
+            `migration ${row.version} (${row.name}) applied to schema "${schema}" differs from the one shipped in this package; ` +
+              "released migrations must never be edited",
+            { migration: row.name },
+          );
+        }
+      }
+      const pending = migrations.slice(fromVersion);
+      if (!options.dryRun) {
+        // The generated SQL is unqualified: resolve it inside the target schema.
+        await client.query(`SET LOCAL search_path TO ${q}, pg_catalog`);
+        for (const m of pending) {
+          current = m;
+          // Record first: a concurrent migrator that somehow got past the lock clashes on the key.
+          await client.query(`INSERT INTO ${table} (version, name, sha256) VALUES ($1, $2, $3)`, [m.version, m.name, m.sha256]);
+          for (const statement of m.statements) await client.query(statement);
+        }
+        current = undefined;
+      }
+      await client.query(options.dryRun ? "ROLLBACK" : "COMMIT");
+      const result: MigrateResult = {
+        schema,
+        fromVersion,
+        toVersion: options.dryRun ? fromVersion : migrations.length,
+        applied: pending.map((m) => ({ version: m.version, name: m.name, sql: m.sql })),
+      };
+      emit(options.onEvent, {
+        type: "migrate",
+        schema,
+        applied: pending.map((m) => m.name),
+        fromVersion,
+        toVersion: result.toVersion,
+        dryRun: options.dryRun ?? false,
+        durationMs: performance.now() - started,
+      });
+      return result;
+    } catch (err) {
+      await client.query("ROLLBACK").catch((rollbackErr: unknown) => {
+        broken = rollbackErr;
+      });
+      throw err;
+    }
+  } catch (err) {
+    if (err instanceof SchemaTooNewError || err instanceof MigrationError) throw err;
+    throw new MigrationError(
+      current
+        ? `migration ${current.version} (${current.name}) failed on schema "${schema}" (SQLSTATE ${sqlStateOf(err) ?? "none"}); nothing was applied`
+        : `migrating schema "${schema}" failed (SQLSTATE ${sqlStateOf(err) ?? "none"}); nothing was applied`,
+      { cause: err, migration: current?.name },
+    );
+  } finally {
+    if (own) await own.end().catch(() => undefined);
+    else if ("release" in client && typeof client.release === "function") client.release(broken instanceof Error ? broken : undefined);
+  }
+}
+
+/**
+ * The migration version recorded in `schema` (0 when none). Read-only.
+ *
+ * @example
+ * ```ts
+ * const v = await schemaVersion(pool, "public");
+ * if (v < latestVersion()) console.log("migrations pending");
+ * ```
+ */
+export async function schemaVersion(db: pg.Pool | pg.Client | pg.PoolClient, schema: string): Promise<number> {
+  try {
+    const res = await db.query(`SELECT coalesce(max(version), 0)::int AS v FROM ${quoteIdent(schema)}.${MIGRATIONS_TABLE}`);
+    return res.rows[0].v as number;
+  } catch (err) {
+    // 42P01 undefined_table, 3F000 invalid_schema_name: nothing migrated yet.
+    if (sqlStateOf(err) === "42P01" || sqlStateOf(err) === "3F000") return 0;
+    throw err;
+  }
+}

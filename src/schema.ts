@@ -1,0 +1,120 @@
+/**
+ * The three tables, mirroring the in-memory saver's three dictionaries
+ * (see README "Data model"). This file is the source of `migrations/`:
+ * change it, run `npm run generate`, commit the new SQL file.
+ *
+ * Tables are declared without a Postgres schema: `migrate()` applies the
+ * generated SQL inside whichever schema the saver is configured for.
+ */
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  boolean,
+  customType,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+} from "drizzle-orm/pg-core";
+
+const bytea = customType<{ data: Uint8Array; driverData: Buffer }>({
+  dataType: () => "bytea",
+});
+
+/**
+ * Key text compared byte-wise (`COLLATE "C"`): ordering and `before` match
+ * JavaScript's code-point order whatever the database locale, and btree
+ * comparisons skip locale rules.
+ */
+const key = customType<{ data: string }>({
+  dataType: () => 'text COLLATE "C"',
+});
+
+/** Every row carries a version, bumped by each update (compare-and-set). */
+const rowVersion = () => bigint("row_version", { mode: "number" }).notNull().default(1);
+
+/**
+ * storage: thread -> namespace -> checkpoint id -> (checkpoint, metadata, parent).
+ *
+ * `checkpoint` is the checkpoint without `channel_values` (those live in
+ * `checkpoint_blobs`, once per channel version). `metadata` is JSONB so
+ * `list({ filter })` can query it; `metadata_raw` holds the exact msgpack
+ * encoding only when JSONB cannot represent the metadata losslessly (NUL
+ * characters, `undefined`, dates, ...). `is_head` marks the one current head
+ * of each (thread, namespace) lineage; a partial unique index makes "one head"
+ * a database invariant.
+ */
+export const checkpoints = pgTable(
+  "checkpoints",
+  {
+    threadId: key("thread_id").notNull(),
+    checkpointNs: key("checkpoint_ns").notNull().default(""),
+    checkpointId: key("checkpoint_id").notNull(),
+    parentCheckpointId: key("parent_checkpoint_id"),
+    checkpoint: jsonb("checkpoint").notNull(),
+    metadata: jsonb("metadata").notNull().default({}),
+    metadataRaw: bytea("metadata_raw"),
+    isHead: boolean("is_head").notNull().default(false),
+    rowVersion: rowVersion(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ name: "checkpoints_pkey", columns: [t.threadId, t.checkpointNs, t.checkpointId] }),
+    uniqueIndex("checkpoints_one_head_per_lineage").on(t.threadId, t.checkpointNs).where(sql`is_head`),
+  ],
+);
+
+/**
+ * writes: (thread, namespace, checkpoint) -> (task, idx) -> (channel, typed value, task path).
+ * The pending writes each task produced from a checkpoint. No foreign key to
+ * `checkpoints`: with async durability LangGraph may store a task's writes
+ * before the put of their checkpoint commits.
+ */
+export const checkpointWrites = pgTable(
+  "checkpoint_writes",
+  {
+    threadId: key("thread_id").notNull(),
+    checkpointNs: key("checkpoint_ns").notNull().default(""),
+    checkpointId: key("checkpoint_id").notNull(),
+    taskId: key("task_id").notNull(),
+    idx: integer("idx").notNull(),
+    channel: key("channel").notNull(),
+    type: text("type").notNull(),
+    value: bytea("value"),
+    taskPath: key("task_path").notNull().default(""),
+    rowVersion: rowVersion(),
+  },
+  (t) => [
+    primaryKey({
+      name: "checkpoint_writes_pkey",
+      columns: [t.threadId, t.checkpointNs, t.checkpointId, t.taskId, t.idx],
+    }),
+  ],
+);
+
+/**
+ * blobs: (thread, namespace, channel, version) -> typed value. Each channel's
+ * value once per version; `type = 'empty'` (value NULL) marks a channel that
+ * has no value at that version.
+ */
+export const checkpointBlobs = pgTable(
+  "checkpoint_blobs",
+  {
+    threadId: key("thread_id").notNull(),
+    checkpointNs: key("checkpoint_ns").notNull().default(""),
+    channel: key("channel").notNull(),
+    version: key("version").notNull(),
+    type: text("type").notNull(),
+    value: bytea("value"),
+    rowVersion: rowVersion(),
+  },
+  (t) => [
+    primaryKey({
+      name: "checkpoint_blobs_pkey",
+      columns: [t.threadId, t.checkpointNs, t.channel, t.version],
+    }),
+  ],
+);

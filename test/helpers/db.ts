@@ -1,0 +1,96 @@
+/**
+ * One fresh database per test file, on the server chosen by test/setup/global-setup.ts.
+ *
+ * @example
+ * ```ts
+ * const db = withTestDatabase("saver");
+ * it("works", async () => {
+ *   const { rows } = await db.pool.query("SELECT 1 AS one");
+ *   expect(rows[0].one).toBe(1);
+ * });
+ * ```
+ */
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { afterAll, beforeAll, inject } from "vitest";
+
+export interface TestDatabase {
+  /** Connection URL of the new database; make extra pools or clients from it. */
+  url: string;
+  /** A pool on the new database, owned by this helper: `drop()` ends it. */
+  pool: pg.Pool;
+  /** URL of the server's admin database (the one CREATE DATABASE runs from). */
+  adminUrl: string;
+  /**
+   * Ends `pool` and drops the database WITH (FORCE). End your own pools first: FORCE terminates
+   * their connections, and an idle pg client whose connection dies emits an `'error'` event.
+   */
+  drop(): Promise<void>;
+}
+
+/** Creates a uniquely named empty database; `label` only makes the name readable in `\l`. */
+export async function createTestDatabase(label: string): Promise<TestDatabase> {
+  const adminUrl = inject("pgAdminUrl");
+  const slug = label.toLowerCase().replace(/[^a-z0-9]+/g, "_").slice(0, 30);
+  // Random suffix: parallel files (and leftovers of killed runs on a shared server) never collide.
+  const name = `t_${slug}_${randomBytes(5).toString("hex")}`;
+
+  await withAdmin(adminUrl, (admin) => admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`));
+
+  const dbUrl = new URL(adminUrl);
+  dbUrl.pathname = `/${name}`;
+  const url = dbUrl.toString();
+  const pool = new pg.Pool({ connectionString: url, application_name: `test:${slug}` });
+
+  let dropped = false;
+  return {
+    url,
+    pool,
+    adminUrl,
+    async drop() {
+      if (dropped) return;
+      dropped = true;
+      await pool.end();
+      await withAdmin(adminUrl, (admin) => admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`));
+    },
+  };
+}
+
+/**
+ * Registers beforeAll/afterAll for the current file (or describe block) and returns an object whose
+ * properties are readable from beforeAll on.
+ */
+export function withTestDatabase(label: string): Omit<TestDatabase, "drop"> {
+  let db: TestDatabase | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase(label);
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+  const current = (): TestDatabase => {
+    if (!db) throw new Error(`withTestDatabase("${label}"): the database exists only from beforeAll on`);
+    return db;
+  };
+  return {
+    get url() {
+      return current().url;
+    },
+    get pool() {
+      return current().pool;
+    },
+    get adminUrl() {
+      return current().adminUrl;
+    },
+  };
+}
+
+async function withAdmin<T>(adminUrl: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
