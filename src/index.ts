@@ -1,0 +1,26 @@
+/**
+ * langgraph-checkpoint-pg: a durable, lineage-safe Postgres checkpointer for LangGraph.js.
+ *
+ * @example
+ * ```ts
+ * import { PostgresSaver, migrate } from "langgraph-checkpoint-pg";
+ * ```
+ */
+export { PostgresSaver, ALLOW_FORK_KEY, type PostgresSaverOptions, type LineageMode } from "./saver.js";
+export { migrate, loadMigrations, latestVersion, schemaVersion, MIGRATIONS_TABLE, type MigrateOptions, type MigrateResult, type Migration } from "./migrate.js";
+export { MsgpackSerializer } from "./serde.js";
+export type { SaverEvent, EventHandler } from "./events.js";
+export { withConflictRetry, type ConflictRetryOptions } from "./retry.js";
+export {
+  CheckpointerError,
+  InvalidInputError,
+  InvalidOptionsError,
+  SchemaNotMigratedError,
+  SchemaTooNewError,
+  MigrationError,
+  CheckpointConflictError,
+  SerializationError,
+  DeserializationError,
+  DatabaseOperationError,
+  type CheckpointerErrorCode,
+} from "./errors.js";

@@ -1,0 +1,221 @@
+/**
+ * Every SQL statement the saver runs, built once per schema. Each saver
+ * operation is ONE statement (one round trip, one commit in autocommit):
+ * blobs, checkpoint row and head move in `put`; checkpoint, blobs and
+ * pending writes in each read.
+ */
+import { quoteIdent } from "./validate.js";
+
+export type Queries = ReturnType<typeof buildQueries>;
+
+/**
+ * Read rows share one shape so a single statement can return a checkpoint with
+ * its blobs and writes (`UNION ALL`), without aggregating bytea into arrays.
+ *   kind 0 checkpoint: s1 parent id, v metadata_raw, cp checkpoint, md metadata
+ *   kind 1 blob:       s1 channel, s3 type, v value
+ *   kind 2 write:      s1 task id, s2 channel, s3 type, s4 task path, n idx, v value
+ *   kind 3 parent's pending sends (checkpoints with v < 4 only), same as kind 2
+ */
+export interface ReadRow {
+  kind: 0 | 1 | 2 | 3;
+  thread_id: string;
+  checkpoint_ns: string;
+  checkpoint_id: string;
+  s1: string | null;
+  s2: string | null;
+  s3: string | null;
+  s4: string | null;
+  n: number | null;
+  v: Buffer | null;
+  cp: unknown;
+  md: unknown;
+}
+
+export function buildQueries(schema: string) {
+  const s = quoteIdent(schema);
+  const checkpoints = `${s}.checkpoints`;
+  const writes = `${s}.checkpoint_writes`;
+  const blobs = `${s}.checkpoint_blobs`;
+
+  /** Wrap a page of checkpoint rows into the one-statement read. */
+  const read = (page: string) => `
+WITH page AS MATERIALIZED (${page})
+SELECT 0 AS kind, p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id AS s1,
+       NULL::text AS s2, NULL::text AS s3, NULL::text AS s4, NULL::int AS n, p.metadata_raw AS v,
+       p.checkpoint AS cp, p.metadata AS md
+  FROM page p
+UNION ALL
+SELECT 1, p.thread_id, p.checkpoint_ns, p.checkpoint_id, b.channel, NULL, b.type, NULL, NULL, b.value, NULL, NULL
+  FROM page p
+  CROSS JOIN LATERAL jsonb_each_text(p.checkpoint -> 'channel_versions') AS cv(channel, version)
+  JOIN ${blobs} b ON b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
+                 AND b.channel = cv.channel AND b.version = cv.version
+ WHERE b.type <> 'empty'
+UNION ALL
+SELECT 2, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w.type, w.task_path, w.idx, w.value, NULL, NULL
+  FROM page p
+  JOIN ${writes} w ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns AND w.checkpoint_id = p.checkpoint_id
+UNION ALL
+SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w.type, w.task_path, w.idx, w.value, NULL, NULL
+  FROM page p
+  JOIN ${writes} w ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns
+                  AND w.checkpoint_id = p.parent_checkpoint_id AND w.channel = '__pregel_tasks'
+ WHERE (p.checkpoint ->> 'v')::int < 4`;
+
+  const cols = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw";
+
+  return {
+    /** $1 thread, $2 namespace, $3 checkpoint id. */
+    getById: read(`SELECT ${cols} FROM ${checkpoints} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3`),
+
+    /** $1 thread, $2 namespace: the lineage head (partial unique index, O(log n) at any history length). */
+    getHead: read(`SELECT ${cols} FROM ${checkpoints} WHERE thread_id = $1 AND checkpoint_ns = $2 AND is_head`),
+
+    /**
+     * One page of `list`, newest first, keyset-paginated on
+     * (checkpoint_id, thread_id, checkpoint_ns) descending.
+     * $1 thread|null, $2 namespace|null, $3 checkpoint id|null, $4 before|null,
+     * $5 metadata containment filter jsonb|null, $6 exact-match keys text[], $7 exact-match values jsonb[],
+     * $8..$10 cursor (id, thread, namespace)|null, $11 page size.
+     */
+    listPage: read(`
+      SELECT ${cols} FROM ${checkpoints}
+       WHERE ($1::text IS NULL OR thread_id = $1)
+         AND ($2::text IS NULL OR checkpoint_ns = $2)
+         AND ($3::text IS NULL OR checkpoint_id = $3)
+         AND ($4::text IS NULL OR checkpoint_id < $4)
+         AND ($5::jsonb IS NULL OR (metadata @> $5
+              AND NOT EXISTS (SELECT 1 FROM unnest($6::text[], $7::jsonb[]) f(k, val) WHERE metadata -> f.k IS DISTINCT FROM f.val)))
+         AND ($8::text IS NULL OR (checkpoint_id, thread_id, checkpoint_ns) < ($8, $9, $10))
+       ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
+       LIMIT $11`),
+
+    /**
+     * Store a checkpoint: its new blobs, its row, and the head move, in one
+     * statement. The current head row is locked (FOR UPDATE), compared, and
+     * demoted with a compare-and-set on its row_version; `ins` waits for
+     * `demote` (its WHERE reads it) so the one-head index never sees two heads.
+     * In linear mode ($8 true) nothing is written unless the head is the parent
+     * (or the checkpoint itself, a re-put), and a put that starts a run ($13:
+     * new input or a state update) also needs a settled head (see below), so a
+     * run never starts on top of another run's unfinished steps.
+     * $1 thread, $2 ns, $3 id, $4 parent|null, $5 checkpoint jsonb, $6 metadata jsonb,
+     * $7 metadata_raw|null, $8 linear, $9 channels, $10 versions, $11 types, $12 values,
+     * $13 starts a run, $14 run lease in seconds.
+     * Returns head_id (the head before), ok, inserted (1 new row, 0 re-put/rejected), blobs.
+     */
+    put: `
+WITH head AS (
+  SELECT checkpoint_id, row_version, checkpoint, created_at FROM ${checkpoints}
+   WHERE thread_id = $1 AND checkpoint_ns = $2 AND is_head
+     FOR UPDATE
+), decision AS (
+  SELECT h.checkpoint_id AS head_id, h.row_version AS head_rv,
+         CASE
+           WHEN NOT $8::boolean THEN true
+           WHEN NOT (h.checkpoint_id IS NOT DISTINCT FROM $4::text OR h.checkpoint_id IS NOT DISTINCT FROM $3) THEN false
+           WHEN NOT $13::boolean OR h.checkpoint_id IS NULL OR h.checkpoint_id = $3 THEN true
+           -- A new run may start only from a settled head: nothing left to run,
+           -- or stopped by an interrupt or error, or idle longer than the lease.
+           ELSE h.created_at < now() - make_interval(secs => $14::float8)
+             OR EXISTS (SELECT 1 FROM ${writes} w
+                         WHERE w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = h.checkpoint_id
+                           AND w.channel IN ('__interrupt__', '__error__'))
+             OR NOT EXISTS (SELECT 1 FROM jsonb_each_text(h.checkpoint -> 'channel_versions') AS cv(channel, version)
+                              JOIN ${blobs} b ON b.thread_id = $1 AND b.checkpoint_ns = $2
+                                             AND b.channel = cv.channel AND b.version = cv.version
+                             WHERE b.type <> 'empty'
+                               AND (cv.channel = '__start__' OR cv.channel LIKE 'branch:to:%'
+                                    OR (cv.channel = '__pregel_tasks' AND b.value NOT IN ('\\x90'::bytea, '\\x5b5d'::bytea))))
+         END AS ok
+    FROM (SELECT 1) AS one LEFT JOIN head h ON true
+), demote AS (
+  UPDATE ${checkpoints} c SET is_head = false, row_version = c.row_version + 1
+    FROM decision d
+   WHERE d.ok AND c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = d.head_id
+     AND c.row_version = d.head_rv AND d.head_id <> $3
+  RETURNING 1
+), new_blobs AS (
+  INSERT INTO ${blobs} (thread_id, checkpoint_ns, channel, version, type, value)
+  SELECT $1, $2, b.channel, b.version, b.type, b.value
+    FROM unnest($9::text[], $10::text[], $11::text[], $12::bytea[]) AS b(channel, version, type, value)
+   WHERE (SELECT ok FROM decision)
+  ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+  RETURNING 1
+), ins AS (
+  INSERT INTO ${checkpoints} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, is_head)
+  SELECT $1, $2, $3, $4, $5, $6, $7, true FROM decision d
+   WHERE d.ok AND (SELECT count(*) FROM demote) >= 0
+  ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
+     SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, checkpoint = EXCLUDED.checkpoint,
+         metadata = EXCLUDED.metadata, metadata_raw = EXCLUDED.metadata_raw, is_head = true,
+         row_version = c.row_version + 1
+  RETURNING (xmax = 0) AS fresh
+)
+SELECT d.head_id, d.ok,
+       (SELECT count(*) FROM ins WHERE fresh)::int AS inserted,
+       (SELECT count(*) FROM new_blobs)::int AS blobs
+  FROM decision d`,
+
+    /**
+     * Store a task's writes in one statement. Ordinary writes (idx >= 0) are
+     * idempotent (first one wins); special writes (negative idx: error,
+     * interrupt, scheduled, resume) replace the previous value and bump row_version.
+     * $1 thread, $2 ns, $3 checkpoint id, $4 task id, $5 task path,
+     * $6 idx int[], $7 channels, $8 types, $9 values.
+     */
+    putWrites: `
+INSERT INTO ${writes} AS w (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value)
+SELECT $1, $2, $3, $4, $5, x.idx, x.channel, x.type, x.value
+  FROM unnest($6::int[], $7::text[], $8::text[], $9::bytea[]) AS x(idx, channel, type, value)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
+   SET channel = EXCLUDED.channel, type = EXCLUDED.type, value = EXCLUDED.value,
+       task_path = EXCLUDED.task_path, row_version = w.row_version + 1
+ WHERE EXCLUDED.idx < 0`,
+
+    /** $1 thread, $2 namespace: the current head id (for conflict reports only). */
+    headId: `SELECT checkpoint_id FROM ${checkpoints} WHERE thread_id = $1 AND checkpoint_ns = $2 AND is_head`,
+
+    /** $1 thread: everything of the thread, in one statement. */
+    deleteThread: `
+WITH a AS (DELETE FROM ${writes} WHERE thread_id = $1),
+     b AS (DELETE FROM ${blobs} WHERE thread_id = $1)
+DELETE FROM ${checkpoints} WHERE thread_id = $1`,
+
+    /**
+     * Delta-channel history: walk the parent chain of a checkpoint once, for
+     * all requested channels; each channel stops at the nearest ancestor holding
+     * a non-empty blob for it (its seed). Returns per ancestor (depth 0 = parent
+     * of the target) kind 1 seed blobs and kind 2 writes of still-walking channels.
+     * $1 thread, $2 ns, $3 target id|null (null: the head), $4 channels text[].
+     */
+    deltaHistory: `
+WITH RECURSIVE target AS (
+  SELECT parent_checkpoint_id FROM ${checkpoints}
+   WHERE thread_id = $1 AND checkpoint_ns = $2 AND (CASE WHEN $3::text IS NULL THEN is_head ELSE checkpoint_id = $3 END)
+), chain AS (
+  SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, 0 AS depth, $4::text[] AS walking,
+         ARRAY(SELECT ch FROM unnest($4::text[]) ch
+                WHERE NOT EXISTS (SELECT 1 FROM ${blobs} b WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ch
+                                    AND b.version = c.checkpoint -> 'channel_versions' ->> ch AND b.type <> 'empty')) AS still
+    FROM ${checkpoints} c, target t
+   WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = t.parent_checkpoint_id
+  UNION ALL
+  SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, chain.depth + 1, chain.still,
+         ARRAY(SELECT ch FROM unnest(chain.still) ch
+                WHERE NOT EXISTS (SELECT 1 FROM ${blobs} b WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ch
+                                    AND b.version = c.checkpoint -> 'channel_versions' ->> ch AND b.type <> 'empty'))
+    FROM chain JOIN ${checkpoints} c
+      ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = chain.parent_checkpoint_id
+   WHERE cardinality(chain.still) > 0
+)
+SELECT 1 AS kind, chain.depth, b.channel, NULL::text AS task_id, NULL::text AS task_path, NULL::int AS idx, b.type, b.value
+  FROM chain JOIN ${blobs} b
+    ON b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ANY (chain.walking) AND NOT (b.channel = ANY (chain.still))
+   AND b.version = chain.checkpoint -> 'channel_versions' ->> b.channel
+UNION ALL
+SELECT 2, chain.depth, w.channel, w.task_id, w.task_path, w.idx, w.type, w.value
+  FROM chain JOIN ${writes} w
+    ON w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = chain.checkpoint_id AND w.channel = ANY (chain.walking)`,
+  };
+}
