@@ -1,0 +1,334 @@
+/**
+ * Lineage safety (row-version optimistic locking): concurrent writers on one
+ * thread never silently fork it. Real parallel clients, real graphs.
+ */
+import { Annotation, StateGraph, START, END, MemorySaver } from "@langchain/langgraph";
+import { uuid6 } from "@langchain/langgraph-checkpoint";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  CheckpointConflictError,
+  DatabaseOperationError,
+  migrate,
+  PostgresSaver,
+  withConflictRetry,
+  type SaverEvent,
+} from "../src/index.js";
+import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
+import { withTestDatabase } from "./helpers/db.js";
+
+const db = withTestDatabase("lineage");
+let pool: pg.Pool;
+
+beforeAll(async () => {
+  await migrate({ pool: db.pool });
+  pool = new pg.Pool({ connectionString: db.url, max: 20 });
+});
+afterAll(async () => {
+  await pool.end();
+});
+
+function recorder() {
+  const events: SaverEvent[] = [];
+  return { events, onEvent: (e: SaverEvent) => events.push(e), of: (type: SaverEvent["type"]) => events.filter((e) => e.type === type) };
+}
+
+async function rows(table: string, threadId: string): Promise<number> {
+  const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM ${table} WHERE thread_id = $1`, [threadId]);
+  return rows[0].n;
+}
+
+async function heads(threadId: string): Promise<string[]> {
+  const { rows } = await db.pool.query("SELECT checkpoint_id FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '' AND is_head", [threadId]);
+  return rows.map((r) => r.checkpoint_id);
+}
+
+/** Puts a root and returns its config. */
+async function start(saver: PostgresSaver, threadId: string) {
+  const cp = makeCheckpoint({ x: "root" });
+  return saver.put({ configurable: { thread_id: threadId, checkpoint_ns: "" } }, cp, meta(-1), cp.channel_versions);
+}
+
+function child(value: string) {
+  const version = `${String(2).padStart(32, "0")}.${Math.random()}`;
+  return { cp: makeCheckpoint({ x: value }, { x: version }), versions: { x: version } };
+}
+
+describe("linear mode, saver API", () => {
+  it("of two concurrent children of the head exactly one commits; the loser writes nothing and names the winner", async () => {
+    const rec = recorder();
+    const saver = new PostgresSaver(pool, { lineage: "linear", onEvent: rec.onEvent });
+    const threadId = uuid6(-3);
+    const h = await start(saver, threadId);
+    const a = child("a");
+    const b = child("b");
+    const results = await Promise.allSettled([saver.put(h, a.cp, meta(0), a.versions), saver.put(h, b.cp, meta(0), b.versions)]);
+    const won = results.filter((r) => r.status === "fulfilled");
+    const lost = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
+    expect(won).toHaveLength(1);
+    expect(lost).toHaveLength(1);
+    const err = lost[0]!.reason as CheckpointConflictError;
+    expect(err).toBeInstanceOf(CheckpointConflictError);
+    expect(err.code).toBe("CHECKPOINT_CONFLICT");
+    expect(err.retryable).toBe(true);
+    const winnerId = (won[0] as PromiseFulfilledResult<{ configurable: { checkpoint_id: string } }>).value.configurable.checkpoint_id;
+    expect(err).toMatchObject({ threadId, checkpointNs: "", expectedParent: h.configurable!.checkpoint_id, actualHead: winnerId });
+    // Root + winner only: the loser's checkpoint and blob are nowhere.
+    expect(await rows("checkpoints", threadId)).toBe(2);
+    expect(await rows("checkpoint_blobs", threadId)).toBe(2);
+    expect(await heads(threadId)).toEqual([winnerId]);
+    expect(rec.of("conflict")).toHaveLength(1);
+    expect(rec.of("fork")).toHaveLength(0);
+  });
+
+  it("rejects a root put into a non-empty lineage and a put into a deleted thread", async () => {
+    const saver = new PostgresSaver(pool, { lineage: "linear" });
+    const threadId = uuid6(-3);
+    const h = await start(saver, threadId);
+    await expect(start(saver, threadId)).rejects.toMatchObject({ code: "CHECKPOINT_CONFLICT", expectedParent: undefined });
+    await saver.deleteThread(threadId);
+    const c = child("after-delete");
+    await expect(saver.put(h, c.cp, meta(0), c.versions)).rejects.toMatchObject({ code: "CHECKPOINT_CONFLICT", actualHead: undefined });
+    expect(await rows("checkpoints", threadId)).toBe(0);
+    expect(await rows("checkpoint_blobs", threadId)).toBe(0);
+  });
+
+  it("accepts a re-put of the head itself, and a deliberate fork with configurable.allow_fork", async () => {
+    const rec = recorder();
+    const saver = new PostgresSaver(pool, { lineage: "linear", onEvent: rec.onEvent });
+    const threadId = uuid6(-3);
+    const h = await start(saver, threadId);
+    const a = child("a");
+    const ca = await saver.put(h, a.cp, meta(0), a.versions);
+    await saver.put(h, a.cp, meta(0, { again: true }), a.versions); // same id: an update of the head
+    expect((await saver.getTuple(ca))?.metadata).toMatchObject({ again: true });
+    const b = child("b");
+    const cb = await saver.put({ configurable: { ...h.configurable, allow_fork: true } }, b.cp, meta(0), b.versions);
+    expect(await heads(threadId)).toEqual([cb.configurable!.checkpoint_id]);
+    expect(rec.of("fork")).toEqual([
+      expect.objectContaining({ displacedHead: ca.configurable!.checkpoint_id, parentCheckpointId: h.configurable!.checkpoint_id, deliberate: true }),
+    ]);
+  });
+});
+
+describe("branch mode, saver API", () => {
+  it("a put whose parent is not the head commits, becomes the head, and emits a fork event", async () => {
+    const rec = recorder();
+    const saver = new PostgresSaver(pool, { onEvent: rec.onEvent });
+    const threadId = uuid6(-3);
+    const h = await start(saver, threadId);
+    const a = child("a");
+    const ca = await saver.put(h, a.cp, meta(0), a.versions);
+    const b = child("b");
+    const cb = await saver.put(h, b.cp, meta(0), b.versions);
+    expect((await saver.getTuple({ configurable: { thread_id: threadId } }))?.checkpoint.id).toBe(b.cp.id);
+    expect(await heads(threadId)).toEqual([cb.configurable!.checkpoint_id]);
+    expect(rec.of("fork")).toEqual([
+      expect.objectContaining({ threadId, checkpointNs: "", checkpointId: b.cp.id, displacedHead: ca.configurable!.checkpoint_id, deliberate: false }),
+    ]);
+    // The displaced head was demoted with a compare-and-set: its row version moved.
+    const { rows: r } = await db.pool.query("SELECT row_version::int AS rv, is_head FROM checkpoints WHERE thread_id = $1 AND checkpoint_id = $2", [
+      threadId,
+      a.cp.id,
+    ]);
+    expect(r[0]).toEqual({ rv: 2, is_head: false });
+  });
+
+  it("keeps exactly one head per lineage under 40 concurrent writers on separate connections", async () => {
+    const saver = new PostgresSaver(pool);
+    const threadId = uuid6(-3);
+    const h = await start(saver, threadId);
+    const puts = Array.from({ length: 40 }, (_, i) => {
+      const c = child(`w${i}`);
+      return saver.put(h, c.cp, meta(0), c.versions);
+    });
+    await Promise.all(puts);
+    expect(await heads(threadId)).toHaveLength(1);
+    expect(await rows("checkpoints", threadId)).toBe(41);
+  });
+
+  it("the database itself refuses a second head", async () => {
+    const saver = new PostgresSaver(pool);
+    const threadId = uuid6(-3);
+    const h = await start(saver, threadId);
+    const a = child("a");
+    await saver.put(h, a.cp, meta(0), a.versions);
+    await expect(db.pool.query("UPDATE checkpoints SET is_head = true WHERE thread_id = $1", [threadId])).rejects.toMatchObject({
+      code: "23505",
+      constraint: "checkpoints_one_head_per_lineage",
+    });
+  });
+});
+
+describe("a connection killed in the middle of a put", () => {
+  it("leaves no partial rows, fails with a retryable typed error, and the next put succeeds", async () => {
+    const saver = new PostgresSaver(pool);
+    const threadId = uuid6(-3);
+    const h = await start(saver, threadId);
+    // Hold the head's row lock so the put blocks inside its statement.
+    const blocker = await pool.connect();
+    await blocker.query("BEGIN");
+    await blocker.query("SELECT 1 FROM checkpoints WHERE thread_id = $1 AND is_head FOR UPDATE", [threadId]);
+    const c = child("doomed");
+    const pending = saver.put(h, c.cp, meta(0), c.versions).catch((e: unknown) => e);
+    let victim: number | undefined;
+    for (let i = 0; i < 100 && victim === undefined; i++) {
+      const { rows: waiting } = await db.pool.query(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%WITH head AS%'",
+      );
+      victim = waiting[0]?.pid;
+      if (victim === undefined) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(victim).toBeDefined();
+    await db.pool.query("SELECT pg_terminate_backend($1)", [victim]);
+    const err = await pending;
+    expect(err).toBeInstanceOf(DatabaseOperationError);
+    expect((err as DatabaseOperationError).retryable).toBe(true);
+    await blocker.query("ROLLBACK");
+    blocker.release();
+    expect(await rows("checkpoints", threadId)).toBe(1);
+    expect(await rows("checkpoint_blobs", threadId)).toBe(1);
+    const again = child("retried");
+    const done = await saver.put(h, again.cp, meta(0), again.versions);
+    expect((await saver.getTuple(done))?.checkpoint.channel_values).toEqual({ x: "retried" });
+  });
+});
+
+// A chat-like graph: each invocation appends its message and a reply.
+const Chat = Annotation.Root({
+  log: Annotation<string[]>({ reducer: (a, b) => a.concat(b), default: () => [] }),
+});
+
+function chatGraph(checkpointer: PostgresSaver | MemorySaver) {
+  return new StateGraph(Chat)
+    .addNode("think", async (s) => {
+      await new Promise((r) => setTimeout(r, 2));
+      return { log: [`thought after ${s.log.length}`] };
+    })
+    .addNode("reply", (s) => ({ log: [`reply to ${s.log[s.log.length - 2]}`] }))
+    .addEdge(START, "think")
+    .addEdge("think", "reply")
+    .addEdge("reply", END)
+    .compile({ checkpointer });
+}
+
+/** Every checkpoint of the thread's root namespace, oldest first, checked to be one parent-linked chain. */
+async function assertOneChain(saver: PostgresSaver, threadId: string): Promise<number> {
+  const tuples = [];
+  for await (const t of saver.list({ configurable: { thread_id: threadId, checkpoint_ns: "" } })) tuples.push(t);
+  tuples.reverse();
+  expect(tuples[0]!.parentConfig).toBeUndefined();
+  for (let i = 1; i < tuples.length; i++) {
+    expect(tuples[i]!.parentConfig?.configurable?.checkpoint_id).toBe(tuples[i - 1]!.checkpoint.id);
+  }
+  return tuples.length;
+}
+
+describe("linear mode with real graphs", () => {
+  for (const n of [2, 8, 16]) {
+    it(`${n} concurrent invokes on one thread with withConflictRetry: every message exactly once, one chain`, async () => {
+      const rec = recorder();
+      const saver = new PostgresSaver(pool, { lineage: "linear", onEvent: rec.onEvent });
+      const graph = chatGraph(saver);
+      const threadId = uuid6(-3);
+      const config = { configurable: { thread_id: threadId } };
+      let retries = 0;
+      await Promise.all(
+        Array.from({ length: n }, (_, i) =>
+          withConflictRetry(() => graph.invoke({ log: [`msg-${i}`] }, config), {
+            attempts: 200,
+            baseDelayMs: 5,
+            maxDelayMs: 100,
+            onRetry: () => retries++,
+          }),
+        ),
+      );
+      const state = await graph.getState(config);
+      const log = state.values.log as string[];
+      for (let i = 0; i < n; i++) expect(log.filter((m) => m === `msg-${i}`)).toHaveLength(1);
+      expect(log).toHaveLength(3 * n);
+      const length = await assertOneChain(saver, threadId);
+      expect(length).toBe(4 * n); // per invoke: the input checkpoint and one per step (start, think, reply)
+      console.log(`[lineage] linear, ${n} concurrent invokes: ${rec.of("conflict").length} conflicts, ${retries} retries, ${length} checkpoints in one chain`);
+      if (n >= 8) expect(retries).toBeGreaterThan(0);
+      expect(rec.of("fork")).toHaveLength(0);
+    });
+  }
+
+  it("without retry every loser rejects with CheckpointConflictError and leaves no visible checkpoint", async () => {
+    const saver = new PostgresSaver(pool, { lineage: "linear" });
+    const graph = chatGraph(saver);
+    const threadId = uuid6(-3);
+    const config = { configurable: { thread_id: threadId } };
+    await graph.invoke({ log: ["first"] }, config);
+    const before = await rows("checkpoints", threadId);
+    const results = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => graph.invoke({ log: [`race-${i}`] }, config)));
+    const winners = results.filter((r) => r.status === "fulfilled").length;
+    const losers = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
+    expect(winners).toBeGreaterThanOrEqual(1);
+    expect(losers.length).toBe(6 - winners);
+    for (const l of losers) expect(l.reason).toBeInstanceOf(CheckpointConflictError);
+    // Each winner added exactly its four checkpoints; losers added none.
+    expect(await rows("checkpoints", threadId)).toBe(before + 4 * winners);
+    const log = (await graph.getState(config)).values.log as string[];
+    expect(log.filter((m) => m.startsWith("race-"))).toHaveLength(winners);
+    await assertOneChain(saver, threadId);
+  });
+});
+
+describe("branch mode with real graphs", () => {
+  it("the same race commits every run and reports each displaced head with a fork event", async () => {
+    const rec = recorder();
+    const saver = new PostgresSaver(pool, { onEvent: rec.onEvent });
+    const graph = chatGraph(saver);
+    const threadId = uuid6(-3);
+    const config = { configurable: { thread_id: threadId } };
+    await graph.invoke({ log: ["first"] }, config);
+    await Promise.all(Array.from({ length: 4 }, (_, i) => graph.invoke({ log: [`race-${i}`] }, config)));
+    const forks = rec.of("fork") as Extract<SaverEvent, { type: "fork" }>[];
+    expect(forks.length).toBeGreaterThan(0);
+    const { rows: all } = await db.pool.query("SELECT checkpoint_id FROM checkpoints WHERE thread_id = $1", [threadId]);
+    const ids = new Set(all.map((r) => r.checkpoint_id));
+    for (const f of forks) expect(ids.has(f.displacedHead)).toBe(true);
+    expect(await heads(threadId)).toHaveLength(1);
+    expect(ids.size).toBe(4 * 5);
+  });
+
+  it("time travel and updateState on an old checkpoint behave as with the in-memory saver", async () => {
+    const run = async (saver: PostgresSaver | MemorySaver) => {
+      const graph = chatGraph(saver);
+      const config = { configurable: { thread_id: "tt" + Math.random() } };
+      await graph.invoke({ log: ["one"] }, config);
+      await graph.invoke({ log: ["two"] }, config);
+      const history = [];
+      for await (const s of graph.getStateHistory(config)) history.push(s);
+      const old = history.find((s) => (s.values.log as string[]).length === 3)!; // after the first run
+      await graph.invoke(null, old.config); // replay from there: a new branch
+      const afterReplay = (await graph.getState(config)).values.log;
+      const updated = await graph.updateState(old.config, { log: ["edited"] });
+      await graph.invoke({ log: ["three"] }, updated);
+      const final = (await graph.getState(config)).values.log;
+      let count = 0;
+      for await (const _ of graph.getStateHistory(config)) count++;
+      return { afterReplay, final, count };
+    };
+    expect(await run(new PostgresSaver(pool))).toEqual(await run(new MemorySaver()));
+  });
+});
+
+describe("linear mode and deliberate forks in a graph", () => {
+  it("time travel without the flag is a conflict; with configurable.allow_fork it forks", async () => {
+    const saver = new PostgresSaver(pool, { lineage: "linear" });
+    const graph = chatGraph(saver);
+    const config = { configurable: { thread_id: uuid6(-3) } };
+    await graph.invoke({ log: ["one"] }, config);
+    await graph.invoke({ log: ["two"] }, config);
+    const history = [];
+    for await (const s of graph.getStateHistory(config)) history.push(s);
+    const old = history.find((s) => (s.values.log as string[]).length === 3)!;
+    await expect(graph.updateState(old.config, { log: ["edited"] })).rejects.toBeInstanceOf(CheckpointConflictError);
+    const forked = await graph.updateState({ configurable: { ...old.config.configurable, allow_fork: true } }, { log: ["edited"] });
+    expect((await graph.getState(config)).values.log).toEqual([...(old.values.log as string[]), "edited"]);
+    expect(forked.configurable?.checkpoint_id).toBeDefined();
+  });
+});
