@@ -101,7 +101,7 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      * run never starts on top of another run's unfinished steps.
      * $1 thread, $2 ns, $3 id, $4 parent|null, $5 checkpoint jsonb, $6 metadata jsonb,
      * $7 metadata_raw|null, $8 linear, $9 channels, $10 versions, $11 types, $12 values,
-     * $13 starts a run, $14 run lease in seconds.
+     * $13 starts a run, $14 run lease in seconds, $15 thread TTL in seconds|null.
      * Returns head_id (the head before), ok, inserted (1 new row, 0 re-put/rejected), blobs.
      */
     put: `
@@ -143,13 +143,13 @@ WITH head AS (
   ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
   RETURNING 1
 ), ins AS (
-  INSERT INTO ${checkpoints} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, is_head)
-  SELECT $1, $2, $3, $4, $5, $6, $7, true FROM decision d
+  INSERT INTO ${checkpoints} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, is_head, ttl_seconds)
+  SELECT $1, $2, $3, $4, $5, $6, $7, true, $15 FROM decision d
    WHERE d.ok AND (SELECT count(*) FROM demote) >= 0
   ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
      SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, checkpoint = EXCLUDED.checkpoint,
          metadata = EXCLUDED.metadata, metadata_raw = EXCLUDED.metadata_raw, is_head = true,
-         row_version = c.row_version + 1
+         ttl_seconds = EXCLUDED.ttl_seconds, row_version = c.row_version + 1
   RETURNING (xmax = 0) AS fresh
 )
 SELECT d.head_id, d.ok,

@@ -38,6 +38,7 @@ import { decodeMetadata, encodeMetadata, projectJson } from "./metadata.js";
 import { latestVersion, migrate, schemaVersion, type MigrateResult } from "./migrate.js";
 import { buildQueries, type Queries, type ReadRow } from "./queries.js";
 import { MsgpackSerializer } from "./serde.js";
+import { parseDuration } from "./duration.js";
 import { LIMITS, checkKey, checkSchemaName, readConfig } from "./validate.js";
 
 /**
@@ -58,6 +59,12 @@ export interface PostgresSaverOptions {
   lineage?: LineageMode;
   /** Receives structured events (put, putWrites, conflict, fork, migrate, connectionError). */
   onEvent?: EventHandler;
+  /**
+   * Thread time-to-live: a duration (`"30d"`, `"12h"`, or milliseconds)
+   * recorded with each checkpoint. `prune()` deletes threads idle for longer
+   * than the TTL their latest checkpoint was written with. Default: none.
+   */
+  ttl?: string | number;
   /**
    * Linear mode only: how long a run's newest checkpoint keeps the thread busy
    * for other runs. A run that crashed mid-way leaves unfinished steps behind;
@@ -109,6 +116,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
   readonly #onEvent: EventHandler | undefined;
   readonly #prepared: boolean;
   readonly #leaseSeconds: number;
+  readonly #ttlSeconds: number | null;
   readonly #names: Map<string, string>;
   #ready: Promise<void> | undefined;
 
@@ -137,6 +145,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const lease = options.runLeaseMs ?? 300_000;
     if (typeof lease !== "number" || !Number.isFinite(lease) || lease < 0) throw new InvalidOptionsError("runLeaseMs", "expected a non-negative number of milliseconds");
     this.#leaseSeconds = lease / 1000;
+    this.#ttlSeconds = options.ttl === undefined ? null : Math.max(1, Math.ceil(parseDuration(options.ttl, "ttl") / 1000));
     // Statement names are per connection; include a hash of the text so two
     // savers on different schemas sharing a pool never clash.
     this.#names = new Map(
@@ -336,7 +345,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     // New input or a state update starts a run; loop steps continue one.
     const source = (metadata as { source?: unknown } | undefined)?.source;
     const startsRun = source === "input" || source === "update";
-    const params = [threadId, ns, id, parentId ?? null, stored, meta.json, meta.raw, linear, channels, versions, types, payloads, startsRun, this.#leaseSeconds];
+    const params = [threadId, ns, id, parentId ?? null, stored, meta.json, meta.raw, linear, channels, versions, types, payloads, startsRun, this.#leaseSeconds, this.#ttlSeconds];
 
     // The head row is locked FOR UPDATE. If a concurrent put moves it while we
     // wait, the re-check finds it no longer head and this statement sees no head

@@ -60,6 +60,8 @@ export const checkpoints = pgTable(
     isHead: boolean("is_head").notNull().default(false),
     rowVersion: rowVersion(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    /** The saver's `ttl` when this checkpoint was written; the head's value is the thread's TTL, enforced by `prune`. */
+    ttlSeconds: integer("ttl_seconds"),
   },
   (t) => [
     primaryKey({ name: "checkpoints_pkey", columns: [t.threadId, t.checkpointNs, t.checkpointId] }),

@@ -1,0 +1,1 @@
+ALTER TABLE "checkpoints" ADD COLUMN "ttl_seconds" integer;
