@@ -14,7 +14,8 @@ export type CheckpointerErrorCode =
   | "CHECKPOINT_CONFLICT"
   | "SERIALIZATION_FAILED"
   | "DESERIALIZATION_FAILED"
-  | "DATABASE_ERROR";
+  | "DATABASE_ERROR"
+  | "DATA_DIR_LOCKED";
 
 /**
  * Base class of every error thrown by this package.

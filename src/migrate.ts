@@ -13,7 +13,8 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import pg from "pg";
-import { MigrationError, SchemaTooNewError, sqlStateOf } from "./errors.js";
+import { clientDb, isPGlite, pgliteDb, poolDb, type Db, type PGliteLike, type Queryable } from "./db.js";
+import { InvalidOptionsError, MigrationError, SchemaTooNewError, sqlStateOf } from "./errors.js";
 import { emit, type EventHandler } from "./events.js";
 import { checkSchemaName, quoteIdent } from "./validate.js";
 
@@ -71,8 +72,8 @@ export function latestVersion(): number {
 }
 
 export interface MigrateOptions {
-  /** A pool or client to run on (not closed). Or give `connectionString`. */
-  pool?: pg.Pool | pg.Client;
+  /** Where to migrate: a `pg.Pool` or `pg.Client` (not closed), or a PGlite instance. Or give `connectionString`. */
+  pool?: pg.Pool | pg.Client | PGliteLike;
   /** Used when no `pool` is given; the connection is closed afterwards. */
   connectionString?: string;
   /** Target Postgres schema; created if missing. Default `public`. */
@@ -112,93 +113,94 @@ const LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('langgraph-checkpoint-pg
  */
 export async function migrate(options: MigrateOptions = {}): Promise<MigrateResult> {
   const schema = checkSchemaName(options.schema ?? "public");
-  const migrations = loadMigrations();
-  const started = performance.now();
+  if (!options.pool && !options.connectionString) {
+    throw new InvalidOptionsError("pool", "give a pg.Pool, a pg.Client, a PGlite instance, or a connectionString");
+  }
   const own = options.pool ? undefined : new pg.Client({ connectionString: options.connectionString, application_name: "langgraph-checkpoint-pg:migrate" });
-  let client: pg.PoolClient | pg.Client;
   if (own) {
-    await own.connect().catch((cause) => {
+    await own.connect().catch((cause: unknown) => {
       throw new MigrationError("could not connect to run migrations", { cause });
     });
-    client = own;
-  } else if (options.pool instanceof pg.Pool) {
-    client = await options.pool.connect().catch((cause: unknown) => {
-      throw new MigrationError("could not get a connection to run migrations", { cause });
-    });
-  } else {
-    client = options.pool as pg.Client;
   }
+  const target = own ?? options.pool!;
+  const db = isPGlite(target) ? pgliteDb(target) : target instanceof pg.Pool ? poolDb(target) : clientDb(target as pg.Client);
+  try {
+    return await runMigrations(db, schema, options);
+  } finally {
+    if (own) await own.end().catch(() => undefined);
+  }
+}
+
+/** The migration run itself, on any driver: one transaction, under the lock. */
+export async function runMigrations(db: Db, schema: string, options: { dryRun?: boolean; onEvent?: EventHandler } = {}): Promise<MigrateResult> {
+  const migrations = loadMigrations();
+  const started = performance.now();
   const q = quoteIdent(schema);
   const table = `${q}.${MIGRATIONS_TABLE}`;
-  let broken: unknown;
   let current: Migration | undefined;
   try {
-    await client.query("BEGIN");
-    try {
-      await client.query(LOCK_SQL, [schema]);
-      const exists = await client.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [schema]);
-      if (exists.rowCount === 0 && !options.dryRun) await client.query(`CREATE SCHEMA ${q}`);
-      const hasTable = await client.query("SELECT to_regclass($1) IS NOT NULL AS ok", [table]);
-      if (!hasTable.rows[0].ok && !options.dryRun) {
-        await client.query(
-          `CREATE TABLE ${table} (
-             version integer PRIMARY KEY,
-             name text NOT NULL,
-             sha256 text NOT NULL,
-             applied_at timestamptz NOT NULL DEFAULT now()
-           )`,
-        );
-      }
-      const applied: { version: number; name: string; sha256: string }[] = hasTable.rows[0].ok
-        ? (await client.query(`SELECT version, name, sha256 FROM ${table} ORDER BY version`)).rows
-        : [];
-      const fromVersion = applied.length === 0 ? 0 : Math.max(...applied.map((r) => r.version));
-      if (fromVersion > migrations.length) throw new SchemaTooNewError(schema, fromVersion, migrations.length);
-      for (const row of applied) {
-        const known = migrations[row.version - 1];
-        if (!known || known.sha256 !== row.sha256) {
-          throw new MigrationError(
-            `migration ${row.version} (${row.name}) applied to schema "${schema}" differs from the one shipped in this package; ` +
-              "released migrations must never be edited",
-            { migration: row.name },
+    const result = await db.transaction(
+      async (tx) => {
+        await tx.query(LOCK_SQL, [schema]);
+        const exists = await tx.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [schema]);
+        if (exists.rows.length === 0 && !options.dryRun) await tx.query(`CREATE SCHEMA ${q}`);
+        const hasTable = (await tx.query<{ ok: boolean }>("SELECT to_regclass($1) IS NOT NULL AS ok", [table])).rows[0]!.ok;
+        if (!hasTable && !options.dryRun) {
+          await tx.query(
+            `CREATE TABLE ${table} (
+               version integer PRIMARY KEY,
+               name text NOT NULL,
+               sha256 text NOT NULL,
+               applied_at timestamptz NOT NULL DEFAULT now()
+             )`,
           );
         }
-      }
-      const pending = migrations.slice(fromVersion);
-      if (!options.dryRun) {
-        // The generated SQL is unqualified: resolve it inside the target schema.
-        await client.query(`SET LOCAL search_path TO ${q}, pg_catalog`);
-        for (const m of pending) {
-          current = m;
-          // Record first: a concurrent migrator that somehow got past the lock clashes on the key.
-          await client.query(`INSERT INTO ${table} (version, name, sha256) VALUES ($1, $2, $3)`, [m.version, m.name, m.sha256]);
-          for (const statement of m.statements) await client.query(statement);
+        const applied = hasTable
+          ? (await tx.query<{ version: number; name: string; sha256: string }>(`SELECT version, name, sha256 FROM ${table} ORDER BY version`)).rows
+          : [];
+        const fromVersion = applied.length === 0 ? 0 : Math.max(...applied.map((r) => r.version));
+        if (fromVersion > migrations.length) throw new SchemaTooNewError(schema, fromVersion, migrations.length);
+        for (const row of applied) {
+          const known = migrations[row.version - 1];
+          if (!known || known.sha256 !== row.sha256) {
+            throw new MigrationError(
+              `migration ${row.version} (${row.name}) applied to schema "${schema}" differs from the one shipped in this package; ` +
+                "released migrations must never be edited",
+              { migration: row.name },
+            );
+          }
         }
-        current = undefined;
-      }
-      await client.query(options.dryRun ? "ROLLBACK" : "COMMIT");
-      const result: MigrateResult = {
-        schema,
-        fromVersion,
-        toVersion: options.dryRun ? fromVersion : migrations.length,
-        applied: pending.map((m) => ({ version: m.version, name: m.name, sql: m.sql })),
-      };
-      emit(options.onEvent, {
-        type: "migrate",
-        schema,
-        applied: pending.map((m) => m.name),
-        fromVersion,
-        toVersion: result.toVersion,
-        dryRun: options.dryRun ?? false,
-        durationMs: performance.now() - started,
-      });
-      return result;
-    } catch (err) {
-      await client.query("ROLLBACK").catch((rollbackErr: unknown) => {
-        broken = rollbackErr;
-      });
-      throw err;
-    }
+        const pending = migrations.slice(fromVersion);
+        if (!options.dryRun) {
+          // The generated SQL is unqualified: resolve it inside the target schema.
+          await tx.query(`SET LOCAL search_path TO ${q}, pg_catalog`);
+          for (const m of pending) {
+            current = m;
+            // Record first: a concurrent migrator that somehow got past the lock clashes on the key.
+            await tx.query(`INSERT INTO ${table} (version, name, sha256) VALUES ($1, $2, $3)`, [m.version, m.name, m.sha256]);
+            for (const statement of m.statements) await tx.query(statement);
+          }
+          current = undefined;
+        }
+        return {
+          schema,
+          fromVersion,
+          toVersion: options.dryRun ? fromVersion : migrations.length,
+          applied: pending.map((m) => ({ version: m.version, name: m.name, sql: m.sql })),
+        } satisfies MigrateResult;
+      },
+      { rollback: options.dryRun ?? false },
+    );
+    emit(options.onEvent, {
+      type: "migrate",
+      schema,
+      applied: result.applied.map((m) => m.name),
+      fromVersion: result.fromVersion,
+      toVersion: result.toVersion,
+      dryRun: options.dryRun ?? false,
+      durationMs: performance.now() - started,
+    });
+    return result;
   } catch (err) {
     if (err instanceof SchemaTooNewError || err instanceof MigrationError) throw err;
     throw new MigrationError(
@@ -207,9 +209,6 @@ export async function migrate(options: MigrateOptions = {}): Promise<MigrateResu
         : `migrating schema "${schema}" failed (SQLSTATE ${sqlStateOf(err) ?? "none"}); nothing was applied`,
       { cause: err, migration: current?.name },
     );
-  } finally {
-    if (own) await own.end().catch(() => undefined);
-    else if ("release" in client && typeof client.release === "function") client.release(broken instanceof Error ? broken : undefined);
   }
 }
 
@@ -222,10 +221,10 @@ export async function migrate(options: MigrateOptions = {}): Promise<MigrateResu
  * if (v < latestVersion()) console.log("migrations pending");
  * ```
  */
-export async function schemaVersion(db: pg.Pool | pg.Client | pg.PoolClient, schema: string): Promise<number> {
+export async function schemaVersion(db: Queryable, schema: string): Promise<number> {
   try {
-    const res = await db.query(`SELECT coalesce(max(version), 0)::int AS v FROM ${quoteIdent(schema)}.${MIGRATIONS_TABLE}`);
-    return res.rows[0].v as number;
+    const res = await db.query<{ v: number }>(`SELECT coalesce(max(version), 0)::int AS v FROM ${quoteIdent(schema)}.${MIGRATIONS_TABLE}`);
+    return res.rows[0]!.v;
   } catch (err) {
     // 42P01 undefined_table, 3F000 invalid_schema_name: nothing migrated yet.
     if (sqlStateOf(err) === "42P01" || sqlStateOf(err) === "3F000") return 0;

@@ -23,6 +23,8 @@ import {
   writesSortKey,
 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
+import { isPGlite, pgliteDb, poolDb, type Db, type PGliteLike } from "./db.js";
+import { DEFAULT_DATA_DIR, openEmbedded } from "./embedded.js";
 import {
   CheckpointConflictError,
   CheckpointerError,
@@ -35,7 +37,7 @@ import {
 } from "./errors.js";
 import { emit, type EventHandler } from "./events.js";
 import { decodeMetadata, encodeMetadata, projectJson } from "./metadata.js";
-import { latestVersion, migrate, schemaVersion, type MigrateResult } from "./migrate.js";
+import { latestVersion, runMigrations, schemaVersion, type MigrateResult } from "./migrate.js";
 import { buildQueries, type Queries, type ReadRow } from "./queries.js";
 import { MsgpackSerializer } from "./serde.js";
 import { parseDuration } from "./duration.js";
@@ -110,8 +112,8 @@ const LIST_PAGE = 100;
 export class PostgresSaver extends BaseCheckpointSaver {
   readonly schema: string;
   readonly lineage: LineageMode;
-  readonly #pool: pg.Pool;
-  #ownsPool = false;
+  readonly #db: Db;
+  #close: (() => Promise<void>) | undefined;
   readonly #queries: Queries;
   readonly #onEvent: EventHandler | undefined;
   readonly #prepared: boolean;
@@ -121,24 +123,25 @@ export class PostgresSaver extends BaseCheckpointSaver {
   #ready: Promise<void> | undefined;
 
   /**
-   * @param pool A `pg.Pool` the caller owns: {@link end} never closes it.
+   * @param pool A `pg.Pool`, or a PGlite instance, that the caller owns: {@link end} never closes it.
    *
    * @example
    * ```ts
    * const saver = new PostgresSaver(pool, { lineage: "linear", onEvent: console.log });
    * ```
    */
-  constructor(pool: pg.Pool, options: PostgresSaverOptions = {}) {
+  constructor(pool: pg.Pool | PGliteLike, options: PostgresSaverOptions = {}) {
     super(options.serde ?? new MsgpackSerializer());
-    if (!(pool instanceof pg.Pool) && (typeof pool !== "object" || pool === null || typeof (pool as pg.Pool).query !== "function")) {
-      throw new InvalidOptionsError("pool", "expected a pg.Pool");
+    const pglite = isPGlite(pool);
+    if (!pglite && !(pool instanceof pg.Pool) && (typeof pool !== "object" || pool === null || typeof (pool as pg.Pool).connect !== "function")) {
+      throw new InvalidOptionsError("pool", "expected a pg.Pool or a PGlite instance");
     }
     const lineage = options.lineage ?? "branch";
     if (lineage !== "branch" && lineage !== "linear") throw new InvalidOptionsError("lineage", 'expected "branch" or "linear"');
     if (options.onEvent !== undefined && typeof options.onEvent !== "function") throw new InvalidOptionsError("onEvent", "expected a function");
     this.schema = checkSchemaName(options.schema ?? "public");
     this.lineage = lineage;
-    this.#pool = pool;
+    this.#db = pglite ? pgliteDb(pool) : poolDb(pool as pg.Pool);
     this.#queries = buildQueries(this.schema);
     this.#onEvent = options.onEvent;
     this.#prepared = options.preparedStatements ?? true;
@@ -153,13 +156,13 @@ export class PostgresSaver extends BaseCheckpointSaver {
     );
     // An idle client dying (e.g. a Postgres restart) makes pg.Pool emit 'error';
     // with no listener that crashes the process. Listen if nobody else does.
-    if (pool.listenerCount?.("error") === 0) {
-      pool.on("error", (err) => emit(this.#onEvent, { type: "connectionError", message: err.message }));
+    if (!pglite && (pool as pg.Pool).listenerCount("error") === 0) {
+      (pool as pg.Pool).on("error", (err) => emit(this.#onEvent, { type: "connectionError", message: err.message }));
     }
   }
 
   /**
-   * A saver that owns its pool: {@link end} closes it.
+   * A saver on a new `pg.Pool` that it owns: {@link end} closes it.
    *
    * @example
    * ```ts
@@ -175,7 +178,45 @@ export class PostgresSaver extends BaseCheckpointSaver {
     }
     const pool = new pg.Pool({ application_name: "langgraph-checkpoint-pg", ...options.pool, connectionString });
     const saver = new PostgresSaver(pool, options);
-    saver.#ownsPool = true;
+    saver.#close = () => pool.end();
+    return saver;
+  }
+
+  /**
+   * A saver on `databaseUrl` (default: the `DATABASE_URL` environment
+   * variable) or, when there is none, on the embedded database (PGlite)
+   * persisted in `dataDir` (default `./.langgraph-pg`), locked to this process.
+   * Migrates the schema unless `migrate: false`. The saver owns what it
+   * opened: {@link end} closes it.
+   *
+   * @example
+   * ```ts
+   * const checkpointer = await PostgresSaver.open(); // DATABASE_URL, or ./.langgraph-pg
+   * const graph = builder.compile({ checkpointer });
+   * // ...
+   * await checkpointer.end();
+   * ```
+   */
+  static async open(
+    options: PostgresSaverOptions & { databaseUrl?: string; dataDir?: string; migrate?: boolean; pool?: pg.PoolConfig } = {},
+  ): Promise<PostgresSaver> {
+    const url = options.databaseUrl ?? process.env.DATABASE_URL;
+    let saver: PostgresSaver;
+    if (url) {
+      saver = PostgresSaver.fromConnString(url, options);
+    } else {
+      const embedded = await openEmbedded(options.dataDir ?? DEFAULT_DATA_DIR);
+      saver = new PostgresSaver(embedded.db, options);
+      saver.#close = embedded.close;
+    }
+    if (options.migrate !== false) {
+      try {
+        await saver.setup();
+      } catch (err) {
+        await saver.end();
+        throw err;
+      }
+    }
     return saver;
   }
 
@@ -188,7 +229,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   async setup(): Promise<MigrateResult> {
-    const result = await migrate({ pool: this.#pool, schema: this.schema, onEvent: this.#onEvent });
+    const result = await runMigrations(this.#db, this.schema, { onEvent: this.#onEvent });
     this.#ready = Promise.resolve();
     return result;
   }
@@ -202,7 +243,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   async end(): Promise<void> {
-    if (this.#ownsPool) await this.#pool.end();
+    const close = this.#close;
+    this.#close = undefined;
+    await close?.();
   }
 
   /** Checks once per saver that the schema is migrated to exactly what this code knows. */
@@ -211,7 +254,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
       this.#ready = (async () => {
         let version: number;
         try {
-          version = await schemaVersion(this.#pool, this.schema);
+          version = await schemaVersion(this.#db, this.schema);
         } catch (err) {
           throw new DatabaseOperationError("checking the schema version", err);
         }
@@ -227,11 +270,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
     return this.#ready;
   }
 
-  async #query<R extends pg.QueryResultRow>(op: keyof Queries, values: unknown[], what: string): Promise<pg.QueryResult<R>> {
+  async #query<R extends pg.QueryResultRow>(op: keyof Queries, values: unknown[], what: string): Promise<{ rows: R[] }> {
     await this.#ensureReady();
     const text = this.#queries[op];
     try {
-      return await this.#pool.query<R>(this.#prepared ? { name: this.#names.get(op), text, values } : { text, values });
+      return await this.#db.run<R>(text, values, this.#prepared ? this.#names.get(op) : undefined);
     } catch (err) {
       if (sqlStateOf(err) === "42P01" || sqlStateOf(err) === "3F000") {
         this.#ready = undefined;

@@ -1,0 +1,151 @@
+/**
+ * The zero-setup default: Postgres in WebAssembly (PGlite) persisted in a data
+ * folder. PGlite is single-process: two processes opening one folder lose
+ * writes silently, so a lock file guards the folder. A lock left by a killed
+ * process (its pid no longer runs on this host) is taken over safely.
+ */
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { hostname } from "node:os";
+import { join, resolve } from "node:path";
+import { CheckpointerError, InvalidOptionsError } from "./errors.js";
+import type { PGliteLike } from "./db.js";
+
+/** Where the embedded database lives unless told otherwise: `./.langgraph-pg` under the working directory. */
+export const DEFAULT_DATA_DIR = ".langgraph-pg";
+
+/**
+ * Another process holds the embedded data folder. Stop it, or point this one at
+ * another folder or at a real server (`DATABASE_URL`).
+ *
+ * @example
+ * ```ts
+ * try { await openEmbedded(); } catch (e) { if (e instanceof DataDirLockedError) console.error(e.holder); }
+ * ```
+ */
+export class DataDirLockedError extends CheckpointerError {
+  readonly dataDir: string;
+  readonly holder: LockInfo;
+  constructor(dataDir: string, holder: LockInfo) {
+    super(
+      "DATA_DIR_LOCKED",
+      `The embedded database in ${dataDir} is in use by process ${holder.pid} on ${holder.host} (since ${holder.since}` +
+        `${holder.command ? `, ${holder.command}` : ""}). PGlite allows one process per folder: stop that process, ` +
+        "use another data folder, or set DATABASE_URL to share a real Postgres server.",
+      { retryable: true },
+    );
+    this.dataDir = dataDir;
+    this.holder = holder;
+  }
+}
+
+export interface LockInfo {
+  pid: number;
+  host: string;
+  since: string;
+  command?: string;
+}
+
+export interface EmbeddedDatabase {
+  db: PGliteLike;
+  dataDir: string;
+  /** Close the database and release the folder lock. */
+  close(): Promise<void>;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists but belongs to someone else.
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+function readLock(file: string): LockInfo | undefined {
+  try {
+    const info = JSON.parse(readFileSync(file, "utf8")) as LockInfo;
+    return Number.isInteger(info.pid) ? info : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Take the folder lock (O_EXCL create), taking over a stale one; returns its release function. */
+export function lockDataDir(dataDir: string): () => void {
+  mkdirSync(dataDir, { recursive: true });
+  const file = join(dataDir, "lock.json");
+  const mine: LockInfo = { pid: process.pid, host: hostname(), since: new Date().toISOString(), command: process.argv.slice(1, 3).join(" ") };
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const fd = openSync(file, "wx");
+      writeSync(fd, JSON.stringify(mine));
+      closeSync(fd);
+      let released = false;
+      const release = () => {
+        if (released) return;
+        released = true;
+        process.off("exit", release);
+        // Only remove our own lock.
+        if (readLock(file)?.pid === process.pid) rmSync(file, { force: true });
+      };
+      process.on("exit", release);
+      return release;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      const holder = readLock(file);
+      if (holder && holder.host === hostname() && !alive(holder.pid)) {
+        // Stale: its process is gone. Remove it only if it is still that same lock.
+        if (readLock(file)?.pid === holder.pid) rmSync(file, { force: true });
+        continue;
+      }
+      if (holder) throw new DataDirLockedError(dataDir, holder);
+      // Unreadable lock: another process is writing it right now; look again.
+    }
+  }
+  throw new DataDirLockedError(dataDir, readLock(file) ?? { pid: -1, host: "unknown", since: "unknown" });
+}
+
+/**
+ * Open (creating if needed) the embedded PGlite database in `dataDir`, locked
+ * to this process. Needs the optional peer `@electric-sql/pglite`.
+ *
+ * @example
+ * ```ts
+ * const { db, close } = await openEmbedded(".langgraph-pg");
+ * await migrate({ pool: db });
+ * await close();
+ * ```
+ */
+export async function openEmbedded(dataDir: string = DEFAULT_DATA_DIR): Promise<EmbeddedDatabase> {
+  if (typeof dataDir !== "string" || dataDir === "") throw new InvalidOptionsError("dataDir", "expected a folder path");
+  const dir = resolve(dataDir);
+  let mod: { PGlite: new (dir: string) => PGliteLike & { waitReady: Promise<void> } };
+  try {
+    mod = (await import("@electric-sql/pglite")) as unknown as typeof mod;
+  } catch {
+    throw new InvalidOptionsError(
+      "dataDir",
+      "the embedded database needs the optional package @electric-sql/pglite (npm install @electric-sql/pglite), or set DATABASE_URL",
+    );
+  }
+  const release = lockDataDir(dir);
+  try {
+    const db = new mod.PGlite(join(dir, "pgdata"));
+    await db.waitReady;
+    return {
+      db,
+      dataDir: dir,
+      async close() {
+        try {
+          if (!db.closed) await db.close();
+        } finally {
+          release();
+        }
+      },
+    };
+  } catch (err) {
+    release();
+    throw err;
+  }
+}

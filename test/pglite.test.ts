@@ -1,0 +1,115 @@
+/**
+ * The embedded path: the same saver and migrations on PGlite (Postgres in
+ * WebAssembly), the folder lock, and the conformance suite on it.
+ */
+import { execFile, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { PGlite } from "@electric-sql/pglite";
+import { validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
+import { afterAll, describe, expect, it } from "vitest";
+import { DataDirLockedError, lockDataDir, migrate, openEmbedded, PostgresSaver } from "../src/index.js";
+
+describe("PGlite conformance", () => {
+  const db = new PGlite();
+  afterAll(() => db.close());
+  const initializer: CheckpointSaverTestInitializer<PostgresSaver> = {
+    checkpointerName: "langgraph-checkpoint-pg on PGlite",
+    beforeAllTimeout: 120_000,
+    async beforeAll() {
+      await migrate({ pool: db });
+    },
+    async createCheckpointer() {
+      await db.query("TRUNCATE checkpoints, checkpoint_writes, checkpoint_blobs");
+      return new PostgresSaver(db);
+    },
+  };
+  validate(initializer);
+});
+
+describe("embedded data folder", () => {
+  const dirs: string[] = [];
+  const tempDir = () => {
+    const d = mkdtempSync(join(tmpdir(), "lgpg-embedded-"));
+    dirs.push(d);
+    return d;
+  };
+  afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+  it("PostgresSaver.open without DATABASE_URL migrates and persists a thread across reopen", async () => {
+    const dataDir = tempDir();
+    const saved = process.env.DATABASE_URL;
+    delete process.env.DATABASE_URL;
+    try {
+      const first = await PostgresSaver.open({ dataDir });
+      const config = await first.put(
+        { configurable: { thread_id: "t", checkpoint_ns: "" } },
+        { v: 4, id: "cp-1", ts: new Date().toISOString(), channel_values: { a: "kept" }, channel_versions: { a: "1" }, versions_seen: {} },
+        { source: "input", step: -1, parents: {} },
+        { a: "1" },
+      );
+      await first.end();
+      const second = await PostgresSaver.open({ dataDir });
+      expect((await second.getTuple(config))?.checkpoint.channel_values).toEqual({ a: "kept" });
+      await second.end();
+    } finally {
+      if (saved !== undefined) process.env.DATABASE_URL = saved;
+    }
+  });
+
+  it("a second opener in this process gets a clear error naming the holder", async () => {
+    const dataDir = tempDir();
+    const held = await openEmbedded(dataDir);
+    try {
+      const err = await openEmbedded(dataDir).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(DataDirLockedError);
+      expect((err as DataDirLockedError).holder.pid).toBe(process.pid);
+      expect((err as Error).message).toMatch(new RegExp(`process ${process.pid}`));
+    } finally {
+      await held.close();
+    }
+    // Released: it opens again.
+    await (await openEmbedded(dataDir)).close();
+  });
+
+  it("another process is refused while this one holds the folder", async () => {
+    const dataDir = tempDir();
+    const release = lockDataDir(dataDir);
+    try {
+      const script = join(dataDir, "..", `try-lock-${process.pid}.mjs`);
+      writeFileSync(
+        script,
+        `import { lockDataDir } from ${JSON.stringify(join(process.cwd(), "src/embedded.ts"))};\n` +
+          `try { lockDataDir(${JSON.stringify(dataDir)}); console.log("LOCKED"); } catch (e) { console.log(e.code, e.holder.pid); }\n`,
+      );
+      const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", script]);
+      expect(stdout.trim()).toBe(`DATA_DIR_LOCKED ${process.pid}`);
+      rmSync(script);
+    } finally {
+      release();
+    }
+  });
+
+  it("recovers a stale lock left by a killed process", async () => {
+    const dataDir = tempDir();
+    // A process that takes the lock and is then killed without cleanup.
+    const child = spawn(process.execPath, [
+      "--import",
+      "tsx",
+      "-e",
+      `import(${JSON.stringify(join(process.cwd(), "src/embedded.ts"))}).then((m) => { m.lockDataDir(${JSON.stringify(dataDir)}); console.log("held"); setInterval(() => {}, 1000); })`,
+    ]);
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on("data", (d: Buffer) => d.toString().includes("held") && resolve());
+      child.on("exit", (code) => reject(new Error(`child exited early (${code})`)));
+    });
+    child.removeAllListeners("exit");
+    const dead = new Promise((r) => child.on("exit", r));
+    child.kill("SIGKILL");
+    await dead;
+    const db = await openEmbedded(dataDir);
+    await db.close();
+  });
+});
