@@ -1,0 +1,42 @@
+/** The README's quick-start block, run as written (the package import pointed at src/). */
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { expect, it } from "vitest";
+import { withTestDatabase } from "./helpers/db.js";
+
+const db = withTestDatabase("readme");
+
+function quickStart(): string {
+  const readme = readFileSync("README.md", "utf8");
+  const section = readme.slice(readme.indexOf("## Quick start"));
+  const block = /```ts\n([\s\S]*?)```/.exec(section);
+  if (!block) throw new Error("README has no ts block under ## Quick start");
+  return block[1]!;
+}
+
+it("the quick-start example runs and prints the article's final state, twice on one thread", async () => {
+  const code = quickStart().replace(`from "langgraph-checkpoint-pg"`, `from ${JSON.stringify(join(process.cwd(), "src/index.ts"))}`);
+  expect(code.split("\n").length).toBeLessThanOrEqual(20);
+  // Inside the repo, so the example's imports resolve from node_modules.
+  const dir = mkdtempSync(join(process.cwd(), "test", ".readme-"));
+  const file = join(dir, "quick-start.mts");
+  writeFileSync(file, code);
+  try {
+    const run = () =>
+      promisify(execFile)(process.execPath, ["--import", "tsx", file], {
+        cwd: process.cwd(),
+        env: { ...process.env, DATABASE_URL: db.url },
+      });
+    for (let i = 0; i < 2; i++) {
+      const { stdout } = await run();
+      expect(stdout).toContain("name: 'pavaneeshwar'");
+      expect(stdout).toContain("address: 'Hyderabad residency'");
+    }
+    const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM checkpoints WHERE thread_id = '12345'");
+    expect(rows[0].n).toBe(6); // three per run, the second run continuing the same thread
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
