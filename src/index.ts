@@ -6,7 +6,7 @@
  * import { PostgresSaver, migrate } from "langgraph-checkpoint-pg";
  * ```
  */
-export { PostgresSaver, ALLOW_FORK_KEY, type PostgresSaverOptions, type LineageMode } from "./saver.js";
+export { PostgresSaver, ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions, type LineageMode } from "./saver.js";
 export { migrate, loadMigrations, latestVersion, schemaVersion, MIGRATIONS_TABLE, type MigrateOptions, type MigrateResult, type Migration } from "./migrate.js";
 export { MsgpackSerializer } from "./serde.js";
 export type { SaverEvent, EventHandler } from "./events.js";

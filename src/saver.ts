@@ -75,6 +75,12 @@ export interface PostgresSaverOptions {
    */
   runLeaseMs?: number;
   /**
+   * Largest serialized channel value or write accepted, in bytes. A larger
+   * one is refused before any SQL with an {@link InvalidInputError} naming the
+   * channel. Default 64 MiB.
+   */
+  maxValueBytes?: number;
+  /**
    * Use named prepared statements (faster: each statement is parsed and
    * planned once per connection). Turn off behind a pooler that does not
    * support them (PgBouncer in transaction mode before 1.21). Default true.
@@ -84,6 +90,21 @@ export interface PostgresSaverOptions {
 
 /** The `configurable` flag that lets one invocation fork deliberately in linear mode. */
 export const ALLOW_FORK_KEY = "allow_fork";
+
+/**
+ * Defaults for pools the saver creates: nothing waits forever. A caller
+ * waiting for a free client gives up after 10 s, a statement after 60 s, a
+ * lock wait after 10 s; dead peers are found by TCP keepalive. Override any
+ * of them with the `pool` option.
+ */
+export const BOUNDED_POOL: pg.PoolConfig = {
+  application_name: "langgraph-checkpoint-pg",
+  connectionTimeoutMillis: 10_000,
+  statement_timeout: 60_000,
+  lock_timeout: 10_000,
+  idle_in_transaction_session_timeout: 60_000,
+  keepAlive: true,
+};
 
 /** Name of the partial unique index that allows one head per lineage. */
 const HEAD_INDEX = "checkpoints_one_head_per_lineage";
@@ -119,6 +140,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
   readonly #prepared: boolean;
   readonly #leaseSeconds: number;
   readonly #ttlSeconds: number | null;
+  readonly #maxValueBytes: number;
   readonly #names: Map<string, string>;
   #ready: Promise<void> | undefined;
 
@@ -148,6 +170,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const lease = options.runLeaseMs ?? 300_000;
     if (typeof lease !== "number" || !Number.isFinite(lease) || lease < 0) throw new InvalidOptionsError("runLeaseMs", "expected a non-negative number of milliseconds");
     this.#leaseSeconds = lease / 1000;
+    this.#maxValueBytes = options.maxValueBytes ?? 64 * 1024 * 1024;
+    if (!Number.isInteger(this.#maxValueBytes) || this.#maxValueBytes < 1) throw new InvalidOptionsError("maxValueBytes", "expected a positive integer");
     this.#ttlSeconds = options.ttl === undefined ? null : Math.max(1, Math.ceil(parseDuration(options.ttl, "ttl") / 1000));
     // Statement names are per connection; include a hash of the text so two
     // savers on different schemas sharing a pool never clash.
@@ -176,7 +200,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (typeof connectionString !== "string" || connectionString === "") {
       throw new InvalidOptionsError("connectionString", "expected a postgres:// URL");
     }
-    const pool = new pg.Pool({ application_name: "langgraph-checkpoint-pg", ...options.pool, connectionString });
+    const pool = new pg.Pool({ ...BOUNDED_POOL, ...options.pool, connectionString });
     const saver = new PostgresSaver(pool, options);
     saver.#close = () => pool.end();
     return saver;
@@ -374,7 +398,10 @@ export class PostgresSaver extends BaseCheckpointSaver {
         const v = checkKey("put newVersions value (version)", String(version), LIMITS.version);
         let type = "empty";
         let bytes: Uint8Array | null = null;
-        if (Object.prototype.hasOwnProperty.call(values, channel)) [type, bytes] = await this.serde.dumpsTyped(values[channel]);
+        if (Object.prototype.hasOwnProperty.call(values, channel)) {
+          [type, bytes] = await this.serde.dumpsTyped(values[channel]);
+          this.#checkSize(`put checkpoint.channel_values[${JSON.stringify(channel)}]`, bytes);
+        }
         channels.push(channel);
         versions.push(v);
         types.push(type);
@@ -474,6 +501,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
         idx[i] = WRITES_IDX_MAP[channel] ?? i;
         channels[i] = channel;
         [types[i], payloads[i]] = await this.serde.dumpsTyped(write[1]);
+        this.#checkSize(`putWrites writes[${i}] (channel ${JSON.stringify(channel)})`, payloads[i]!);
       }),
     );
     await this.#query("putWrites", [threadId, checkpointNs ?? "", checkpointId, taskId, taskPath, idx, channels, types, payloads], "putWrites");
@@ -560,6 +588,12 @@ export class PostgresSaver extends BaseCheckpointSaver {
     else if (typeof current === "string") n = Number.parseInt(current.split(".")[0] ?? "0", 10) || 0;
     const version = `${String(n + 1).padStart(32, "0")}.${Math.random()}`;
     return version as unknown as number;
+  }
+
+  #checkSize(field: string, bytes: Uint8Array): void {
+    if (bytes.byteLength > this.#maxValueBytes) {
+      throw new InvalidInputError(field, `serializes to ${bytes.byteLength} bytes; the limit (maxValueBytes) is ${this.#maxValueBytes}`);
+    }
   }
 
   async #decode(type: string, value: Buffer | null): Promise<unknown> {

@@ -22,7 +22,7 @@ let pool: pg.Pool;
 
 beforeAll(async () => {
   await migrate({ pool: db.pool });
-  pool = new pg.Pool({ connectionString: db.url, max: 20 });
+  pool = new pg.Pool({ connectionString: db.url, max: 20, application_name: "lineage-writers" });
 });
 afterAll(async () => {
   await pool.end();
@@ -174,7 +174,7 @@ describe("a connection killed in the middle of a put", () => {
     let victim: number | undefined;
     for (let i = 0; i < 100 && victim === undefined; i++) {
       const { rows: waiting } = await db.pool.query(
-        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%WITH head AS%'",
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'lineage-writers' AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
       );
       victim = waiting[0]?.pid;
       if (victim === undefined) await new Promise((r) => setTimeout(r, 20));
