@@ -15,7 +15,9 @@ export type CheckpointerErrorCode =
   | "SERIALIZATION_FAILED"
   | "DESERIALIZATION_FAILED"
   | "DATABASE_ERROR"
-  | "DATA_DIR_LOCKED";
+  | "DATA_DIR_LOCKED"
+  | "UPCASTER_MISSING"
+  | "STATE_VERSION_TOO_NEW";
 
 /**
  * Base class of every error thrown by this package.

@@ -10,6 +10,7 @@ export { PostgresSaver, ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions,
 export { migrate, loadMigrations, latestVersion, schemaVersion, MIGRATIONS_TABLE, type MigrateOptions, type MigrateResult, type Migration } from "./migrate.js";
 export { MsgpackSerializer } from "./serde.js";
 export type { SaverEvent, EventHandler } from "./events.js";
+export { StateVersionError, type Upcaster, type UpcastFunction, type UpcastContext } from "./upcast.js";
 export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo } from "./embedded.js";
 export type { PGliteLike } from "./db.js";
 export { withConflictRetry, type ConflictRetryOptions } from "./retry.js";

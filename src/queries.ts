@@ -11,7 +11,7 @@ export type Queries = ReturnType<typeof buildQueries>;
 /**
  * Read rows share one shape so a single statement can return a checkpoint with
  * its blobs and writes (`UNION ALL`), without aggregating bytea into arrays.
- *   kind 0 checkpoint: s1 parent id, v metadata_raw, cp checkpoint, md metadata
+ *   kind 0 checkpoint: s1 parent id, n state_version, v metadata_raw, cp checkpoint, md metadata
  *   kind 1 blob:       s1 channel, s3 type, v value
  *   kind 2 write:      s1 task id, s2 channel, s3 type, s4 task path, n idx, v value
  *   kind 3 parent's pending sends (checkpoints with v < 4 only), same as kind 2
@@ -41,7 +41,7 @@ export function buildQueries(schema: string) {
   const read = (page: string) => `
 WITH page AS MATERIALIZED (${page})
 SELECT 0 AS kind, p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id AS s1,
-       NULL::text AS s2, NULL::text AS s3, NULL::text AS s4, NULL::int AS n, p.metadata_raw AS v,
+       NULL::text AS s2, NULL::text AS s3, NULL::text AS s4, p.state_version AS n, p.metadata_raw AS v,
        p.checkpoint AS cp, p.metadata AS md
   FROM page p
 UNION ALL
@@ -62,7 +62,7 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
                   AND w.checkpoint_id = p.parent_checkpoint_id AND w.channel = '__pregel_tasks'
  WHERE (p.checkpoint ->> 'v')::int < 4`;
 
-  const cols = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw";
+  const cols = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, state_version";
 
   return {
     /** $1 thread, $2 namespace, $3 checkpoint id. */
@@ -101,7 +101,7 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      * run never starts on top of another run's unfinished steps.
      * $1 thread, $2 ns, $3 id, $4 parent|null, $5 checkpoint jsonb, $6 metadata jsonb,
      * $7 metadata_raw|null, $8 linear, $9 channels, $10 versions, $11 types, $12 values,
-     * $13 starts a run, $14 run lease in seconds, $15 thread TTL in seconds|null.
+     * $13 starts a run, $14 run lease in seconds, $15 thread TTL in seconds|null, $16 state version|null.
      * Returns head_id (the head before), ok, inserted (1 new row, 0 re-put/rejected), blobs.
      */
     put: `
@@ -143,13 +143,13 @@ WITH head AS (
   ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
   RETURNING 1
 ), ins AS (
-  INSERT INTO ${checkpoints} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, is_head, ttl_seconds)
-  SELECT $1, $2, $3, $4, $5, $6, $7, true, $15 FROM decision d
+  INSERT INTO ${checkpoints} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, is_head, ttl_seconds, state_version)
+  SELECT $1, $2, $3, $4, $5, $6, $7, true, $15, $16 FROM decision d
    WHERE d.ok AND (SELECT count(*) FROM demote) >= 0
   ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
      SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, checkpoint = EXCLUDED.checkpoint,
          metadata = EXCLUDED.metadata, metadata_raw = EXCLUDED.metadata_raw, is_head = true,
-         ttl_seconds = EXCLUDED.ttl_seconds, row_version = c.row_version + 1
+         ttl_seconds = EXCLUDED.ttl_seconds, state_version = EXCLUDED.state_version, row_version = c.row_version + 1
   RETURNING (xmax = 0) AS fresh
 )
 SELECT d.head_id, d.ok,
@@ -175,6 +175,34 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
 
     /** $1 thread, $2 namespace: the current head id (for conflict reports only). */
     headId: `SELECT checkpoint_id FROM ${checkpoints} WHERE thread_id = $1 AND checkpoint_ns = $2 AND is_head`,
+
+    /**
+     * upgradeState: the next batch of checkpoints older than $1 (state version),
+     * keyset after ($2, $3, $4), locked for the rewrite. $5 batch size.
+     */
+    staleBatch: `
+SELECT thread_id, checkpoint_ns, checkpoint_id, row_version FROM ${checkpoints}
+ WHERE coalesce(state_version, 1) < $1 AND (thread_id, checkpoint_ns, checkpoint_id) > ($2, $3, $4)
+ ORDER BY thread_id, checkpoint_ns, checkpoint_id
+ LIMIT $5
+   FOR UPDATE`,
+
+    /** upgradeState: rewrite one checkpoint (compare-and-set on row_version). $1-$3 key, $4 row_version read, $5 checkpoint, $6 state version. */
+    rewriteCheckpoint: `
+UPDATE ${checkpoints} SET checkpoint = $5, state_version = $6, row_version = row_version + 1
+ WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 AND row_version = $4
+RETURNING 1`,
+
+    /** upgradeState: store blobs. $1 thread, $2 ns, $3 channels, $4 versions, $5 types, $6 values. */
+    insertBlobs: `
+INSERT INTO ${blobs} (thread_id, checkpoint_ns, channel, version, type, value)
+SELECT $1, $2, b.channel, b.version, b.type, b.value FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) AS b(channel, version, type, value)
+ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING`,
+
+    /** upgradeState: rename a pending write's channel. $1-$3 checkpoint key, $4 old channel, $5 new channel. */
+    renameWrites: `
+UPDATE ${writes} SET channel = $5, row_version = row_version + 1
+ WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 AND channel = $4`,
 
     /** $1 thread: everything of the thread, in one statement. */
     deleteThread: `

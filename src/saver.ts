@@ -41,6 +41,7 @@ import { latestVersion, runMigrations, schemaVersion, type MigrateResult } from 
 import { buildQueries, type Queries, type ReadRow } from "./queries.js";
 import { MsgpackSerializer } from "./serde.js";
 import { parseDuration } from "./duration.js";
+import { checkVersioning, isSyntheticVersion, upcastTuple, type StateVersioning, type Upcaster } from "./upcast.js";
 import { LIMITS, checkKey, checkSchemaName, readConfig } from "./validate.js";
 
 /**
@@ -74,6 +75,19 @@ export interface PostgresSaverOptions {
    * Default 300000 (5 minutes); set it above your slowest single step.
    */
   runLeaseMs?: number;
+  /**
+   * The version of your graph's state schema: a positive integer you raise
+   * when the state changes (a channel renamed, split, added...). Each
+   * checkpoint records the version it was written with; older ones are upcast
+   * on read through {@link PostgresSaverOptions.upcasters}. Default: off.
+   */
+  stateVersion?: number;
+  /**
+   * `upcasters[N]` turns the channel values of a version-N checkpoint into
+   * version N+1's: a pure function of the values, or `{ rename, values }`.
+   * A missing step fails loudly with `StateVersionError`.
+   */
+  upcasters?: Record<number, Upcaster>;
   /**
    * Largest serialized channel value or write accepted, in bytes. A larger
    * one is refused before any SQL with an {@link InvalidInputError} naming the
@@ -141,6 +155,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
   readonly #leaseSeconds: number;
   readonly #ttlSeconds: number | null;
   readonly #maxValueBytes: number;
+  readonly #versioning: StateVersioning | undefined;
   readonly #names: Map<string, string>;
   #ready: Promise<void> | undefined;
 
@@ -170,6 +185,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const lease = options.runLeaseMs ?? 300_000;
     if (typeof lease !== "number" || !Number.isFinite(lease) || lease < 0) throw new InvalidOptionsError("runLeaseMs", "expected a non-negative number of milliseconds");
     this.#leaseSeconds = lease / 1000;
+    this.#versioning = checkVersioning(options.stateVersion, options.upcasters);
     this.#maxValueBytes = options.maxValueBytes ?? 64 * 1024 * 1024;
     if (!Number.isInteger(this.#maxValueBytes) || this.#maxValueBytes < 1) throw new InvalidOptionsError("maxValueBytes", "expected a positive integer");
     this.#ttlSeconds = options.ttl === undefined ? null : Math.max(1, Math.ceil(parseDuration(options.ttl, "ttl") / 1000));
@@ -408,6 +424,19 @@ export class PostgresSaver extends BaseCheckpointSaver {
         payloads.push(bytes);
       }),
     );
+    // Channels an upcast created or changed carry a version with no blob yet: store it now.
+    await Promise.all(
+      Object.entries(checkpoint.channel_versions ?? {}).map(async ([channel, version]) => {
+        if (!isSyntheticVersion(version) || Object.prototype.hasOwnProperty.call(newVersions ?? {}, channel)) return;
+        if (!Object.prototype.hasOwnProperty.call(values, channel)) return;
+        const [type, bytes] = await this.serde.dumpsTyped(values[channel]);
+        this.#checkSize(`put checkpoint.channel_values[${JSON.stringify(channel)}]`, bytes);
+        channels.push(channel);
+        versions.push(version as unknown as string);
+        types.push(type);
+        payloads.push(bytes);
+      }),
+    );
     const { channel_values: _omit, ...stored } = checkpoint;
     const meta = await encodeMetadata(metadata);
     const allowFork = config.configurable?.[ALLOW_FORK_KEY] === true;
@@ -415,7 +444,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     // New input or a state update starts a run; loop steps continue one.
     const source = (metadata as { source?: unknown } | undefined)?.source;
     const startsRun = source === "input" || source === "update";
-    const params = [threadId, ns, id, parentId ?? null, stored, meta.json, meta.raw, linear, channels, versions, types, payloads, startsRun, this.#leaseSeconds, this.#ttlSeconds];
+    const params = [threadId, ns, id, parentId ?? null, stored, meta.json, meta.raw, linear, channels, versions, types, payloads, startsRun, this.#leaseSeconds, this.#ttlSeconds, this.#versioning?.stateVersion ?? null];
 
     // The head row is locked FOR UPDATE. If a concurrent put moves it while we
     // wait, the re-check finds it no longer head and this statement sees no head
@@ -572,6 +601,66 @@ export class PostgresSaver extends BaseCheckpointSaver {
   }
 
   /**
+   * Rewrite every checkpoint older than `stateVersion` into the current state
+   * schema, in batches (one transaction each): new blobs for upcast channels,
+   * the checkpoint row compare-and-set on its row_version, renamed pending
+   * writes. Nothing is deleted; parent links are unchanged, so history stays.
+   * Afterwards reads need no upcasters.
+   *
+   * @example
+   * ```ts
+   * const saver = new PostgresSaver(pool, { stateVersion: 2, upcasters: { 1: v1ToV2 } });
+   * const { rewritten } = await saver.upgradeState({ batchSize: 200, onProgress: console.log });
+   * ```
+   */
+  async upgradeState(options: { batchSize?: number; onProgress?: (p: { rewritten: number }) => void } = {}): Promise<{ rewritten: number }> {
+    const versioning = this.#versioning;
+    if (!versioning) throw new InvalidOptionsError("stateVersion", "upgradeState needs the saver's stateVersion (and upcasters)");
+    const batchSize = options.batchSize ?? 100;
+    if (!Number.isInteger(batchSize) || batchSize < 1) throw new InvalidOptionsError("batchSize", "expected a positive integer");
+    await this.#ensureReady();
+    const q = this.#queries;
+    let cursor: [string, string, string] = ["", "", ""];
+    let rewritten = 0;
+    for (;;) {
+      const done = await this.#db.transaction(async (tx) => {
+        const batch = (
+          await tx.query<{ thread_id: string; checkpoint_ns: string; checkpoint_id: string; row_version: string }>(q.staleBatch, [
+            versioning.stateVersion,
+            ...cursor,
+            batchSize,
+          ])
+        ).rows;
+        for (const row of batch) {
+          const key = [row.thread_id, row.checkpoint_ns, row.checkpoint_id];
+          const rows = (await tx.query<ReadRow>(q.getById, key)).rows;
+          const [tuple] = await this.#toTuples(rows, false);
+          const renames = upcastTuple(tuple!, rows.find((r) => r.kind === 0)!.n, versioning);
+          const cp = tuple!.checkpoint;
+          // Made-up versions become real ones: same counter, now backed by a stored blob.
+          const real = (v: unknown) => (isSyntheticVersion(v) ? String(v).replace(".u", ".r") : v);
+          const blobs = await Promise.all(
+            Object.entries(cp.channel_versions)
+              .filter(([ch, v]) => isSyntheticVersion(v) && Object.prototype.hasOwnProperty.call(cp.channel_values, ch))
+              .map(async ([ch, v]) => ({ ch, v: String(real(v)), typed: await this.serde.dumpsTyped(cp.channel_values[ch]) })),
+          );
+          await tx.query(q.insertBlobs, [key[0], key[1], blobs.map((b) => b.ch), blobs.map((b) => b.v), blobs.map((b) => b.typed[0]), blobs.map((b) => b.typed[1])]);
+          const { channel_values: _values, ...stored } = cp;
+          stored.channel_versions = Object.fromEntries(Object.entries(cp.channel_versions).map(([ch, v]) => [ch, real(v)])) as typeof cp.channel_versions;
+          const updated = await tx.query(q.rewriteCheckpoint, [...key, row.row_version, stored, versioning.stateVersion]);
+          if (updated.rows.length === 0) throw new DatabaseOperationError("upgradeState", new Error("a checkpoint changed during its rewrite"));
+          for (const [from, to] of renames) await tx.query(q.renameWrites, [...key, from, to]);
+          cursor = [row.thread_id, row.checkpoint_ns, row.checkpoint_id];
+        }
+        rewritten += batch.length;
+        return batch.length < batchSize;
+      });
+      options.onProgress?.({ rewritten });
+      if (done) return { rewritten };
+    }
+  }
+
+  /**
    * Versions are a zero-padded counter plus a random fraction, e.g.
    * `00000000000000000000000000000002.0.27282425125643517`: they sort like the
    * counter, and two branches that reach the same counter never share a blob.
@@ -600,8 +689,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
     return this.serde.loadsTyped(type, value ?? new Uint8Array());
   }
 
-  /** Rebuild tuples from read rows, newest first. */
-  async #toTuples(rows: ReadRow[]): Promise<CheckpointTuple[]> {
+  /** Rebuild tuples from read rows, newest first; upcast to the saver's state version unless told not to. */
+  async #toTuples(rows: ReadRow[], upcast = true): Promise<CheckpointTuple[]> {
     interface Entry {
       head: ReadRow;
       blobs: ReadRow[];
@@ -622,10 +711,10 @@ export class PostgresSaver extends BaseCheckpointSaver {
         codePointCompare(b.head.thread_id, a.head.thread_id) ||
         codePointCompare(b.head.checkpoint_ns, a.head.checkpoint_ns),
     );
-    return Promise.all(entries.map((e) => this.#toTuple(e.head, e.blobs, e.writes, e.sends)));
+    return Promise.all(entries.map((e) => this.#toTuple(e.head, e.blobs, e.writes, e.sends, upcast)));
   }
 
-  async #toTuple(head: ReadRow, blobs: ReadRow[], writes: ReadRow[], sends: ReadRow[]): Promise<CheckpointTuple> {
+  async #toTuple(head: ReadRow, blobs: ReadRow[], writes: ReadRow[], sends: ReadRow[], upcast: boolean): Promise<CheckpointTuple> {
     const byOrder = (a: ReadRow, b: ReadRow) =>
       compareWritesSortKeys(writesSortKey(a.s4 ?? "", a.s1!, a.n!), writesSortKey(b.s4 ?? "", b.s1!, b.n!));
     writes.sort(byOrder);
@@ -656,6 +745,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (parent !== undefined) {
       tuple.parentConfig = { configurable: { thread_id: head.thread_id, checkpoint_ns: head.checkpoint_ns, checkpoint_id: parent } };
     }
+    if (upcast && this.#versioning) upcastTuple(tuple, head.n, this.#versioning);
     return tuple;
   }
 }

@@ -62,6 +62,8 @@ export const checkpoints = pgTable(
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     /** The saver's `ttl` when this checkpoint was written; the head's value is the thread's TTL, enforced by `prune`. */
     ttlSeconds: integer("ttl_seconds"),
+    /** The saver's `stateVersion` when this checkpoint was written (NULL: written without one, read as version 1). */
+    stateVersion: integer("state_version"),
   },
   (t) => [
     primaryKey({ name: "checkpoints_pkey", columns: [t.threadId, t.checkpointNs, t.checkpointId] }),
