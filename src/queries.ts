@@ -8,6 +8,18 @@ import { quoteIdent } from "./validate.js";
 
 export type Queries = ReturnType<typeof buildQueries>;
 
+/** The conditions of one `list` page. */
+export interface ListWhere {
+  threadId?: string;
+  checkpointNs?: string;
+  checkpointId?: string;
+  before?: string;
+  /** The last (checkpoint id, thread, namespace) of the previous page. */
+  cursor?: [string, string, string];
+  filter?: { json: unknown; keys: string[]; values: string[] };
+  limit: number;
+}
+
 /**
  * Read rows share one shape so a single statement can return a checkpoint with
  * its blobs and writes (`UNION ALL`), without aggregating bytea into arrays.
@@ -64,31 +76,50 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
 
   const cols = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, state_version";
 
+  /**
+   * One page of `list`, newest first, keyset-paginated. Built from the
+   * conditions actually present, so each variant is a plain index-friendly
+   * statement (an `($n IS NULL OR col = $n)` form would give prepared
+   * statements a generic plan that scans the whole table).
+   */
+  const listPage = (where: ListWhere): { text: string; values: unknown[] } => {
+    const values: unknown[] = [];
+    const param = (v: unknown) => `$${values.push(v)}`;
+    const conds: string[] = [];
+    if (where.threadId !== undefined) conds.push(`thread_id = ${param(where.threadId)}`);
+    if (where.checkpointNs !== undefined) conds.push(`checkpoint_ns = ${param(where.checkpointNs)}`);
+    if (where.checkpointId !== undefined) conds.push(`checkpoint_id = ${param(where.checkpointId)}`);
+    // Within one lineage the checkpoint id alone orders and bounds the page (an index range).
+    const oneLineage = where.threadId !== undefined && where.checkpointNs !== undefined;
+    const upper = [where.before, where.cursor?.[0]].filter((x): x is string => x !== undefined).sort()[0];
+    if (oneLineage) {
+      if (upper !== undefined) conds.push(`checkpoint_id < ${param(upper)}`);
+    } else {
+      if (where.before !== undefined) conds.push(`checkpoint_id < ${param(where.before)}`);
+      if (where.cursor) conds.push(`(checkpoint_id, thread_id, checkpoint_ns) < (${param(where.cursor[0])}, ${param(where.cursor[1])}, ${param(where.cursor[2])})`);
+    }
+    if (where.filter) {
+      const keys = param(where.filter.keys);
+      const vals = param(where.filter.values);
+      conds.push(
+        `metadata @> ${param(where.filter.json)}::jsonb AND NOT EXISTS (SELECT 1 FROM unnest(${keys}::text[], ${vals}::jsonb[]) f(k, val) WHERE metadata -> f.k IS DISTINCT FROM f.val)`,
+      );
+    }
+    const order = oneLineage ? "checkpoint_id DESC" : "checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC";
+    const text = read(
+      `SELECT ${cols} FROM ${checkpoints}${conds.length ? ` WHERE ${conds.join(" AND ")}` : ""} ORDER BY ${order} LIMIT ${param(where.limit)}`,
+    );
+    return { text, values };
+  };
+
   return {
+    listPage,
+
     /** $1 thread, $2 namespace, $3 checkpoint id. */
     getById: read(`SELECT ${cols} FROM ${checkpoints} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3`),
 
     /** $1 thread, $2 namespace: the lineage head (partial unique index, O(log n) at any history length). */
     getHead: read(`SELECT ${cols} FROM ${checkpoints} WHERE thread_id = $1 AND checkpoint_ns = $2 AND is_head`),
-
-    /**
-     * One page of `list`, newest first, keyset-paginated on
-     * (checkpoint_id, thread_id, checkpoint_ns) descending.
-     * $1 thread|null, $2 namespace|null, $3 checkpoint id|null, $4 before|null,
-     * $5 metadata containment filter jsonb|null, $6 exact-match keys text[], $7 exact-match values jsonb[],
-     * $8..$10 cursor (id, thread, namespace)|null, $11 page size.
-     */
-    listPage: read(`
-      SELECT ${cols} FROM ${checkpoints}
-       WHERE ($1::text IS NULL OR thread_id = $1)
-         AND ($2::text IS NULL OR checkpoint_ns = $2)
-         AND ($3::text IS NULL OR checkpoint_id = $3)
-         AND ($4::text IS NULL OR checkpoint_id < $4)
-         AND ($5::jsonb IS NULL OR (metadata @> $5
-              AND NOT EXISTS (SELECT 1 FROM unnest($6::text[], $7::jsonb[]) f(k, val) WHERE metadata -> f.k IS DISTINCT FROM f.val)))
-         AND ($8::text IS NULL OR (checkpoint_id, thread_id, checkpoint_ns) < ($8, $9, $10))
-       ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC
-       LIMIT $11`),
 
     /**
      * Store a checkpoint: its new blobs, its row, and the head move, in one

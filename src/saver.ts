@@ -38,7 +38,10 @@ import {
 import { emit, type EventHandler } from "./events.js";
 import { decodeMetadata, encodeMetadata, projectJson } from "./metadata.js";
 import { latestVersion, runMigrations, schemaVersion, type MigrateResult } from "./migrate.js";
-import { buildQueries, type Queries, type ReadRow } from "./queries.js";
+import { buildQueries, type ListWhere, type Queries, type ReadRow } from "./queries.js";
+
+/** The fixed statements (all but `list`'s, which are built per call). */
+type StatementName = { [K in keyof Queries]: Queries[K] extends string ? K : never }[keyof Queries];
 import { MsgpackSerializer } from "./serde.js";
 import { parseDuration } from "./duration.js";
 import { checkVersioning, isSyntheticVersion, upcastTuple, type StateVersioning, type Upcaster } from "./upcast.js";
@@ -156,6 +159,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
   readonly #ttlSeconds: number | null;
   readonly #maxValueBytes: number;
   readonly #versioning: StateVersioning | undefined;
+  /** Statement text -> prepared statement name. */
   readonly #names: Map<string, string>;
   #ready: Promise<void> | undefined;
 
@@ -189,11 +193,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     this.#maxValueBytes = options.maxValueBytes ?? 64 * 1024 * 1024;
     if (!Number.isInteger(this.#maxValueBytes) || this.#maxValueBytes < 1) throw new InvalidOptionsError("maxValueBytes", "expected a positive integer");
     this.#ttlSeconds = options.ttl === undefined ? null : Math.max(1, Math.ceil(parseDuration(options.ttl, "ttl") / 1000));
-    // Statement names are per connection; include a hash of the text so two
-    // savers on different schemas sharing a pool never clash.
-    this.#names = new Map(
-      Object.entries(this.#queries).map(([op, text]) => [op, `lgcp_${op}_${createHash("sha1").update(text).digest("hex").slice(0, 12)}`]),
-    );
+    this.#names = new Map();
     // An idle client dying (e.g. a Postgres restart) makes pg.Pool emit 'error';
     // with no listener that crashes the process. Listen if nobody else does.
     if (!pglite && (pool as pg.Pool).listenerCount("error") === 0) {
@@ -310,11 +310,24 @@ export class PostgresSaver extends BaseCheckpointSaver {
     return this.#ready;
   }
 
-  async #query<R extends pg.QueryResultRow>(op: keyof Queries, values: unknown[], what: string): Promise<{ rows: R[] }> {
+  #query<R extends pg.QueryResultRow>(op: StatementName, values: unknown[], what: string): Promise<{ rows: R[] }> {
+    return this.#run<R>(this.#queries[op], values, what);
+  }
+
+  /** Run one statement; a prepared one, named after a hash of its text, unless turned off. */
+  async #run<R extends pg.QueryResultRow>(text: string, values: unknown[], what: string): Promise<{ rows: R[] }> {
     await this.#ensureReady();
-    const text = this.#queries[op];
+    let name: string | undefined;
+    if (this.#prepared) {
+      name = this.#names.get(text);
+      if (name === undefined) {
+        // Names are per connection: a hash of the text keeps savers on different schemas apart.
+        name = `lgcp_${createHash("sha1").update(text).digest("hex").slice(0, 16)}`;
+        this.#names.set(text, name);
+      }
+    }
     try {
-      return await this.#db.run<R>(text, values, this.#prepared ? this.#names.get(op) : undefined);
+      return await this.#db.run<R>(text, values, name);
     } catch (err) {
       if (sqlStateOf(err) === "42P01" || sqlStateOf(err) === "3F000") {
         this.#ready = undefined;
@@ -367,24 +380,25 @@ export class PostgresSaver extends BaseCheckpointSaver {
       throw new InvalidInputError("list options.filter", "expected an object of metadata key/value pairs");
     }
     const entries = Object.entries(filter ?? {}).filter(([, v]) => v !== undefined);
-    const filterJson = entries.length ? projectJson(Object.fromEntries(entries)) : null;
-    const keys = entries.map(([k]) => k);
-    const values = entries.map(([, v]) => JSON.stringify(projectJson(v)));
+    const where: ListWhere = { threadId, checkpointNs, checkpointId, before: beforeId, limit: 0 };
+    if (entries.length > 0) {
+      where.filter = {
+        json: projectJson(Object.fromEntries(entries)),
+        keys: entries.map(([k]) => k),
+        values: entries.map(([, v]) => JSON.stringify(projectJson(v))),
+      };
+    }
     let remaining = limit ?? Number.POSITIVE_INFINITY;
-    let cursor: [string, string, string] | [null, null, null] = [null, null, null];
     while (remaining > 0) {
-      const pageSize = Math.min(remaining, LIST_PAGE);
-      const res = await this.#query<ReadRow>(
-        "listPage",
-        [threadId ?? null, checkpointNs ?? null, checkpointId ?? null, beforeId ?? null, filterJson, keys, values, ...cursor, pageSize],
-        "list",
-      );
+      where.limit = Math.min(remaining, LIST_PAGE);
+      const { text, values } = this.#queries.listPage(where);
+      const res = await this.#run<ReadRow>(text, values, "list");
       const tuples = await this.#toTuples(res.rows);
       for (const t of tuples) yield t;
       remaining -= tuples.length;
-      if (tuples.length < pageSize) return;
+      if (tuples.length < where.limit) return;
       const last = tuples[tuples.length - 1]!.config.configurable!;
-      cursor = [last.checkpoint_id, last.thread_id, last.checkpoint_ns];
+      where.cursor = [last.checkpoint_id, last.thread_id, last.checkpoint_ns];
     }
   }
 
