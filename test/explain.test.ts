@@ -48,7 +48,7 @@ async function plan(sql: string, params: unknown[], types: string[]): Promise<st
     await client.query("SET LOCAL enable_seqscan = off");
     await client.query("SET LOCAL plan_cache_mode = force_generic_plan");
     await client.query(`PREPARE hot(${types.join(", ")}) AS ${sql}`);
-    const quote = (x: unknown) => `'${String(x).replace(/'/g, "''")}'`;
+    const quote = (x: unknown) => `'${(typeof x === "object" ? JSON.stringify(x) : String(x)).replace(/'/g, "''")}'`;
     const literal = params.map((p, i) =>
       p === null ? `NULL::${types[i]}` : Array.isArray(p) ? `ARRAY[${p.map(quote).join(",")}]::${types[i]}` : `${quote(p)}::${types[i]}`,
     );
