@@ -8,11 +8,14 @@
  *   schema (never drizzle's shared default table, which a host app's own
  *   drizzle migrations also use),
  * - refusing a schema newer than this code, or one whose applied migrations
- *   were edited after the fact.
+ *   were edited after the fact,
+ * - adopting in place the tables of the official LangGraph Postgres saver
+ *   (same names) instead of creating them (see adopt.ts).
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import pg from "pg";
+import { planAdoption, type AdoptionSummary } from "./adopt.js";
 import { clientDb, isPGlite, pgliteDb, poolDb, type Db, type PGliteLike, type Queryable } from "./db.js";
 import { InvalidOptionsError, MigrationError, SchemaTooNewError, sqlStateOf } from "./errors.js";
 import { emit, type EventHandler } from "./events.js";
@@ -91,6 +94,12 @@ export interface MigrateResult {
   toVersion: number;
   /** Migrations applied by this call, or that would be, for a dry run. */
   applied: { version: number; name: string; sql: string }[];
+  /**
+   * Set when the schema held the official LangGraph saver's tables: they were
+   * (or, for a dry run, would be) adopted in place of `0000_init`, whose
+   * `applied` entry then shows the adoption SQL.
+   */
+  adoption?: AdoptionSummary;
 }
 
 /** Per database and schema: two migrators of different schemas never wait for each other. */
@@ -155,6 +164,8 @@ export async function runMigrations(db: Db, schema: string, options: { dryRun?: 
              )`,
           );
         }
+        // No history of ours: the official saver's tables may be there (refused here if unknown).
+        const adoption = hasTable ? undefined : await planAdoption(tx, schema);
         const applied = hasTable
           ? (await tx.query<{ version: number; name: string; sha256: string }>(`SELECT version, name, sha256 FROM ${table} ORDER BY version`)).rows
           : [];
@@ -178,16 +189,19 @@ export async function runMigrations(db: Db, schema: string, options: { dryRun?: 
             current = m;
             // Record first: a concurrent migrator that somehow got past the lock clashes on the key.
             await tx.query(`INSERT INTO ${table} (version, name, sha256) VALUES ($1, $2, $3)`, [m.version, m.name, m.sha256]);
-            for (const statement of m.statements) await tx.query(statement);
+            const statements = m.version === 1 && adoption ? adoption.statements : m.statements;
+            for (const statement of statements) await tx.query(statement);
           }
           current = undefined;
         }
-        return {
+        const result: MigrateResult = {
           schema,
           fromVersion,
           toVersion: options.dryRun ? fromVersion : migrations.length,
-          applied: pending.map((m) => ({ version: m.version, name: m.name, sql: m.sql })),
-        } satisfies MigrateResult;
+          applied: pending.map((m) => ({ version: m.version, name: m.name, sql: m.version === 1 && adoption ? adoption.sql : m.sql })),
+        };
+        if (adoption) result.adoption = { source: adoption.source, officialVersion: adoption.officialVersion, sql: adoption.sql };
+        return result;
       },
       { rollback: options.dryRun ?? false },
     );

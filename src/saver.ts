@@ -44,7 +44,7 @@ import { buildQueries, type ListWhere, type Queries, type ReadRow } from "./quer
 type StatementName = { [K in keyof Queries]: Queries[K] extends string ? K : never }[keyof Queries];
 import { MsgpackSerializer } from "./serde.js";
 import { parseDuration } from "./duration.js";
-import { checkVersioning, isSyntheticVersion, upcastTuple, type StateVersioning, type Upcaster } from "./upcast.js";
+import { checkVersioning, isSyntheticVersion, realVersion, upcastTuple, type StateVersioning, type Upcaster } from "./upcast.js";
 import { LIMITS, checkKey, checkSchemaName, readConfig } from "./validate.js";
 
 /**
@@ -652,7 +652,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
           const renames = upcastTuple(tuple!, rows.find((r) => r.kind === 0)!.n, versioning);
           const cp = tuple!.checkpoint;
           // Made-up versions become real ones: same counter, now backed by a stored blob.
-          const real = (v: unknown) => (isSyntheticVersion(v) ? String(v).replace(".u", ".r") : v);
+          const real = realVersion;
           const blobs = await Promise.all(
             Object.entries(cp.channel_versions)
               .filter(([ch, v]) => isSyntheticVersion(v) && Object.prototype.hasOwnProperty.call(cp.channel_values, ch))
@@ -686,9 +686,12 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * `compareChannelVersions`, as it does for the Python savers.
    */
   override getNextVersion(current: string | number | undefined): number {
-    let n = 0;
-    if (typeof current === "number") n = current;
-    else if (typeof current === "string") n = Number.parseInt(current.split(".")[0] ?? "0", 10) || 0;
+    // Threads adopted from the official JS saver have integer versions, and
+    // LangGraph compares versions with `>`, never across types: they stay
+    // numeric. Counter plus a random fraction below 1/2 sorts after the
+    // previous counter and differs from another branch's versions.
+    if (typeof current === "number") return Math.floor(current) + 1 + Math.random() / 2;
+    const n = typeof current === "string" ? Number.parseInt(current.split(".")[0] ?? "0", 10) || 0 : 0;
     const version = `${String(n + 1).padStart(32, "0")}.${Math.random()}`;
     return version as unknown as number;
   }

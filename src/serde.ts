@@ -92,6 +92,7 @@ import {
 } from "@langchain/core/messages";
 import { Document } from "@langchain/core/documents";
 import { DeserializationError, InvalidOptionsError, SerializationError } from "./errors.js";
+import { PY_MSGPACK_TYPE, loadsPython } from "./pyserde.js";
 
 /** Maximum nesting of objects, arrays and extension values, on write and on read. */
 export const MAX_DEPTH = 512;
@@ -934,8 +935,10 @@ export class MsgpackSerializer implements SerializerProtocol {
   }
 
   /**
-   * Decodes a value written by {@link dumpsTyped} (`"msgpack"`), or by
-   * LangGraph's `JsonPlusSerializer` (`"json"`, `"bytes"`).
+   * Decodes a value written by {@link dumpsTyped} (`"msgpack"`), by
+   * LangGraph's `JsonPlusSerializer` (`"json"`, `"bytes"`), or, in a database
+   * adopted from the Python saver, plain values of its serializer
+   * (`"msgpack-py"`, `"null"`, `"bytearray"`).
    */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   async loadsTyped(type: string, data: Uint8Array | string): Promise<any> {
@@ -952,6 +955,11 @@ export class MsgpackSerializer implements SerializerProtocol {
         } catch (cause) {
           throw new DeserializationError(`Could not decode a "${type}" value`, { cause });
         }
+      // Written by the Python saver, in a database adopted from it (see pyserde.ts).
+      case PY_MSGPACK_TYPE:
+      case "null":
+      case "bytearray":
+        return loadsPython(type, data);
       default:
         throw new DeserializationError(`Unknown serialization type ${JSON.stringify(type)}`);
     }

@@ -106,9 +106,24 @@ export function isInternalChannel(name: string): boolean {
 
 const SYNTHETIC = /^\d{32}\.u\d+\./;
 
+/*
+ * Numeric versions (threads adopted from the official JS saver) mark the same
+ * thing by their fraction: getNextVersion uses [0, 0.5), an upcast [0.75, 0.95),
+ * a version made real by upgradeState [0.5, 0.7).
+ */
+const fraction = (v: number) => v - Math.floor(v);
+
 /** True for a version made up by an upcast, whose blob the next put must store. */
 export function isSyntheticVersion(version: unknown): boolean {
+  if (typeof version === "number") return fraction(version) >= 0.75 && fraction(version) < 0.95;
   return typeof version === "string" && SYNTHETIC.test(version);
+}
+
+/** The version an upcast one becomes once upgradeState stored its blob; others unchanged. */
+export function realVersion(version: string | number): string | number {
+  if (!isSyntheticVersion(version)) return version;
+  if (typeof version === "number") return Math.floor(version) + 0.5 + Math.random() * 0.2;
+  return version.replace(".u", ".r");
 }
 
 function counterOf(version: unknown): number {
@@ -173,7 +188,8 @@ export function upcastTuple(tuple: CheckpointTuple, storedVersion: number | null
   }
   const versions = { ...cp.channel_versions } as Record<string, string | number>;
   const counter = Math.max(0, ...Object.values(versions).map(counterOf));
-  const synthetic = `${String(counter).padStart(32, "0")}.u${stateVersion}.${ids.checkpointId}`;
+  const numeric = Object.values(versions).some((v) => typeof v === "number");
+  const synthetic = numeric ? counter + 0.75 + Math.random() * 0.2 : `${String(counter).padStart(32, "0")}.u${stateVersion}.${ids.checkpointId}`;
   const newVersions: Record<string, string | number> = {};
   for (const k of Object.keys(versions)) if (isInternalChannel(k)) newVersions[k] = versions[k]!;
   for (const k of Object.keys(values)) {
