@@ -11,6 +11,7 @@ import {
   bigint,
   boolean,
   customType,
+  index,
   integer,
   jsonb,
   pgTable,
@@ -68,6 +69,15 @@ export const checkpoints = pgTable(
   (t) => [
     primaryKey({ name: "checkpoints_pkey", columns: [t.threadId, t.checkpointNs, t.checkpointId] }),
     uniqueIndex("checkpoints_one_head_per_lineage").on(t.threadId, t.checkpointNs).where(sql`is_head`),
+    /**
+     * For `prune` (src/prune.ts): its retention rules are time ranges inside one
+     * lineage (kept because younger than `olderThan` or than the grace period,
+     * the parents of recent puts, a thread's last activity). With this index
+     * each is a range read, so the work prune does while it holds a lineage's
+     * head lock grows with what it keeps and deletes in that round, not with
+     * the length of the thread's history.
+     */
+    index("checkpoints_lineage_created_at").on(t.threadId, t.checkpointNs, t.createdAt),
   ],
 );
 
@@ -90,6 +100,16 @@ export const checkpointWrites = pgTable(
     value: bytea("value"),
     taskPath: key("task_path").notNull().default(""),
     rowVersion: rowVersion(),
+    /**
+     * When the write was first stored. A write whose checkpoint row does not
+     * exist is normal for a moment (async durability stores a task's writes
+     * before the put of their checkpoint commits) and garbage forever once its
+     * run was rejected or crashed; only its age tells the two apart, so `prune`
+     * deletes such orphans only after a grace period. It also counts as thread
+     * activity (a `Command({ resume })` stores writes without a checkpoint).
+     * The insert statements never name it: the default fills it.
+     */
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
     primaryKey({

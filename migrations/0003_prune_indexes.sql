@@ -1,0 +1,2 @@
+ALTER TABLE "checkpoint_writes" ADD COLUMN "created_at" timestamp with time zone DEFAULT now() NOT NULL;--> statement-breakpoint
+CREATE INDEX "checkpoints_lineage_created_at" ON "checkpoints" USING btree ("thread_id","checkpoint_ns","created_at");
