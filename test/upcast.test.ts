@@ -4,8 +4,11 @@
  */
 import { Annotation, Command, END, interrupt, START, StateGraph } from "@langchain/langgraph";
 import { uuid6 } from "@langchain/langgraph-checkpoint";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { migrate, PostgresSaver, StateVersionError, type Upcaster } from "../src/index.js";
+import { runCli } from "./helpers/cli.js";
 import { withTestDatabase } from "./helpers/db.js";
 
 const db = withTestDatabase("upcast");
@@ -179,5 +182,36 @@ describe("upgradeState and a two-step chain", () => {
     expect(() => new PostgresSaver(db.pool, { upcasters: { 1: v1ToV2 } })).toThrow(/needs stateVersion/);
     expect(() => new PostgresSaver(db.pool, { stateVersion: 2, upcasters: { 2: v1ToV2 } })).toThrow(/upcasters\[2\]/);
     expect(() => new PostgresSaver(db.pool, { stateVersion: 2, upcasters: { 1: 42 as never } })).toThrow(/upcasters\[1\]/);
+  });
+});
+
+describe("the upgrade-state command", () => {
+  it("rewrites old checkpoints with the upcasters of a module, and refuses bad usage", async () => {
+    const thread = uuid6(-3);
+    const v1 = v1Graph(new PostgresSaver(db.pool));
+    await v1.invoke({}, { configurable: { thread_id: thread } });
+    const dir = mkdtempSync(join(process.cwd(), "test", ".upcasters-"));
+    try {
+      const module = join(dir, "upcasters.mjs");
+      writeFileSync(
+        module,
+        `export const stateVersion = 2;\n` +
+          `export const upcasters = { 1: ({ name, ...rest }) => ({ ...rest, firstName: String(name).split(" ")[0], lastName: "", tags: [] }) };\n`,
+      );
+      const usage = await runCli(["upgrade-state", "--database-url", db.url]);
+      expect(usage.code).toBe(2);
+      expect(usage.stderr).toMatch(/--module/);
+      const run = await runCli(["upgrade-state", "--module", module, "--database-url", db.url, "--json"]);
+      expect(run.stderr).toBe("");
+      expect(run.code).toBe(0);
+      expect(JSON.parse(run.stdout)).toMatchObject({ stateVersion: 2 });
+      expect(JSON.parse(run.stdout).rewritten).toBeGreaterThanOrEqual(3);
+      const { rows } = await db.pool.query("SELECT DISTINCT state_version FROM checkpoints WHERE thread_id = $1", [thread]);
+      expect(rows).toEqual([{ state_version: 2 }]);
+      const state = await v2Graph(new PostgresSaver(db.pool, { stateVersion: 2 })).getState({ configurable: { thread_id: thread } });
+      expect(state.values).toMatchObject({ firstName: "Ada", tags: [] });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,0 +1,372 @@
+#!/usr/bin/env node
+/**
+ * The `langgraph-checkpoint-pg` command: migrate a schema (CI, deploy steps),
+ * check its status, and inspect, export and import threads. Every command
+ * takes `--help`; output goes to stdout, errors to stderr as one line.
+ *
+ * This file parses and checks arguments (nothing is opened before they are
+ * valid) and prints help; src/cli/commands.ts, loaded only then, does the work.
+ *
+ * Exit codes: 0 ok, 1 the operation failed, 2 bad usage, 3 schema not
+ * migrated / newer than this code, 4 embedded data folder held by another process.
+ */
+import { readFileSync } from "node:fs";
+import {
+  BIN,
+  CONNECTION_OPTIONS,
+  UsageError,
+  connectionTarget,
+  durationArg,
+  keyArg,
+  parse,
+  positionals,
+  positiveInt,
+  schemaOption,
+} from "./cli/args.js";
+import type { Common, Io } from "./cli/commands.js";
+import { EXIT, errorText, exitCodeOf } from "./cli/exit.js";
+import { resolveUrl } from "./cli/mask.js";
+
+const DATABASE_HELP = `Database (every command):
+  --database-url <url>  a Postgres server (default: $DATABASE_URL)
+  --data-dir <dir>      the embedded database (PGlite) folder, used when no URL is
+                        given (default ./.langgraph-pg); overrides $DATABASE_URL
+  --schema <name>       Postgres schema holding the tables (default public)
+  -h, --help            this help`;
+
+const EXIT_HELP = `Exit codes:
+  0  success
+  1  the operation failed (database error, thread not found, import conflict, bad file)
+  2  bad usage (unknown command or option, missing or malformed argument); nothing was done
+  3  schema not migrated, or migrated by a newer release (status: not up to date)
+  4  the embedded data folder is in use by another process`;
+
+const MAIN_HELP = `${BIN}: migrate and inspect the LangGraph.js Postgres checkpointer
+
+Usage: ${BIN} <command> [options]
+
+Commands:
+  migrate               apply pending schema migrations (--dry-run prints the SQL)
+  status                applied and pending migrations, row counts per table
+  threads               recent threads: checkpoints, namespaces, size, last update
+  history <thread>      a thread's checkpoints as a tree, per namespace
+  show <thread> [id]    one checkpoint, decoded: metadata, channel values, pending writes
+  export [thread...]    threads as JSON lines (--all: every thread)
+  import [file]         load an export into this database and schema
+  prune                 retention: old checkpoints, idle threads (dry run unless --yes)
+  upgrade-state         rewrite old checkpoints into the current state schema (upcasters)
+
+${DATABASE_HELP}
+
+Without --database-url or DATABASE_URL, commands use the embedded database in
+./.langgraph-pg (one process at a time). Passwords in URLs are never printed.
+
+${EXIT_HELP}
+
+Run \`${BIN} <command> --help\` for a command's options.`;
+
+interface CommandSpec {
+  usage: string;
+  summary: string;
+  options: string;
+  examples: string;
+  /** Parse and check `argv` (throwing UsageError), then run. */
+  run(argv: string[], io: Io): Promise<number>;
+}
+
+const commands = () => import("./cli/commands.js");
+
+const JSON_OPTION = { json: { type: "boolean" } } as const;
+
+/** The flags and checks every command shares. */
+function common(command: string, values: { "database-url"?: string; "data-dir"?: string; schema?: string; json?: boolean }): Common {
+  return { command, target: connectionTarget(command, values), schema: schemaOption(command, values.schema), json: values.json === true };
+}
+
+const COMMANDS: Record<string, CommandSpec> = {
+  migrate: {
+    usage: "migrate [--dry-run] [--json]",
+    summary:
+      "Apply the pending migrations to the schema, in one transaction under an advisory lock\n" +
+      "(safe to run from several deploy steps at once). Creates the schema if missing.\n" +
+      "A schema migrated by a newer release is refused (exit 3).",
+    options: `  --dry-run             print the SQL that would run; change nothing
+  --json                print the result as JSON`,
+    examples: `  DATABASE_URL=postgres://app@db/app ${BIN} migrate
+  ${BIN} migrate --schema agents --dry-run > plan.sql`,
+    async run(argv, io) {
+      const { values, positionals: rest } = parse("migrate", argv, { ...CONNECTION_OPTIONS, ...JSON_OPTION, "dry-run": { type: "boolean" } });
+      positionals("migrate", rest, [], 0);
+      const c = { ...common("migrate", values), dryRun: values["dry-run"] === true };
+      return (await commands()).migrateCommand(c, io);
+    },
+  },
+
+  status: {
+    usage: "status [--json]",
+    summary:
+      "Applied and pending migrations, a schema newer than this code, edited migrations,\n" +
+      "and row counts per table. Exits 3 unless the schema is exactly up to date\n" +
+      "(a readiness check for CI and deploys).",
+    options: "  --json                print the status as JSON",
+    examples: `  ${BIN} status
+  ${BIN} status --schema agents --json`,
+    async run(argv, io) {
+      const { values, positionals: rest } = parse("status", argv, { ...CONNECTION_OPTIONS, ...JSON_OPTION });
+      positionals("status", rest, [], 0);
+      return (await commands()).statusCommand(common("status", values), io);
+    },
+  },
+
+  threads: {
+    usage: "threads [--limit <n>] [--json]",
+    summary: "Recently updated threads: checkpoints, namespaces, writes, blobs, stored size, last update.",
+    options: `  --limit <n>           at most n threads (default 20)
+  --json                print as JSON`,
+    examples: `  ${BIN} threads --limit 5`,
+    async run(argv, io) {
+      const { values, positionals: rest } = parse("threads", argv, { ...CONNECTION_OPTIONS, ...JSON_OPTION, limit: { type: "string" } });
+      positionals("threads", rest, [], 0);
+      const c = { ...common("threads", values), limit: positiveInt("threads", "limit", values.limit, 20) };
+      return (await commands()).threadsCommand(c, io);
+    },
+  },
+
+  history: {
+    usage: "history <thread> [--ns <namespace>] [--json]",
+    summary:
+      "A thread's checkpoints, oldest first, per namespace, following parent links.\n" +
+      "The line leading to the head runs straight down; forks hang off their branch point.",
+    options: `  --ns <namespace>      only this namespace ("" is the top-level graph)
+  --json                print as JSON (each checkpoint with its parent and children)`,
+    examples: `  ${BIN} history 12345
+  ${BIN} history 12345 --ns "" --json`,
+    async run(argv, io) {
+      const { values, positionals: rest } = parse("history", argv, { ...CONNECTION_OPTIONS, ...JSON_OPTION, ns: { type: "string" } });
+      const [thread] = positionals("history", rest, ["thread"], 1);
+      const c = {
+        ...common("history", values),
+        threadId: keyArg("history", "<thread>", thread!, "thread_id"),
+        ns: values.ns === undefined ? undefined : keyArg("history", "--ns", values.ns, "checkpoint_ns", true),
+      };
+      return (await commands()).historyCommand(c, io);
+    },
+  },
+
+  show: {
+    usage: "show <thread> [checkpoint] [--ns <namespace>] [--json]",
+    summary:
+      "One checkpoint (default: the head) as stored, decoded: the checkpoint, its metadata,\n" +
+      "each channel's version, type and value, and the pending writes stored under it.",
+    options: `  --ns <namespace>      namespace of the checkpoint (default "": the top-level graph)
+  --json                print as JSON (values with type tags, nothing cut)`,
+    examples: `  ${BIN} show 12345
+  ${BIN} show 12345 1f1b054e-b2a6-6294-8000-96e3a3cb81ac --json`,
+    async run(argv, io) {
+      const { values, positionals: rest } = parse("show", argv, { ...CONNECTION_OPTIONS, ...JSON_OPTION, ns: { type: "string" } });
+      const [thread, id] = positionals("show", rest, ["thread", "checkpoint"], 1);
+      const c = {
+        ...common("show", values),
+        threadId: keyArg("show", "<thread>", thread!, "thread_id"),
+        checkpointId: id === undefined ? undefined : keyArg("show", "<checkpoint>", id, "checkpoint_id"),
+        ns: keyArg("show", "--ns", values.ns ?? "", "checkpoint_ns", true),
+      };
+      return (await commands()).showCommand(c, io);
+    },
+  },
+
+  export: {
+    usage: "export (<thread>... | --all) [-o <file>]",
+    summary:
+      "Every stored row of the threads (all namespaces, every column) as JSON lines: a header,\n" +
+      "then per thread its checkpoints, writes and blobs, then an end record with the counts.\n" +
+      "Each value carries its exact stored bytes (base64) and type, plus a decoded, type-tagged\n" +
+      "JSON view (`decoded`, for reading; ignored by import). Each thread is read in one\n" +
+      "consistent snapshot. Progress is shown on a terminal.",
+    options: `  --all                 every thread in the schema
+  -o, --output <file>   write to a file (it appears only once the export is complete); default stdout`,
+    examples: `  ${BIN} export 12345 > thread.jsonl
+  ${BIN} export --all -o backup.jsonl
+  ${BIN} export --all | ${BIN} import --database-url postgres://other/db`,
+    async run(argv, io) {
+      const { values, positionals: rest } = parse("export", argv, { ...CONNECTION_OPTIONS, all: { type: "boolean" }, output: { type: "string", short: "o" } });
+      if (values.all && rest.length > 0) throw new UsageError("give thread ids or --all, not both", "export");
+      if (!values.all && rest.length === 0) throw new UsageError("missing argument <thread> (or --all)", "export");
+      if (values.output === "") throw new UsageError("--output: must not be empty", "export");
+      const c = {
+        ...common("export", values),
+        threads: rest.map((t) => keyArg("export", "<thread>", t, "thread_id")),
+        all: values.all === true,
+        output: values.output,
+      };
+      return (await commands()).exportCommand(c, io);
+    },
+  },
+
+  import: {
+    usage: "import [<file> | -] [--skip-existing] [--json]",
+    summary:
+      "Load an export (a file, or stdin) into this database and schema, one transaction per\n" +
+      "thread, byte for byte: the same rows (heads, row versions, timestamps, raw values), so\n" +
+      "the threads' state and history read exactly as in the source. A thread that already\n" +
+      "exists in the target is refused (exit 1, nothing written for it) unless --skip-existing;\n" +
+      "threads are never merged. A file is checked completely before anything is written;\n" +
+      "stdin is checked thread by thread. The target schema must be migrated first.",
+    options: `  --skip-existing       leave threads that already exist untouched and go on
+  --json                print the summary as JSON`,
+    examples: `  ${BIN} import thread.jsonl --schema restored
+  ${BIN} export --all | ${BIN} import --database-url postgres://other/db`,
+    async run(argv, io) {
+      const { values, positionals: rest } = parse("import", argv, { ...CONNECTION_OPTIONS, ...JSON_OPTION, "skip-existing": { type: "boolean" } });
+      const [file] = positionals("import", rest, ["file"], 0);
+      if ((file === undefined || file === "-") && process.stdin.isTTY) throw new UsageError("missing argument <file> (or pipe an export into stdin)", "import");
+      const c = { ...common("import", values), file, skipExisting: values["skip-existing"] === true };
+      return (await commands()).importCommand(c, io);
+    },
+  },
+
+  prune: {
+    usage: "prune [--keep-last <n>] [--older-than <dur>] [--idle-for <dur>] [--ttl | --no-ttl] [--yes]",
+    summary:
+      "Retention. Deletes checkpoints outside the last N of each lineage and/or older than a\n" +
+      "duration (the head always stays), whole threads idle for a duration or past the TTL\n" +
+      "their saver recorded, and the writes and blobs nothing needs any more. Safe while\n" +
+      "graphs run (short transactions per batch; busy threads are skipped and reported).\n" +
+      "A DRY RUN unless --yes: it prints what would be deleted. Durations: 30d, 12h, 1h30m, 500ms.\n" +
+      "Progress is shown on a terminal; Ctrl-C stops after the current batch.",
+    options: `  --keep-last <n>       keep the newest n checkpoints of each lineage (n >= 1)
+  --older-than <dur>    delete checkpoints older than this (with --keep-last: only beyond the last n)
+  --idle-for <dur>      delete whole threads with no activity for this long
+  --ttl                 enforce the saver's per-thread ttl (on by default with the rules above;
+                        alone, it is the only rule)
+  --no-ttl              do not enforce ttls
+  --thread <id>         only this thread (repeatable)
+  --grace <dur>         leave anything younger alone: a running graph's work (default 15m; 0 = off)
+  --yes                 delete for real (default: dry run)
+  --json                print the result as JSON`,
+    examples: `  ${BIN} prune --keep-last 20 --older-than 30d            # what would go
+  ${BIN} prune --keep-last 20 --older-than 30d --yes      # delete it
+  ${BIN} prune --idle-for 90d --yes --json                # a nightly job`,
+    async run(argv, io) {
+      const { values, positionals: rest } = parse("prune", argv, {
+        ...CONNECTION_OPTIONS,
+        ...JSON_OPTION,
+        "keep-last": { type: "string" },
+        "older-than": { type: "string" },
+        "idle-for": { type: "string" },
+        ttl: { type: "boolean" },
+        "no-ttl": { type: "boolean" },
+        thread: { type: "string", multiple: true },
+        grace: { type: "string" },
+        yes: { type: "boolean" },
+      });
+      positionals("prune", rest, [], 0);
+      if (values.ttl && values["no-ttl"]) throw new UsageError("--ttl and --no-ttl exclude each other", "prune");
+      const keepLast = values["keep-last"] === undefined ? undefined : positiveInt("prune", "keep-last", values["keep-last"], 1);
+      const olderThan = durationArg("prune", "older-than", values["older-than"]);
+      const idleFor = durationArg("prune", "idle-for", values["idle-for"]);
+      const grace = values.grace === "0" ? "0" : durationArg("prune", "grace", values.grace);
+      if (keepLast === undefined && olderThan === undefined && idleFor === undefined && !values.ttl) {
+        throw new UsageError("no retention rule: give --keep-last, --older-than, --idle-for, or --ttl", "prune");
+      }
+      const c = {
+        ...common("prune", values),
+        keepLast,
+        olderThan,
+        idleFor,
+        threadTtl: values["no-ttl"] ? false : values.ttl ? true : undefined,
+        threadIds: values.thread?.map((t) => keyArg("prune", "--thread", t, "thread_id")),
+        grace,
+        yes: values.yes === true,
+      };
+      return (await commands()).pruneCommand(c, io);
+    },
+  },
+  "upgrade-state": {
+    usage: "upgrade-state --module <file> [--batch-size <n>] [--json]",
+    summary:
+      "Rewrites every checkpoint written with an older state version into the current one, in\n" +
+      "batches (one transaction each): new blobs for upcast channels, the row compare-and-set on\n" +
+      "its row_version, renamed pending writes. Nothing is deleted and history is unchanged;\n" +
+      "afterwards the saver needs no upcasters. The module exports the same `stateVersion` and\n" +
+      "`upcasters` your application's saver uses.",
+    options: `  --module <file>       a JS/TS module exporting stateVersion and upcasters (required)
+  --batch-size <n>      checkpoints per transaction (default 100)
+  --json                print the result as JSON`,
+    examples: `  ${BIN} upgrade-state --module ./dist/state-upcasters.js
+  ${BIN} upgrade-state --module ./src/state-upcasters.ts --batch-size 500   # with: node --import tsx`,
+    async run(argv, io) {
+      const { values, positionals: rest } = parse("upgrade-state", argv, {
+        ...CONNECTION_OPTIONS,
+        ...JSON_OPTION,
+        module: { type: "string" },
+        "batch-size": { type: "string" },
+      });
+      positionals("upgrade-state", rest, [], 0);
+      if (values.module === undefined || values.module === "") throw new UsageError("--module <file> is required", "upgrade-state");
+      const batchSize = values["batch-size"] === undefined ? 100 : positiveInt("upgrade-state", "batch-size", values["batch-size"], 1);
+      return (await commands()).upgradeStateCommand({ ...common("upgrade-state", values), module: values.module, batchSize }, io);
+    },
+  },
+};
+
+function helpOf(c: CommandSpec): string {
+  return (
+    `Usage: ${BIN} ${c.usage}\n\n${c.summary}\n` +
+    (c.options ? `\nOptions:\n${c.options}\n` : "") +
+    `\n${DATABASE_HELP}\n\n${EXIT_HELP}\n\nExamples:\n${c.examples}`
+  );
+}
+
+/** Run the CLI on `argv` (without node and the script); returns the exit code. */
+async function main(argv: string[], io: Io): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
+    const topic = name === "help" ? rest[0] : undefined;
+    io.out(topic !== undefined && COMMANDS[topic] ? helpOf(COMMANDS[topic]) : MAIN_HELP);
+    return name === undefined ? EXIT.USAGE : EXIT.OK;
+  }
+  if (name === "--version" || name === "-v") {
+    io.out((JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version);
+    return EXIT.OK;
+  }
+  const command = Object.prototype.hasOwnProperty.call(COMMANDS, name) ? COMMANDS[name] : undefined;
+  // Known before parsing, so a message can never leak the password of the URL in use.
+  const url = resolveUrl({ databaseUrl: flagValue(rest, "--database-url"), dataDir: flagValue(rest, "--data-dir") });
+  try {
+    if (!command) throw new UsageError(`unknown command ${JSON.stringify(name)} (commands: ${Object.keys(COMMANDS).join(", ")})`);
+    if (rest.includes("--help") || rest.includes("-h")) {
+      io.out(helpOf(command));
+      return EXIT.OK;
+    }
+    return await command.run(rest, io);
+  } catch (err) {
+    let message = errorText(err, url);
+    if (err instanceof UsageError) {
+      const usage = err.command && COMMANDS[err.command] ? `${BIN} ${COMMANDS[err.command]!.usage}` : `${BIN} <command> [options]`;
+      message += `\nUsage: ${usage} (see \`${BIN}${err.command ? ` ${err.command}` : ""} --help\`)`;
+    }
+    io.err(`${BIN}${command ? ` ${name}` : ""}: ${message}`);
+    return exitCodeOf(err);
+  }
+}
+
+/** A flag's value before parsing (only to know which URL to mask in messages). */
+function flagValue(argv: string[], flag: string): string | undefined {
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === flag) return argv[i + 1];
+    if (argv[i]!.startsWith(`${flag}=`)) return argv[i]!.slice(flag.length + 1);
+  }
+  return undefined;
+}
+
+// A closed pipe (`... | head`) ends the output quietly, not with a stack trace.
+process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+  if (err.code !== "EPIPE") throw err;
+  process.exit(process.exitCode ?? EXIT.OK);
+});
+
+process.exitCode = await main(process.argv.slice(2), {
+  out: (text) => process.stdout.write(`${text}\n`),
+  err: (text) => process.stderr.write(`${text}\n`),
+});

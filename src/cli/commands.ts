@@ -1,0 +1,394 @@
+/**
+ * What each CLI command does, once its arguments are parsed and checked
+ * (src/cli.ts). Loaded lazily, so `--help` and usage errors stay instant.
+ */
+import type pg from "pg";
+import { isPGlite, pgliteDb, poolDb } from "../db.js";
+import { history, listThreads, migrationStatus, show, threadIds, toJsonSafe, type InspectOptions } from "../inspect.js";
+import { prune, type PruneResult } from "../prune.js";
+import { MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, type MigrateResult } from "../migrate.js";
+import { PostgresSaver } from "../saver.js";
+import type { Upcaster } from "../upcast.js";
+import { quoteIdent } from "../validate.js";
+import { BIN } from "./args.js";
+import { connect, type Connection, type Target } from "./connect.js";
+import { EXIT, NoEmbeddedDatabaseError, NotFoundError } from "./exit.js";
+import { fields, formatBytes, formatTime, progress, styleFor, table, valueText } from "./format.js";
+import { exportThreads, importThreads, type ImportSummary } from "./transfer.js";
+import { renderLineage } from "./tree.js";
+
+export interface Io {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+/** What every command gets: where, which schema, JSON or text. */
+export interface Common {
+  command: string;
+  target: Target;
+  schema: string;
+  json: boolean;
+}
+
+const json = (value: unknown) => JSON.stringify(value, null, 2);
+
+/** Open the target, run `fn`, close what was opened. */
+async function withConnection<T>(c: Common, create: boolean, fn: (conn: Connection) => Promise<T>): Promise<T> {
+  const conn = await connect(c.target, { create, applicationName: `${BIN}:${c.command}` });
+  try {
+    return await fn(conn);
+  } finally {
+    await conn.close().catch(() => undefined);
+  }
+}
+
+export async function migrateCommand(c: Common & { dryRun: boolean }, io: Io): Promise<number> {
+  const { schema, dryRun } = c;
+  const print = (result: MigrateResult, label: string) => {
+    if (c.json) {
+      io.out(json({ database: label, dryRun, ...result, applied: result.applied.map((m) => (dryRun ? m : { version: m.version, name: m.name })) }));
+    } else if (dryRun) {
+      io.out(`-- ${BIN} migrate --dry-run: ${label}, schema ${JSON.stringify(schema)}`);
+      io.out(`-- schema version ${result.fromVersion}, this code: ${latestVersion()}; ${result.applied.length} migration(s) pending. Nothing was applied.`);
+      if (result.applied.length > 0) {
+        io.out(
+          `-- Applied in ONE transaction, after: SELECT pg_advisory_xact_lock(...); CREATE SCHEMA IF NOT EXISTS; ` +
+            `SET LOCAL search_path TO ${quoteIdent(schema)}, pg_catalog;`,
+        );
+      }
+      for (const m of result.applied) {
+        io.out(`\n-- migration ${m.version}: ${m.name} (recorded in ${quoteIdent(schema)}.${MIGRATIONS_TABLE})\n${m.sql.trim()}`);
+      }
+    } else if (result.applied.length === 0) {
+      io.out(`Schema ${JSON.stringify(schema)} is up to date (version ${result.toVersion}) in ${label}; nothing to apply.`);
+    } else {
+      io.out(
+        `Migrated schema ${JSON.stringify(schema)} in ${label} from version ${result.fromVersion} to ${result.toVersion}: ` +
+          result.applied.map((m) => m.name).join(", "),
+      );
+    }
+    return EXIT.OK;
+  };
+  try {
+    return await withConnection(c, !dryRun, async (conn) =>
+      print(await runMigrations(isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool), schema, { dryRun }), conn.label),
+    );
+  } catch (err) {
+    // A dry run never creates the embedded folder: without one, everything is pending.
+    if (!(dryRun && err instanceof NoEmbeddedDatabaseError)) throw err;
+    const all = loadMigrations().map((m) => ({ version: m.version, name: m.name, sql: m.sql }));
+    return print({ schema, fromVersion: 0, toVersion: 0, applied: all }, "a new embedded database");
+  }
+}
+
+export async function statusCommand(c: Common, io: Io): Promise<number> {
+  const { schema } = c;
+  return withConnection(c, false, async (conn) => {
+    const s = await migrationStatus({ pool: conn.pool, schema });
+    const modified = s.applied.some((m) => m.modified);
+    const code = s.state === "up-to-date" && !modified ? EXIT.OK : EXIT.SCHEMA;
+    if (c.json) {
+      io.out(json({ database: conn.label, ...s }));
+      return code;
+    }
+    const st = styleFor(process.stdout);
+    const state =
+      s.state === "up-to-date"
+        ? st.green("up to date")
+        : s.state === "pending"
+          ? st.yellow(`${s.pending.length} migration(s) pending: run \`${BIN} migrate${schema === "public" ? "" : ` --schema ${schema}`}\``)
+          : st.red(`NEWER than this code (${s.schemaVersion} > ${s.codeVersion}): upgrade the package before using this schema`);
+    io.out(
+      fields(
+        [
+          ["database", conn.label],
+          ["schema", schema],
+          ["version", `${s.schemaVersion} (this code: ${s.codeVersion}), ${state}`],
+        ],
+        st,
+      ),
+    );
+    const rows = [
+      ...s.applied.map((m) => [
+        m.modified ? st.red("✗") : m.known ? st.green("✓") : st.red("?"),
+        String(m.version),
+        m.name,
+        m.modified
+          ? st.red("applied, but the shipped file differs: released migrations must never be edited")
+          : m.known
+            ? `applied ${formatTime(m.appliedAt)}`
+            : st.red("unknown to this code"),
+      ]),
+      ...s.pending.map((m) => [st.yellow("·"), String(m.version), m.name, st.yellow("pending")]),
+    ];
+    io.out(`\nMigrations\n${rows.length ? table(["", { header: "#", align: "right" }, "NAME", "STATE"], rows, st, "  ") : "  (none)"}`);
+    const counts = Object.entries(s.rows);
+    io.out(
+      counts.length === 0
+        ? "\nTables: none yet"
+        : `\nRows\n${table(["TABLE", { header: "ROWS", align: "right" }], counts.map(([t, n]) => [t, String(n)]), st, "  ")}`,
+    );
+    return code;
+  });
+}
+
+export async function threadsCommand(c: Common & { limit: number }, io: Io): Promise<number> {
+  return withConnection(c, false, async (conn) => {
+    const list = await listThreads({ pool: conn.pool, schema: c.schema, limit: c.limit });
+    if (c.json) {
+      io.out(json(list));
+      return EXIT.OK;
+    }
+    if (list.length === 0) {
+      io.out(`No threads in schema ${JSON.stringify(c.schema)} of ${conn.label}.`);
+      return EXIT.OK;
+    }
+    const st = styleFor(process.stdout);
+    const right = (header: string) => ({ header, align: "right" as const });
+    io.out(
+      table(
+        ["THREAD", right("CHECKPOINTS"), right("NAMESPACES"), right("WRITES"), right("BLOBS"), right("SIZE"), "LAST UPDATE (UTC)"],
+        list.map((t) => [
+          st.cyan(t.threadId),
+          String(t.checkpoints),
+          String(t.namespaces),
+          String(t.writes),
+          String(t.blobs),
+          formatBytes(t.bytes),
+          formatTime(t.lastUpdate),
+        ]),
+        st,
+      ),
+    );
+    return EXIT.OK;
+  });
+}
+
+export async function historyCommand(c: Common & { threadId: string; ns: string | undefined }, io: Io): Promise<number> {
+  const { threadId, ns, schema } = c;
+  return withConnection(c, false, async (conn) => {
+    const lineages = await history({ pool: conn.pool, schema, threadId, ...(ns === undefined ? {} : { checkpointNs: ns }) });
+    if (lineages.length === 0) {
+      throw new NotFoundError(
+        `Thread ${JSON.stringify(threadId)} not found in schema ${JSON.stringify(schema)} of ${conn.label}${ns === undefined ? "" : ` (namespace ${JSON.stringify(ns)})`}`,
+      );
+    }
+    if (c.json) {
+      io.out(json({ threadId, lineages }));
+      return EXIT.OK;
+    }
+    const st = styleFor(process.stdout);
+    const blocks = lineages.map((l) => {
+      const forks = l.checkpoints.filter((x) => x.children.length > 1).length;
+      const title =
+        `${st.bold(`thread ${JSON.stringify(threadId)}, namespace ${JSON.stringify(l.checkpointNs)}`)}: ` +
+        `${l.checkpoints.length} checkpoint(s)${forks ? `, ${forks} branch point(s)` : ""}`;
+      return [title, ...renderLineage(l, st).map((line) => `  ${line}`)].join("\n");
+    });
+    io.out(blocks.join("\n\n"));
+    return EXIT.OK;
+  });
+}
+
+export async function showCommand(c: Common & { threadId: string; checkpointId: string | undefined; ns: string }, io: Io): Promise<number> {
+  const { threadId, checkpointId, ns, schema } = c;
+  return withConnection(c, false, async (conn) => {
+    const cp = await show({ pool: conn.pool, schema, threadId, checkpointNs: ns, ...(checkpointId ? { checkpointId } : {}) });
+    if (!cp) {
+      const what = checkpointId ? `Checkpoint ${checkpointId} of thread ${JSON.stringify(threadId)}` : `Thread ${JSON.stringify(threadId)}`;
+      throw new NotFoundError(`${what} not found in namespace ${JSON.stringify(ns)} of schema ${JSON.stringify(schema)} (${conn.label})`);
+    }
+    if (c.json) {
+      io.out(
+        json({
+          ...cp,
+          metadata: toJsonSafe(cp.metadata),
+          channels: cp.channels.map((x) => ({ ...x, value: x.type === "empty" || x.type === "missing" ? undefined : toJsonSafe(x.value) })),
+          pendingWrites: cp.pendingWrites.map((w) => ({ ...w, value: toJsonSafe(w.value) })),
+        }),
+      );
+      return EXIT.OK;
+    }
+    const st = styleFor(process.stdout);
+    const meta = (cp.metadata ?? {}) as { source?: unknown; step?: unknown };
+    const max = 100;
+    const updated = cp.checkpoint.updated_channels;
+    io.out(
+      `${st.bold(`checkpoint ${cp.checkpointId}`)}${cp.isHead ? `  ${st.green("← head")}` : ""}\n` +
+        fields(
+          [
+            ["thread", JSON.stringify(cp.threadId)],
+            ["namespace", JSON.stringify(cp.checkpointNs)],
+            ["parent", cp.parentCheckpointId ?? "(none: first checkpoint)"],
+            ["source", `${String(meta.source ?? "?")}, step ${String(meta.step ?? "?")}`],
+            ["stored", `${formatTime(cp.createdAt)} UTC${cp.ttlSeconds ? `, ttl ${cp.ttlSeconds}s` : ""}`],
+            // Python's LangGraph stores updated_channels; LangGraph.js does not.
+            ...(Array.isArray(updated) ? [["updated", updated.join(", ") || "(none)"] as [string, string]] : []),
+            ["metadata", valueText(cp.metadata, max)],
+          ],
+          st,
+        ),
+    );
+    io.out(
+      `\n${st.bold("Channel values")} (channel_versions → blobs)\n` +
+        (cp.channels.length === 0
+          ? "  (none)"
+          : table(
+              ["CHANNEL", "VERSION", "TYPE", "VALUE"],
+              cp.channels.map((x) => [
+                x.channel,
+                x.version,
+                x.type === "missing" ? st.red("missing") : x.type,
+                x.type === "empty" || x.type === "missing" ? "" : valueText(x.value, max),
+              ]),
+              st,
+              "  ",
+            )),
+    );
+    io.out(
+      `\n${st.bold("Pending writes")} (stored under this checkpoint by the tasks that ran from it)\n` +
+        (cp.pendingWrites.length === 0
+          ? "  (none)"
+          : table(
+              ["TASK", { header: "IDX", align: "right" }, "CHANNEL", "VALUE", "TASK PATH"],
+              cp.pendingWrites.map((w) => [w.taskId, String(w.idx), w.channel, valueText(w.value, max), w.taskPath]),
+              st,
+              "  ",
+            )),
+    );
+    return EXIT.OK;
+  });
+}
+
+export async function exportCommand(c: Common & { threads: string[]; all: boolean; output: string | undefined }, io: Io): Promise<number> {
+  return withConnection(c, false, async (conn) => {
+    const target: Omit<InspectOptions, "serde"> = { pool: conn.pool, schema: c.schema };
+    const done = await exportThreads(target, c.all ? () => threadIds(target) : c.threads, c.output, `schema ${JSON.stringify(c.schema)} of ${conn.label}`);
+    if (c.output !== undefined) io.err(`Exported ${done.threads} thread(s), ${done.records} records, to ${c.output}`);
+    return EXIT.OK;
+  });
+}
+
+export async function importCommand(c: Common & { file: string | undefined; skipExisting: boolean }, io: Io): Promise<number> {
+  return withConnection(c, false, async (conn) => {
+    const where = `schema ${JSON.stringify(c.schema)} of ${conn.label}`;
+    const report = (s: ImportSummary) => {
+      const sum = (k: "checkpoints" | "writes" | "blobs") => s.imported.reduce((n, r) => n + r[k], 0);
+      return (
+        `Imported ${s.imported.length} thread(s) (${sum("checkpoints")} checkpoints, ${sum("writes")} writes, ${sum("blobs")} blobs) into ${where}` +
+        (s.skipped.length ? `; skipped ${s.skipped.length} existing: ${s.skipped.map((t) => JSON.stringify(t)).join(", ")}` : "")
+      );
+    };
+    const summary = await importThreads({ pool: conn.pool, schema: c.schema }, c.file, c.skipExisting ? "skip" : "fail", (partial) => {
+      if (partial.imported.length > 0 || partial.skipped.length > 0) io.err(`${report(partial)} before the error.`);
+    });
+    if (c.json) io.out(json({ database: conn.label, schema: c.schema, ...summary }));
+    else io.out(report(summary));
+    return EXIT.OK;
+  });
+}
+
+export async function pruneCommand(
+  c: Common & {
+    keepLast: number | undefined;
+    olderThan: string | undefined;
+    idleFor: string | undefined;
+    threadTtl: boolean | undefined;
+    threadIds: string[] | undefined;
+    grace: string | undefined;
+    yes: boolean;
+  },
+  io: Io,
+): Promise<number> {
+  return withConnection(c, false, async (conn) => {
+    const dryRun = !c.yes;
+    const bar = progress();
+    // Ctrl-C: finish the current batch (its transactions are short), then report.
+    const stop = new AbortController();
+    const onSigint = () => stop.abort();
+    process.once("SIGINT", onSigint);
+    let result: PruneResult;
+    try {
+      result = await prune({
+        pool: conn.pool,
+        schema: c.schema,
+        dryRun,
+        signal: stop.signal,
+        ...(c.keepLast !== undefined ? { keepLast: c.keepLast } : {}),
+        ...(c.olderThan !== undefined ? { olderThan: c.olderThan } : {}),
+        ...(c.idleFor !== undefined ? { idleFor: c.idleFor } : {}),
+        ...(c.threadTtl !== undefined ? { threadTtl: c.threadTtl } : {}),
+        ...(c.threadIds !== undefined ? { threadIds: c.threadIds } : {}),
+        ...(c.grace !== undefined ? { grace: c.grace } : {}),
+        onProgress: (p) =>
+          bar.update(
+            `${dryRun ? "dry run" : "pruning"}: ${p.threadsScanned} threads, ${p.totals.checkpoints} checkpoints, ` +
+              `${p.totals.writes} writes, ${p.totals.blobs} blobs (${formatBytes(p.totals.checkpointBytes + p.totals.writeBytes + p.totals.blobBytes)})`,
+          ),
+      });
+    } finally {
+      bar.done();
+      process.off("SIGINT", onSigint);
+    }
+    if (c.json) {
+      io.out(json({ database: conn.label, schema: c.schema, ...result }));
+    } else {
+      const st = styleFor(process.stdout);
+      const what =
+        `${result.checkpoints} checkpoints, ${result.writes} writes, ${result.blobs} blobs (${formatBytes(result.bytes)})` +
+        (result.threadsExpired ? `, including ${result.threadsExpired} idle or expired thread(s)` : "");
+      io.out(
+        dryRun
+          ? `${st.yellow("Dry run")}: would delete ${what} in schema ${JSON.stringify(c.schema)} of ${conn.label} ` +
+              `(${result.threadsScanned} thread(s) scanned). Nothing was deleted; add --yes to delete.`
+          : `Deleted ${what} from schema ${JSON.stringify(c.schema)} of ${conn.label} (${result.threadsScanned} thread(s) scanned).` +
+              (result.bytes > 0 ? "\nThe space is reused by new rows after (auto)vacuum; VACUUM FULL or pg_repack returns it to the OS." : ""),
+      );
+      if (result.threadsSkipped > 0) {
+        io.out(
+          `${st.yellow(`Skipped ${result.threadsSkipped} busy thread(s)`)} (a graph or another prune was writing them; the next run picks them up): ` +
+            result.skippedThreadIds.map((t) => JSON.stringify(t)).join(", "),
+        );
+      }
+    }
+    if (result.aborted) {
+      io.err(`Interrupted after batch ${result.batches}: the counts above cover what was done until then.`);
+      return EXIT.FAILED;
+    }
+    return EXIT.OK;
+  });
+}
+
+/**
+ * Rewrite checkpoints older than the state version into the current shape.
+ * The upcasters are code: they come from a module the user names, which
+ * exports `stateVersion` and `upcasters` (the same values the app's saver uses).
+ */
+export async function upgradeStateCommand(c: Common & { module: string; batchSize: number }, io: Io): Promise<number> {
+  const { pathToFileURL } = await import("node:url");
+  const { resolve } = await import("node:path");
+  let mod: { stateVersion?: unknown; upcasters?: unknown; default?: { stateVersion?: unknown; upcasters?: unknown } };
+  try {
+    mod = (await import(pathToFileURL(resolve(c.module)).href)) as typeof mod;
+  } catch (err) {
+    throw new NotFoundError(`cannot load the upcasters module ${JSON.stringify(c.module)}: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}`);
+  }
+  const spec = mod.stateVersion !== undefined ? mod : (mod.default ?? {});
+  return withConnection(c, false, async (conn) => {
+    const saver = new PostgresSaver(conn.pool, {
+      schema: c.schema,
+      stateVersion: spec.stateVersion as number,
+      upcasters: spec.upcasters as Record<number, Upcaster>,
+    });
+    const bar = progress();
+    let result: { rewritten: number };
+    try {
+      result = await saver.upgradeState({ batchSize: c.batchSize, onProgress: (p) => bar.update(`upgrade-state: ${p.rewritten} checkpoints rewritten`) });
+    } finally {
+      bar.done();
+    }
+    if (c.json) io.out(json({ database: conn.label, schema: c.schema, stateVersion: spec.stateVersion, ...result }));
+    else io.out(`Rewrote ${result.rewritten} checkpoint(s) to state version ${String(spec.stateVersion)} in schema ${JSON.stringify(c.schema)} of ${conn.label}.`);
+    return EXIT.OK;
+  });
+}

@@ -1,0 +1,72 @@
+/**
+ * Exit codes of the CLI and the demo, the errors only they throw, and the one
+ * line printed for an error. Light on purpose: `--help` and usage errors load
+ * nothing else.
+ */
+import { CheckpointerError } from "../errors.js";
+import { UsageError } from "./args.js";
+import { scrub } from "./mask.js";
+
+export const EXIT = {
+  /** Success. */
+  OK: 0,
+  /** The operation failed: database error, thread not found, import conflict, bad export file. */
+  FAILED: 1,
+  /** Bad usage: unknown command or option, missing or malformed argument. Nothing was done. */
+  USAGE: 2,
+  /** The schema is not migrated, or was migrated by a newer release. */
+  SCHEMA: 3,
+  /** The embedded data folder is held by another process. */
+  LOCKED: 4,
+} as const;
+
+/** The export file is malformed (not JSON, not an export, truncated). Exit code 1; names the line. */
+export class ExportFileError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ExportFileError";
+  }
+}
+
+/** A thread or checkpoint named on the command line does not exist. Exit code 1. */
+export class NotFoundError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "NotFoundError";
+  }
+}
+
+/** No embedded database in the folder yet (never migrated). Exit code 3, like an unmigrated schema. */
+export class NoEmbeddedDatabaseError extends CheckpointerError {
+  constructor(dataDir: string) {
+    super(
+      "SCHEMA_NOT_MIGRATED",
+      `No embedded database in ${dataDir}. Run \`langgraph-checkpoint-pg migrate\` (or \`npm run demo\`) to create it, ` +
+        "pass --data-dir, or set DATABASE_URL.",
+    );
+  }
+}
+
+/** The exit code for an error. */
+export function exitCodeOf(err: unknown): number {
+  if (err instanceof UsageError) return EXIT.USAGE;
+  if (err instanceof CheckpointerError) {
+    if (err.code === "SCHEMA_NOT_MIGRATED" || err.code === "SCHEMA_TOO_NEW") return EXIT.SCHEMA;
+    if (err.code === "DATA_DIR_LOCKED") return EXIT.LOCKED;
+  }
+  return EXIT.FAILED;
+}
+
+/** One line (no stack) for an error, with the database password masked out. */
+export function errorText(err: unknown, url: string | undefined): string {
+  let text: string;
+  if (err instanceof CheckpointerError) {
+    const cause = err.cause instanceof Error && err.code === "MIGRATION_FAILED" ? ` (${err.cause.message.split("\n")[0]})` : "";
+    text = `${err.message}${cause}`;
+  } else if (err instanceof UsageError || err instanceof ExportFileError || err instanceof NotFoundError) {
+    text = err.message;
+  } else {
+    text = err instanceof Error ? err.message.split("\n")[0]! : String(err);
+  }
+  return scrub(text, url);
+}

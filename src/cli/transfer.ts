@@ -1,0 +1,192 @@
+/**
+ * `export` and `import` as streams of JSON lines: one thread in memory at a
+ * time, progress on a TTY, a file output that appears only when complete.
+ */
+import { createReadStream, createWriteStream, renameSync, rmSync } from "node:fs";
+import { createInterface } from "node:readline";
+import type { Writable } from "node:stream";
+import { InvalidInputError } from "../errors.js";
+import {
+  checkRecords,
+  EXPORT_FORMAT,
+  EXPORT_FORMAT_VERSION,
+  exportHeader,
+  exportThread,
+  importThread,
+  type ExportHeader,
+  type ExportRecord,
+  type ImportResult,
+  type InspectOptions,
+} from "../inspect.js";
+import { ExportFileError, NotFoundError } from "./exit.js";
+import { progress } from "./format.js";
+
+function write(out: Writable, text: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const ok = out.write(text, (err) => (err ? reject(err) : undefined));
+    if (ok) resolve();
+    else out.once("drain", resolve);
+  });
+}
+
+/**
+ * Write the header and every record of `threads` to `output` (a file path, or
+ * stdout when undefined). A file is written under a temporary name and renamed
+ * when complete, so a failed export leaves no partial file.
+ */
+export async function exportThreads(
+  target: Omit<InspectOptions, "serde">,
+  threads: string[] | (() => Promise<string[]>),
+  output: string | undefined,
+  where: string,
+): Promise<{ threads: number; records: number }> {
+  const ids = typeof threads === "function" ? await threads() : threads;
+  const tmp = output === undefined ? undefined : `${output}.tmp-${process.pid}`;
+  const out: Writable = tmp === undefined ? process.stdout : createWriteStream(tmp, { flags: "wx" });
+  const bar = progress();
+  let records = 0;
+  try {
+    if (tmp !== undefined) await new Promise<void>((resolve, reject) => out.once("open", () => resolve()).once("error", reject));
+    await write(out, `${JSON.stringify(exportHeader())}\n`);
+    for (const [i, threadId] of ids.entries()) {
+      bar.update(`exporting thread ${i + 1}/${ids.length} (${records} records)`);
+      const rows = await exportThread({ ...target, threadId });
+      if (rows.length === 0) throw new NotFoundError(`Thread ${JSON.stringify(threadId)} not found in ${where}`);
+      await write(out, rows.map((r) => `${JSON.stringify(r)}\n`).join(""));
+      records += rows.length;
+    }
+    if (tmp !== undefined) {
+      await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
+      renameSync(tmp, output!);
+    }
+    return { threads: ids.length, records };
+  } catch (err) {
+    if (tmp !== undefined) {
+      out.destroy();
+      rmSync(tmp, { force: true });
+    }
+    throw err;
+  } finally {
+    bar.done();
+  }
+}
+
+interface ThreadChunk {
+  records: (ExportRecord | ExportHeader)[];
+  /** Line number of each record, for messages. */
+  lines: number[];
+}
+
+/** Read an export file (or stdin) and call `onThread` once per complete thread, in order. */
+async function scan(input: string | undefined, onThread: (chunk: ThreadChunk) => Promise<void>): Promise<void> {
+  const stream = input === undefined || input === "-" ? process.stdin : createReadStream(input);
+  const opened = new Promise<void>((resolve, reject) => {
+    if (stream === process.stdin) resolve();
+    else stream.once("open", () => resolve()).once("error", reject);
+  });
+  await opened.catch((err: NodeJS.ErrnoException) => {
+    throw new ExportFileError(`cannot read ${input}: ${err.code === "ENOENT" ? "no such file" : err.message}`);
+  });
+  const rl = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
+  let lineNo = 0;
+  let header = false;
+  let chunk: ThreadChunk = { records: [], lines: [] };
+  let thread: string | undefined;
+  try {
+    for await (const line of rl) {
+      lineNo++;
+      if (line.trim() === "") continue;
+      let record: Record<string, unknown>;
+      try {
+        record = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        throw new ExportFileError(`line ${lineNo}: not valid JSON`);
+      }
+      if (record === null || typeof record !== "object" || Array.isArray(record)) throw new ExportFileError(`line ${lineNo}: expected a JSON object`);
+      if (record.kind === "header") {
+        if (chunk.records.length > 0) throw new ExportFileError(`line ${lineNo}: a header inside thread ${JSON.stringify(thread)} (its end record is missing)`);
+        if (record.format !== EXPORT_FORMAT) throw new ExportFileError(`line ${lineNo}: format is not ${JSON.stringify(EXPORT_FORMAT)}`);
+        if (typeof record.version !== "number" || record.version > EXPORT_FORMAT_VERSION) {
+          throw new ExportFileError(`line ${lineNo}: export format version ${String(record.version)} is newer than this code reads (${EXPORT_FORMAT_VERSION}); upgrade the package`);
+        }
+        header = true;
+        continue;
+      }
+      if (!header) throw new ExportFileError(`line ${lineNo}: not a langgraph-checkpoint-pg export (the first record must be its header)`);
+      if (chunk.records.length === 0) thread = typeof record.thread_id === "string" ? record.thread_id : undefined;
+      else if (record.thread_id !== thread) {
+        throw new ExportFileError(`line ${lineNo}: thread ${JSON.stringify(record.thread_id)} starts before thread ${JSON.stringify(thread)} ended (its end record is missing)`);
+      }
+      chunk.records.push(record as unknown as ExportRecord);
+      chunk.lines.push(lineNo);
+      if (record.kind === "end") {
+        await onThread(chunk);
+        chunk = { records: [], lines: [] };
+      }
+    }
+  } finally {
+    rl.close();
+  }
+  if (!header) throw new ExportFileError(`${input ?? "stdin"} is empty: not a langgraph-checkpoint-pg export`);
+  if (chunk.records.length > 0) throw new ExportFileError(`line ${lineNo}: the file ends inside thread ${JSON.stringify(thread)} (truncated export?)`);
+}
+
+/** `records[3].idx` → `line 17 (idx)`. */
+function atLines(err: unknown, chunk: ThreadChunk): unknown {
+  if (!(err instanceof InvalidInputError)) return err;
+  const lines = (text: string) => text.replace(/records\[(\d+)\]/g, (_, i: string) => `line ${chunk.lines[Number(i)]}`);
+  const m = /^Invalid records\[(\d+)\]\.?([^:]*): (.*)$/s.exec(err.message);
+  if (m) return new ExportFileError(`line ${chunk.lines[Number(m[1])]}${m[2] ? ` (${m[2]})` : ""}: ${lines(m[3]!)}`);
+  const whole = /^Invalid records: (.*)$/s.exec(err.message);
+  return whole ? new ExportFileError(`line ${chunk.lines[chunk.lines.length - 1]}: ${lines(whole[1]!)}`) : err;
+}
+
+export interface ImportSummary {
+  imported: ImportResult[];
+  skipped: string[];
+}
+
+/**
+ * Import every thread of an export, one transaction per thread. A file is
+ * checked completely first (JSON, structure, every record's fields and the
+ * per-thread counts), so a malformed file writes nothing; stdin is checked
+ * thread by thread as it streams.
+ */
+export async function importThreads(
+  target: Omit<InspectOptions, "serde">,
+  input: string | undefined,
+  ifExists: "fail" | "skip",
+  onPartial: (summary: ImportSummary) => void,
+): Promise<ImportSummary> {
+  const check = async (chunk: ThreadChunk) => {
+    try {
+      checkRecords(chunk.records);
+    } catch (err) {
+      throw atLines(err, chunk);
+    }
+  };
+  if (input !== undefined && input !== "-") await scan(input, check);
+  const summary: ImportSummary = { imported: [], skipped: [] };
+  const bar = progress();
+  let rows = 0;
+  try {
+    await scan(input, async (chunk) => {
+      let result: ImportResult;
+      try {
+        result = await importThread({ ...target, records: chunk.records, ifExists });
+      } catch (err) {
+        throw atLines(err, chunk);
+      }
+      if (result.status === "skipped") summary.skipped.push(result.threadId);
+      else summary.imported.push(result);
+      rows += result.checkpoints + result.writes + result.blobs;
+      bar.update(`importing: ${summary.imported.length} threads${summary.skipped.length ? ` (${summary.skipped.length} skipped)` : ""}, ${rows} rows`);
+    });
+  } catch (err) {
+    onPartial(summary);
+    throw err;
+  } finally {
+    bar.done();
+  }
+  return summary;
+}
