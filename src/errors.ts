@@ -144,6 +144,8 @@ export class MigrationError extends CheckpointerError {
   }
 }
 
+export type ConflictReason = "head-moved" | "run-in-progress" | "parent-missing";
+
 /**
  * A `put` in `lineage: "linear"` mode whose parent is not the lineage's
  * current head: another writer got there first. Nothing was written.
@@ -166,14 +168,17 @@ export class CheckpointConflictError extends CheckpointerError {
    * `head-moved`: another writer advanced the lineage first.
    * `run-in-progress`: the head is right, but another run has unfinished steps
    * on it; a new run (input or state update) must wait for it.
+   * `parent-missing`: the parent was deleted (deleteThread, prune) under the
+   * run; in either lineage mode, since the new checkpoint would inherit values
+   * that are gone.
    */
-  readonly reason: "head-moved" | "run-in-progress";
+  readonly reason: ConflictReason;
   constructor(info: {
     threadId: string;
     checkpointNs: string;
     expectedParent: string | undefined;
     actualHead: string | undefined;
-    reason?: "head-moved" | "run-in-progress";
+    reason?: ConflictReason;
   }) {
     const reason = info.reason ?? "head-moved";
     super(
@@ -181,7 +186,9 @@ export class CheckpointConflictError extends CheckpointerError {
       `Checkpoint conflict on thread ${JSON.stringify(info.threadId)} namespace ${JSON.stringify(info.checkpointNs)}: ` +
         (reason === "run-in-progress"
           ? `another run has unfinished steps on the head ${info.actualHead}. `
-          : `the put expected parent ${info.expectedParent ?? "(none: a root)"} but the head is ${info.actualHead ?? "(none)"}. `) +
+          : reason === "parent-missing"
+            ? `the parent ${info.expectedParent} no longer exists (the thread was deleted or pruned). `
+            : `the put expected parent ${info.expectedParent ?? "(none: a root)"} but the head is ${info.actualHead ?? "(none)"}. `) +
         "Nothing was written. Retry when the other run is done.",
       { retryable: true },
     );

@@ -36,7 +36,7 @@ export type SaverEvent =
       checkpointId: string;
       expectedParent: string | undefined;
       actualHead: string | undefined;
-      reason: "head-moved" | "run-in-progress";
+      reason: "head-moved" | "run-in-progress" | "parent-missing";
       durationMs: number;
     }
   | {

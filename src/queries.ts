@@ -133,15 +133,21 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      * $1 thread, $2 ns, $3 id, $4 parent|null, $5 checkpoint jsonb, $6 metadata jsonb,
      * $7 metadata_raw|null, $8 linear, $9 channels, $10 versions, $11 types, $12 values,
      * $13 starts a run, $14 run lease in seconds, $15 thread TTL in seconds|null, $16 state version|null.
-     * Returns head_id (the head before), ok, inserted (1 new row, 0 re-put/rejected), blobs.
+     * Returns head_id (the head before), ok, parent_ok (false: the parent is gone),
+     * inserted (1 new row, 0 re-put/rejected), blobs.
      */
     put: `
 WITH head AS (
   SELECT checkpoint_id, row_version, checkpoint, created_at FROM ${checkpoints}
    WHERE thread_id = $1 AND checkpoint_ns = $2 AND is_head
      FOR UPDATE
-), decision AS (
+), checks AS (
   SELECT h.checkpoint_id AS head_id, h.row_version AS head_rv,
+         -- The parent must still exist (a thread deleted or pruned under a running
+         -- graph); its row is key-share locked, after the head, until we commit.
+         ($4::text IS NULL OR EXISTS (SELECT 1 FROM ${checkpoints}
+                                      WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $4
+                                        FOR KEY SHARE)) AS parent_ok,
          CASE
            WHEN NOT $8::boolean THEN true
            WHEN NOT (h.checkpoint_id IS NOT DISTINCT FROM $4::text OR h.checkpoint_id IS NOT DISTINCT FROM $3) THEN false
@@ -158,8 +164,10 @@ WITH head AS (
                              WHERE b.type <> 'empty'
                                AND (cv.channel = '__start__' OR cv.channel LIKE 'branch:to:%'
                                     OR (cv.channel = '__pregel_tasks' AND b.value NOT IN ('\\x90'::bytea, '\\x5b5d'::bytea))))
-         END AS ok
+         END AS mode_ok
     FROM (SELECT 1) AS one LEFT JOIN head h ON true
+), decision AS (
+  SELECT head_id, head_rv, parent_ok, mode_ok AND parent_ok AS ok FROM checks
 ), demote AS (
   UPDATE ${checkpoints} c SET is_head = false, row_version = c.row_version + 1
     FROM decision d
@@ -183,7 +191,7 @@ WITH head AS (
          ttl_seconds = EXCLUDED.ttl_seconds, state_version = EXCLUDED.state_version, row_version = c.row_version + 1
   RETURNING (xmax = 0) AS fresh
 )
-SELECT d.head_id, d.ok,
+SELECT d.head_id, d.ok, d.parent_ok,
        (SELECT count(*) FROM ins WHERE fresh)::int AS inserted,
        (SELECT count(*) FROM new_blobs)::int AS blobs
   FROM decision d`,

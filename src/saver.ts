@@ -466,7 +466,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     // one-head index (23505) having written nothing, and simply runs again on
     // fresh data; linear mode knows the head moved, which is a conflict.
     for (let attempt = 1; ; attempt++) {
-      let row: { head_id: string | null; ok: boolean; inserted: number; blobs: number };
+      let row: { head_id: string | null; ok: boolean; parent_ok: boolean; inserted: number; blobs: number };
       try {
         row = (await this.#query<typeof row>("put", params, "put")).rows[0]!;
       } catch (err) {
@@ -477,7 +477,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
       let head = row.head_id ?? undefined;
       if (!row.ok) {
         if (head === undefined) head = (await this.#query<{ checkpoint_id: string }>("headId", [threadId, ns], "put")).rows[0]?.checkpoint_id;
-        const reason = head === parentId ? "run-in-progress" : "head-moved";
+        const reason = !row.parent_ok ? "parent-missing" : head === parentId ? "run-in-progress" : "head-moved";
         emit(this.#onEvent, {
           type: "conflict",
           threadId: threadId!,

@@ -147,6 +147,21 @@ describe("branch mode, saver API", () => {
     expect(await rows("checkpoints", threadId)).toBe(41);
   });
 
+  it("a put whose parent was deleted under it is refused, so nothing inherits vanished values", async () => {
+    const rec = recorder();
+    const saver = new PostgresSaver(pool, { onEvent: rec.onEvent });
+    const threadId = uuid6(-3);
+    const h = await start(saver, threadId);
+    await saver.deleteThread(threadId);
+    const c = child("orphan");
+    const err = await saver.put(h, c.cp, meta(0), c.versions).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CheckpointConflictError);
+    expect(err).toMatchObject({ reason: "parent-missing", expectedParent: h.configurable!.checkpoint_id });
+    expect(await rows("checkpoints", threadId)).toBe(0);
+    expect(await rows("checkpoint_blobs", threadId)).toBe(0);
+    expect(rec.of("conflict")).toEqual([expect.objectContaining({ reason: "parent-missing" })]);
+  });
+
   it("the database itself refuses a second head", async () => {
     const saver = new PostgresSaver(pool);
     const threadId = uuid6(-3);
