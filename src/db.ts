@@ -49,12 +49,19 @@ export function poolDb(pool: pg.Pool): Db {
     async transaction(fn, options) {
       const client = await pool.connect();
       let broken: Error | undefined;
+      // A checked-out client has no listener of the pool's: without ours, its
+      // connection dying mid-transaction would be an uncaught 'error' event.
+      const onError = (err: Error) => {
+        broken ??= err;
+      };
+      client.on("error", onError);
       try {
         return await inTransaction(client, fn, options?.rollback ?? false, (err) => {
-          broken = err;
+          broken ??= err;
         });
       } finally {
-        // A client whose ROLLBACK failed is in an unknown state: destroy it.
+        client.off("error", onError);
+        // A client whose connection or ROLLBACK failed is in an unknown state: destroy it.
         client.release(broken);
       }
     },

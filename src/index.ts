@@ -9,6 +9,8 @@
 export { PostgresSaver, ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions, type LineageMode } from "./saver.js";
 export { migrate, loadMigrations, latestVersion, schemaVersion, MIGRATIONS_TABLE, type MigrateOptions, type MigrateResult, type Migration } from "./migrate.js";
 export { MsgpackSerializer } from "./serde.js";
+export { EncryptedSerializer, ENCRYPTED_TYPE_PREFIX, type EncryptedSerializerOptions, type EncryptionKey } from "./encryption.js";
+export { grantStatements, type GrantOptions } from "./grants.js";
 export type { SaverEvent, EventHandler } from "./events.js";
 export { StateVersionError, type Upcaster, type UpcastFunction, type UpcastContext } from "./upcast.js";
 export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo } from "./embedded.js";

@@ -7,6 +7,12 @@
  * Nothing is ever lost, and the common case costs no extra bytes.
  */
 import { MsgpackSerializer } from "./serde.js";
+import { LONE_SURROGATE } from "./validate.js";
+
+const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, "g");
+/** What JSONB cannot hold in a string: NUL and lone surrogates, shown as U+FFFD in the projection. */
+const clean = (x: string) => x.replace(/\u0000/g, "\uFFFD").replace(LONE_SURROGATES, "\uFFFD");
+const unsafe = (x: string) => x.includes("\u0000") || LONE_SURROGATE.test(x);
 
 const raw = new MsgpackSerializer();
 
@@ -15,7 +21,7 @@ function jsonExact(x: unknown, depth = 0): boolean {
   if (depth > 100) return false;
   switch (typeof x) {
     case "string":
-      return !x.includes("\u0000");
+      return !unsafe(x);
     case "boolean":
       return true;
     case "number":
@@ -26,7 +32,7 @@ function jsonExact(x: unknown, depth = 0): boolean {
       const proto = Object.getPrototypeOf(x);
       if (proto !== Object.prototype && proto !== null) return false;
       for (const [k, v] of Object.entries(x)) {
-        if (k.includes("\u0000") || !jsonExact(v, depth + 1)) return false;
+        if (unsafe(k) || !jsonExact(v, depth + 1)) return false;
       }
       return true;
     }
@@ -37,13 +43,16 @@ function jsonExact(x: unknown, depth = 0): boolean {
 
 /** The JSONB projection: exact for JSON-safe values; NUL → U+FFFD, bigint → string otherwise. */
 export function projectJson(x: unknown): unknown {
-  const text = JSON.stringify(x, (_k, v: unknown) => {
+  const text = JSON.stringify(x, function (this: unknown, _k, v: unknown) {
     if (typeof v === "bigint") return v.toString();
-    if (typeof v === "string" && v.includes("\u0000")) return v.replace(/\u0000/g, "\uFFFD");
+    if (typeof v === "string") return clean(v);
+    // Keys too: rebuild objects whose keys JSONB could not store.
+    if (v !== null && typeof v === "object" && !Array.isArray(v) && Object.keys(v).some(unsafe)) {
+      return Object.fromEntries(Object.entries(v).map(([key, val]) => [clean(key), val]));
+    }
     return v;
   });
-  if (text === undefined) return null;
-  return JSON.parse(text.includes("\\u0000") ? text.replace(/\\u0000/g, "\\ufffd") : text);
+  return text === undefined ? null : JSON.parse(text);
 }
 
 export async function encodeMetadata(metadata: unknown): Promise<{ json: unknown; raw: Uint8Array | null }> {

@@ -60,9 +60,12 @@ UNION ALL
 SELECT 1, p.thread_id, p.checkpoint_ns, p.checkpoint_id, b.channel, NULL, b.type, NULL, NULL, b.value, NULL, NULL
   FROM page p
   CROSS JOIN LATERAL jsonb_each_text(p.checkpoint -> 'channel_versions') AS cv(channel, version)
-  JOIN ${blobs} b ON b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
-                 AND b.channel = cv.channel AND b.version = cv.version
- WHERE b.type <> 'empty'
+  -- A lateral lookup per (channel, version): the planner would otherwise hash
+  -- all of a long thread's blobs to find the few a page needs.
+  CROSS JOIN LATERAL (SELECT b.channel, b.type, b.value FROM ${blobs} b
+                       WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
+                         AND b.channel = cv.channel AND b.version = cv.version AND b.type <> 'empty'
+                      OFFSET 0) b
 UNION ALL
 SELECT 2, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w.type, w.task_path, w.idx, w.value, NULL, NULL
   FROM page p
@@ -132,13 +135,14 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      * run never starts on top of another run's unfinished steps.
      * $1 thread, $2 ns, $3 id, $4 parent|null, $5 checkpoint jsonb, $6 metadata jsonb,
      * $7 metadata_raw|null, $8 linear, $9 channels, $10 versions, $11 types, $12 values,
-     * $13 starts a run, $14 run lease in seconds, $15 thread TTL in seconds|null, $16 state version|null.
+     * $13 starts a run, $14 run lease in seconds, $15 thread TTL in seconds|null, $16 state version|null,
+     * $17 the checkpoint has tasks left to run.
      * Returns head_id (the head before), ok, parent_ok (false: the parent is gone),
      * inserted (1 new row, 0 re-put/rejected), blobs.
      */
     put: `
 WITH head AS (
-  SELECT checkpoint_id, row_version, checkpoint, created_at FROM ${checkpoints}
+  SELECT checkpoint_id, row_version, created_at, has_pending_tasks FROM ${checkpoints}
    WHERE thread_id = $1 AND checkpoint_ns = $2 AND is_head
      FOR UPDATE
 ), checks AS (
@@ -154,16 +158,11 @@ WITH head AS (
            WHEN NOT $13::boolean OR h.checkpoint_id IS NULL OR h.checkpoint_id = $3 THEN true
            -- A new run may start only from a settled head: nothing left to run,
            -- or stopped by an interrupt or error, or idle longer than the lease.
-           ELSE h.created_at < now() - make_interval(secs => $14::float8)
+           ELSE NOT h.has_pending_tasks
+             OR h.created_at < now() - make_interval(secs => $14::float8)
              OR EXISTS (SELECT 1 FROM ${writes} w
                          WHERE w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = h.checkpoint_id
                            AND w.channel IN ('__interrupt__', '__error__'))
-             OR NOT EXISTS (SELECT 1 FROM jsonb_each_text(h.checkpoint -> 'channel_versions') AS cv(channel, version)
-                              JOIN ${blobs} b ON b.thread_id = $1 AND b.checkpoint_ns = $2
-                                             AND b.channel = cv.channel AND b.version = cv.version
-                             WHERE b.type <> 'empty'
-                               AND (cv.channel = '__start__' OR cv.channel LIKE 'branch:to:%'
-                                    OR (cv.channel = '__pregel_tasks' AND b.value NOT IN ('\\x90'::bytea, '\\x5b5d'::bytea))))
          END AS mode_ok
     FROM (SELECT 1) AS one LEFT JOIN head h ON true
 ), decision AS (
@@ -182,13 +181,14 @@ WITH head AS (
   ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
   RETURNING 1
 ), ins AS (
-  INSERT INTO ${checkpoints} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, is_head, ttl_seconds, state_version)
-  SELECT $1, $2, $3, $4, $5, $6, $7, true, $15, $16 FROM decision d
+  INSERT INTO ${checkpoints} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, is_head, ttl_seconds, state_version, has_pending_tasks)
+  SELECT $1, $2, $3, $4, $5, $6, $7, true, $15, $16, $17 FROM decision d
    WHERE d.ok AND (SELECT count(*) FROM demote) >= 0
   ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
      SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, checkpoint = EXCLUDED.checkpoint,
          metadata = EXCLUDED.metadata, metadata_raw = EXCLUDED.metadata_raw, is_head = true,
-         ttl_seconds = EXCLUDED.ttl_seconds, state_version = EXCLUDED.state_version, row_version = c.row_version + 1
+         ttl_seconds = EXCLUDED.ttl_seconds, state_version = EXCLUDED.state_version,
+         has_pending_tasks = EXCLUDED.has_pending_tasks, row_version = c.row_version + 1
   RETURNING (xmax = 0) AS fresh
 )
 SELECT d.head_id, d.ok, d.parent_ok,

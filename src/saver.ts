@@ -110,8 +110,9 @@ export const ALLOW_FORK_KEY = "allow_fork";
 
 /**
  * Defaults for pools the saver creates: nothing waits forever. A caller
- * waiting for a free client gives up after 10 s, a statement after 60 s, a
- * lock wait after 10 s; dead peers are found by TCP keepalive. Override any
+ * waiting for a free client gives up after 10 s, a statement after 60 s (70 s
+ * on the client if the link stalls), a lock wait after 10 s; dead peers are
+ * found by TCP keepalive. Override any
  * of them with the `pool` option.
  */
 export const BOUNDED_POOL: pg.PoolConfig = {
@@ -120,6 +121,9 @@ export const BOUNDED_POOL: pg.PoolConfig = {
   statement_timeout: 60_000,
   lock_timeout: 10_000,
   idle_in_transaction_session_timeout: 60_000,
+  // Client side, above statement_timeout: a link that stalls (the answer never
+  // comes back) would otherwise hang the caller; pg then drops that client.
+  query_timeout: 70_000,
   keepAlive: true,
 };
 
@@ -458,7 +462,12 @@ export class PostgresSaver extends BaseCheckpointSaver {
     // New input or a state update starts a run; loop steps continue one.
     const source = (metadata as { source?: unknown } | undefined)?.source;
     const startsRun = source === "input" || source === "update";
-    const params = [threadId, ns, id, parentId ?? null, stored, meta.json, meta.raw, linear, channels, versions, types, payloads, startsRun, this.#leaseSeconds, this.#ttlSeconds, this.#versioning?.stateVersion ?? null];
+    // Tasks left to run: a trigger LangGraph has not consumed (it drops consumed,
+    // empty channels from the values), or pending sends.
+    const tasks = values[TASKS];
+    const hasPendingTasks =
+      Object.keys(values).some((ch) => ch === "__start__" || ch.startsWith("branch:to:")) || (Array.isArray(tasks) && tasks.length > 0);
+    const params = [threadId, ns, id, parentId ?? null, stored, meta.json, meta.raw, linear, channels, versions, types, payloads, startsRun, this.#leaseSeconds, this.#ttlSeconds, this.#versioning?.stateVersion ?? null, hasPendingTasks];
 
     // The head row is locked FOR UPDATE. If a concurrent put moves it while we
     // wait, the re-check finds it no longer head and this statement sees no head

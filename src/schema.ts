@@ -65,6 +65,13 @@ export const checkpoints = pgTable(
     ttlSeconds: integer("ttl_seconds"),
     /** The saver's `stateVersion` when this checkpoint was written (NULL: written without one, read as version 1). */
     stateVersion: integer("state_version"),
+    /**
+     * True when the checkpoint still has tasks to run (a pending `__start__` or
+     * `branch:to:*` trigger, or pending sends). Computed from the values at put
+     * time, so linear mode can tell a settled head from a run in progress
+     * without reading (possibly encrypted) blobs.
+     */
+    hasPendingTasks: boolean("has_pending_tasks").notNull().default(false),
   },
   (t) => [
     primaryKey({ name: "checkpoints_pkey", columns: [t.threadId, t.checkpointNs, t.checkpointId] }),

@@ -950,6 +950,9 @@ export class MsgpackSerializer implements SerializerProtocol {
         return this.#decode(data);
       case "json":
       case "bytes":
+        // JsonPlus revives LangChain records through @langchain/core/load, which
+        // can build any core class: hold "json" rows to our allowlist first.
+        if (type === "json") this.#checkJsonAllowlist(typeof data === "string" ? data : new TextDecoder().decode(data));
         try {
           return await this.#jsonPlus.loadsTyped(type, data);
         } catch (cause) {
@@ -962,6 +965,32 @@ export class MsgpackSerializer implements SerializerProtocol {
         return loadsPython(type, data);
       default:
         throw new DeserializationError(`Unknown serialization type ${JSON.stringify(type)}`);
+    }
+  }
+
+  #checkJsonAllowlist(text: string): void {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch (cause) {
+      throw new DeserializationError('Could not decode a "json" value', { cause });
+    }
+    const stack: unknown[] = [parsed];
+    while (stack.length > 0) {
+      const node = stack.pop();
+      if (node === null || typeof node !== "object") continue;
+      if (Array.isArray(node)) {
+        stack.push(...node);
+        continue;
+      }
+      const record = node as { lc?: unknown; type?: unknown; id?: unknown };
+      if (record.lc === 1 && record.type === "constructor") {
+        const id = Array.isArray(record.id) && record.id.every((p) => typeof p === "string") ? (record.id as string[]) : undefined;
+        if (!id || !this.#langchain.byKey.has(idKey(id))) {
+          throw new DeserializationError(`LangChain class ${id ? id.join(".") : "(no id)"} in a "json" value is not in the allowlist`);
+        }
+      }
+      stack.push(...Object.values(node));
     }
   }
 

@@ -21,6 +21,9 @@ export const LIMITS = {
 
 const encoder = new TextEncoder();
 
+/** Half of a UTF-16 surrogate pair: not Unicode, and Postgres would silently store U+FFFD instead. */
+export const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 /** A string usable as a key column: no NUL (Postgres text cannot hold it), within the byte limit. */
 export function checkKey(field: string, value: unknown, limit: number, opts: { allowEmpty?: boolean } = {}): string {
   if (typeof value !== "string") {
@@ -29,6 +32,7 @@ export function checkKey(field: string, value: unknown, limit: number, opts: { a
   }
   if (value === "" && !opts.allowEmpty) throw new InvalidInputError(field, "must not be empty");
   if (value.includes("\u0000")) throw new InvalidInputError(field, "must not contain NUL (\\u0000) characters");
+  if (LONE_SURROGATE.test(value)) throw new InvalidInputError(field, "is not valid Unicode (a lone surrogate: half of a character)");
   // Most keys are short ASCII: skip the encode when even 4 bytes per char fit.
   if (value.length * 3 > limit) {
     const bytes = encoder.encode(value).length;
@@ -74,6 +78,7 @@ export function checkSchemaName(schema: unknown, option = "schema"): string {
   if (typeof schema !== "string") throw new InvalidOptionsError(option, "expected a string");
   if (schema === "") throw new InvalidOptionsError(option, "must not be empty");
   if (schema.includes("\u0000")) throw new InvalidOptionsError(option, "must not contain NUL characters");
+  if (LONE_SURROGATE.test(schema)) throw new InvalidOptionsError(option, "is not valid Unicode (a lone surrogate)");
   const bytes = encoder.encode(schema).length;
   if (bytes > 63) throw new InvalidOptionsError(option, `is ${bytes} bytes; Postgres identifiers hold at most 63`);
   if (/^pg_/i.test(schema)) throw new InvalidOptionsError(option, "names starting with pg_ are reserved by Postgres");

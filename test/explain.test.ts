@@ -86,8 +86,8 @@ it("list on one thread uses indexes: first page, a later page, with before and a
 it("put, putWrites, the delta-channel walk and deleteThread use indexes", async () => {
   const put = await plan(
     q.put,
-    [threadId, "", "new-id", checkpointId, "{}", "{}", null, "true", ["a"], ["99"], ["msgpack"], ["\\x01"], "true", "300", null, null],
-    ["text", "text", "text", "text", "jsonb", "jsonb", "bytea", "boolean", "text[]", "text[]", "text[]", "bytea[]", "boolean", "float8", "int", "int"],
+    [threadId, "", "new-id", checkpointId, "{}", "{}", null, "true", ["a"], ["99"], ["msgpack"], ["\\x01"], "true", "300", null, null, "false"],
+    ["text", "text", "text", "text", "jsonb", "jsonb", "bytea", "boolean", "text[]", "text[]", "text[]", "bytea[]", "boolean", "float8", "int", "int", "boolean"],
   );
   expectNoSeqScan(put);
   const writes = await plan(q.putWrites, [threadId, "", checkpointId, "t", "", ["0"], ["a"], ["msgpack"], ["\\x01"]], [

@@ -1,0 +1,1 @@
+ALTER TABLE "checkpoints" ADD COLUMN "has_pending_tasks" boolean DEFAULT false NOT NULL;

@@ -1,0 +1,58 @@
+/**
+ * Least privilege: migrations run as the schema owner; the application runs as
+ * a role that can only read and write rows of the saver's tables. These are
+ * the GRANT statements that give such a role exactly what the saver needs.
+ */
+import { InvalidOptionsError } from "./errors.js";
+import { MIGRATIONS_TABLE } from "./migrate.js";
+import { checkSchemaName, quoteIdent } from "./validate.js";
+
+/** The tables whose rows the saver reads and writes. */
+const DATA_TABLES = ["checkpoints", "checkpoint_writes", "checkpoint_blobs"] as const;
+
+export interface GrantOptions {
+  /** The application's role (it must exist). Any identifier: it is quoted. */
+  role: string;
+  /** The saver's schema. Default `public`. */
+  schema?: string;
+}
+
+/**
+ * The statements that let `role` run every saver operation (`put`,
+ * `putWrites`, `getTuple`, `list`, `deleteThread`, `getDeltaChannelHistory`,
+ * pruning) and nothing more: `USAGE` on the schema, `SELECT, INSERT, UPDATE,
+ * DELETE` on the three tables, and `SELECT` on `checkpointer_migrations` (the
+ * saver checks the schema version once). No `CREATE`, `TRUNCATE`,
+ * `REFERENCES` or `TRIGGER`: the role cannot change the schema, so it cannot
+ * migrate either - run migrations as the owner, then run these as the owner.
+ * Idempotent. Run them again after a release whose migrations add a table.
+ *
+ * @example
+ * ```ts
+ * import { grantStatements, migrate } from "langgraph-checkpoint-pg";
+ * await migrate({ pool: ownerPool, schema: "agents" });
+ * for (const sql of grantStatements({ schema: "agents", role: "agents_app" })) await ownerPool.query(sql);
+ * // The application connects as agents_app: new PostgresSaver(appPool, { schema: "agents" })
+ * ```
+ */
+export function grantStatements(options: GrantOptions): string[] {
+  if (options === null || typeof options !== "object") throw new InvalidOptionsError("options", "expected { role, schema? }");
+  const schema = quoteIdent(checkSchemaName(options.schema ?? "public"));
+  const role = quoteIdent(checkRoleName(options.role));
+  const tables = DATA_TABLES.map((t) => `${schema}.${t}`).join(", ");
+  return [
+    `GRANT USAGE ON SCHEMA ${schema} TO ${role}`,
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE ${tables} TO ${role}`,
+    `GRANT SELECT ON TABLE ${schema}.${MIGRATIONS_TABLE} TO ${role}`,
+  ];
+}
+
+function checkRoleName(role: unknown): string {
+  if (typeof role !== "string" || role === "") throw new InvalidOptionsError("role", "expected a non-empty role name");
+  if (role.includes("\u0000")) throw new InvalidOptionsError("role", "must not contain NUL characters");
+  const bytes = Buffer.byteLength(role, "utf8");
+  if (bytes > 63) throw new InvalidOptionsError("role", `is ${bytes} bytes; Postgres identifiers hold at most 63`);
+  // Quoted, "public" would name a (non-existent) role called public, not PUBLIC: refuse the confusion.
+  if (role.toLowerCase() === "public") throw new InvalidOptionsError("role", "grant to a dedicated role, not PUBLIC");
+  return role;
+}

