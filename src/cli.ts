@@ -55,6 +55,7 @@ Commands:
   import [file]         load an export into this database and schema
   prune                 retention: old checkpoints, idle threads (dry run unless --yes)
   upgrade-state         rewrite old checkpoints into the current state schema (upcasters)
+  grants --role <role>  print the GRANT statements for a least-privilege application role
 
 ${DATABASE_HELP}
 
@@ -306,6 +307,30 @@ const COMMANDS: Record<string, CommandSpec> = {
       if (values.module === undefined || values.module === "") throw new UsageError("--module <file> is required", "upgrade-state");
       const batchSize = values["batch-size"] === undefined ? 100 : positiveInt("upgrade-state", "batch-size", values["batch-size"], 1);
       return (await commands()).upgradeStateCommand({ ...common("upgrade-state", values), module: values.module, batchSize }, io);
+    },
+  },
+  grants: {
+    usage: "grants --role <role> [--schema <name>]",
+    summary:
+      "Prints the GRANT statements that let an application role run every saver operation and\n" +
+      "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the three\n" +
+      "tables, SELECT on checkpointer_migrations. Run migrations as the schema owner, then run\n" +
+      "these as the owner. Needs no database connection.",
+    options: `  --role <role>         the application's role (required)`,
+    examples: `  ${BIN} grants --role agents_app --schema agents | psql "$OWNER_DATABASE_URL"`,
+    async run(argv, io) {
+      const { values, positionals: rest } = parse("grants", argv, { ...CONNECTION_OPTIONS, role: { type: "string" } });
+      positionals("grants", rest, [], 0);
+      if (values.role === undefined || values.role === "") throw new UsageError("--role <role> is required", "grants");
+      const { grantStatements } = await import("./grants.js");
+      let statements: string[];
+      try {
+        statements = grantStatements({ role: values.role, schema: schemaOption("grants", values.schema) });
+      } catch (err) {
+        throw new UsageError(err instanceof Error ? err.message : String(err), "grants");
+      }
+      io.out(statements.map((sql) => `${sql};`).join("\n"));
+      return 0;
     },
   },
 };

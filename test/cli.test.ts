@@ -434,3 +434,17 @@ describe("CLI on the embedded database (PGlite)", () => {
     expect(after.code).toBe(0);
   });
 });
+
+describe("grants", () => {
+  it("prints exactly grantStatements, and refuses bad usage with exit 2", async () => {
+    const { grantStatements } = await import("../src/index.js");
+    const ok = await runCli(["grants", "--role", "agents_app", "--schema", 'we"ird']);
+    expect(ok.code).toBe(0);
+    expect(ok.stdout.trim()).toBe(grantStatements({ role: "agents_app", schema: 'we"ird' }).map((s) => `${s};`).join("\n"));
+    const missing = await runCli(["grants"]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/--role/);
+    const pub = await runCli(["grants", "--role", "PUBLIC"]);
+    expect(pub.code).toBe(2);
+  });
+});
