@@ -142,11 +142,11 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      */
     put: `
 WITH head AS (
-  SELECT checkpoint_id, row_version, created_at, has_pending_tasks FROM ${checkpoints}
+  SELECT ctid, checkpoint_id, row_version, created_at, has_pending_tasks FROM ${checkpoints}
    WHERE thread_id = $1 AND checkpoint_ns = $2 AND is_head
      FOR UPDATE
 ), checks AS (
-  SELECT h.checkpoint_id AS head_id, h.row_version AS head_rv,
+  SELECT h.ctid AS head_ctid, h.checkpoint_id AS head_id, h.row_version AS head_rv,
          -- The parent must still exist (a thread deleted or pruned under a running
          -- graph); its row is key-share locked, after the head, until we commit.
          ($4::text IS NULL OR EXISTS (SELECT 1 FROM ${checkpoints}
@@ -166,11 +166,12 @@ WITH head AS (
          END AS mode_ok
     FROM (SELECT 1) AS one LEFT JOIN head h ON true
 ), decision AS (
-  SELECT head_id, head_rv, parent_ok, mode_ok AND parent_ok AS ok FROM checks
+  SELECT head_ctid, head_id, head_rv, parent_ok, mode_ok AND parent_ok AS ok FROM checks
 ), demote AS (
+  -- By ctid (the row locked above): a TID lookup, whatever the plan or the statistics.
   UPDATE ${checkpoints} c SET is_head = false, row_version = c.row_version + 1
     FROM decision d
-   WHERE d.ok AND c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = d.head_id
+   WHERE d.ok AND c.ctid = d.head_ctid AND c.checkpoint_id = d.head_id
      AND c.row_version = d.head_rv AND d.head_id <> $3
   RETURNING 1
 ), new_blobs AS (
