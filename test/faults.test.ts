@@ -221,16 +221,24 @@ describe("Postgres restarts", () => {
         const put = saver.put(rootConfig, child, meta(0), { x: v, y: v });
         put.catch(() => {});
         await lockWaiter(`faults-inflight-${mode}`);
+        const t0 = performance.now();
         await server.stop(mode);
-        const { error, ms } = await failure(put);
-        expectRetryable(error);
-        if (mode === "fast") expect((error as DatabaseOperationError).sqlState).toBe("57P01");
-        expect(ms).toBeLessThan(5_000);
+        // The stop terminates every backend at once, the lock holder's too: rarely, the waiting
+        // put gets the lock and commits first. Either way it is all or nothing.
+        const outcome = await put.then(
+          () => ({ committed: true as const }),
+          (error: unknown) => ({ committed: false as const, error }),
+        );
+        if (!outcome.committed) {
+          expectRetryable(outcome.error);
+          if (mode === "fast") expect((outcome.error as DatabaseOperationError).sqlState).toBe("57P01");
+          expect(performance.now() - t0).toBeLessThan(5_000);
+        }
         await blocker.release();
 
         await server.start(); // crash recovery after an immediate stop
-        expect(await count("checkpoints", thread)).toBe(1);
-        expect(await count("checkpoint_blobs", thread)).toBe(1);
+        expect(await count("checkpoints", thread)).toBe(outcome.committed ? 2 : 1);
+        expect(await count("checkpoint_blobs", thread)).toBe(outcome.committed ? 3 : 1);
         const again = await saver.put(rootConfig, child, meta(0), { x: v, y: v });
         expect(again.configurable?.checkpoint_id).toBe(child.id);
         expect(await count("checkpoints", thread)).toBe(2);
@@ -239,6 +247,8 @@ describe("Postgres restarts", () => {
         expect((await saver.getTuple(cfg(thread)))?.checkpoint.channel_values).toEqual({ x: "child", y: "new" });
       } finally {
         await pool.end();
+        // Never leave the server down for the tests after this one.
+        if (!server.running) await server.start();
       }
     });
   }
