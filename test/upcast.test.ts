@@ -215,3 +215,49 @@ describe("the upgrade-state command", () => {
     }
   });
 });
+
+describe("subgraphs", () => {
+  // Each namespace has its own state: the upcaster tells them apart by ctx.checkpointNs.
+  const Parent = Annotation.Root({ topic: Annotation<string>, summary: Annotation<string> });
+  const InnerV1 = Annotation.Root({ topic: Annotation<string>, summary: Annotation<string>, name: Annotation<string> });
+  const InnerV2 = Annotation.Root({ topic: Annotation<string>, summary: Annotation<string>, fullName: Annotation<string> });
+  const parentWith = (inner: unknown, saver: PostgresSaver) =>
+    new StateGraph(Parent).addNode("inner", inner as never).addEdge(START, "inner").addEdge("inner", END).compile({ checkpointer: saver });
+  const innerV1 = new StateGraph(InnerV1)
+    .addNode("who", () => ({ name: "Ada Lovelace" }))
+    .addNode("ask", (s) => ({ summary: `${s.name}: ${interrupt("go?") as string}` }))
+    .addEdge(START, "who")
+    .addEdge("who", "ask")
+    .compile();
+  const innerV2 = new StateGraph(InnerV2)
+    .addNode("who", () => ({ fullName: "Grace Hopper" }))
+    .addNode("ask", (s) => ({ summary: `${s.fullName}: ${interrupt("go?") as string}` }))
+    .addEdge(START, "who")
+    .addEdge("who", "ask")
+    .compile();
+
+  it("upcasts the subgraph's own checkpoints, and the interrupted subgraph resumes in the new shape", async () => {
+    const config = { configurable: { thread_id: uuid6(-3) } };
+    await parentWith(innerV1, new PostgresSaver(db.pool)).invoke({ topic: "computing" }, config);
+    const seen: string[] = [];
+    const saver = new PostgresSaver(db.pool, {
+      stateVersion: 2,
+      upcasters: {
+        1: (values, ctx) => {
+          seen.push(ctx.checkpointNs.split(":")[0]!);
+          if (!ctx.checkpointNs.startsWith("inner")) return values;
+          const { name, ...rest } = values;
+          return name === undefined ? rest : { ...rest, fullName: name };
+        },
+      },
+    });
+    const v2 = parentWith(innerV2, saver);
+    const state = await v2.getState(config, { subgraphs: true });
+    const inner = state.tasks[0]?.state as { values: Record<string, unknown> } | undefined;
+    expect(inner?.values).toMatchObject({ topic: "computing", fullName: "Ada Lovelace" });
+    const result = await v2.invoke(new Command({ resume: "yes" }), config);
+    expect(result).toEqual({ topic: "computing", summary: "Ada Lovelace: yes" });
+    expect(seen).toContain("inner");
+    expect(seen).toContain("");
+  });
+});
