@@ -136,7 +136,9 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      * $1 thread, $2 ns, $3 id, $4 parent|null, $5 checkpoint jsonb, $6 metadata jsonb,
      * $7 metadata_raw|null, $8 linear, $9 channels, $10 versions, $11 types, $12 values,
      * $13 starts a run, $14 run lease in seconds, $15 thread TTL in seconds|null, $16 state version|null,
-     * $17 the checkpoint has tasks left to run.
+     * $17 the checkpoint has tasks left to run. Blob values travel as one binary
+     * bytea ($19) cut by offsets ($12) and lengths ($18, -1 for NULL): a bytea[]
+     * would be sent as hex text, twice the bytes and an encode on each side.
      * Returns head_id (the head before), ok, parent_ok (false: the parent is gone),
      * inserted (1 new row, 0 re-put/rejected), blobs.
      */
@@ -149,7 +151,8 @@ WITH head AS (
   SELECT h.ctid AS head_ctid, h.checkpoint_id AS head_id, h.row_version AS head_rv,
          -- The parent must still exist (a thread deleted or pruned under a running
          -- graph); its row is key-share locked, after the head, until we commit.
-         ($4::text IS NULL OR EXISTS (SELECT 1 FROM ${checkpoints}
+         -- (Usually the parent is the head, locked already: no second lookup.)
+         ($4::text IS NULL OR h.checkpoint_id IS NOT DISTINCT FROM $4 OR EXISTS (SELECT 1 FROM ${checkpoints}
                                       WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $4
                                         FOR KEY SHARE)) AS parent_ok,
          CASE
@@ -176,8 +179,9 @@ WITH head AS (
   RETURNING 1
 ), new_blobs AS (
   INSERT INTO ${blobs} (thread_id, checkpoint_ns, channel, version, type, value)
-  SELECT $1, $2, b.channel, b.version, b.type, b.value
-    FROM unnest($9::text[], $10::text[], $11::text[], $12::bytea[]) AS b(channel, version, type, value)
+  SELECT $1, $2, p.channel, p.version, p.type, v.value
+    FROM unnest($9::text[], $10::text[], $11::text[], $12::int[], $18::int[]) AS p(channel, version, type, off, len)
+    CROSS JOIN LATERAL (SELECT CASE WHEN p.len < 0 THEN NULL ELSE substring($19::bytea FROM p.off + 1 FOR p.len) END AS value) AS v
    WHERE (SELECT ok FROM decision)
   ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
   RETURNING 1
@@ -202,12 +206,13 @@ SELECT d.head_id, d.ok, d.parent_ok,
      * idempotent (first one wins); special writes (negative idx: error,
      * interrupt, scheduled, resume) replace the previous value and bump row_version.
      * $1 thread, $2 ns, $3 checkpoint id, $4 task id, $5 task path,
-     * $6 idx int[], $7 channels, $8 types, $9 values.
+     * $6 idx int[], $7 channels, $8 types, $9 offsets, $10 lengths, $11 all values as one bytea.
      */
     putWrites: `
 INSERT INTO ${writes} AS w (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value)
-SELECT $1, $2, $3, $4, $5, x.idx, x.channel, x.type, x.value
-  FROM unnest($6::int[], $7::text[], $8::text[], $9::bytea[]) AS x(idx, channel, type, value)
+SELECT $1, $2, $3, $4, $5, x.idx, x.channel, x.type, v.value
+  FROM unnest($6::int[], $7::text[], $8::text[], $9::int[], $10::int[]) AS x(idx, channel, type, off, len)
+  CROSS JOIN LATERAL (SELECT CASE WHEN x.len < 0 THEN NULL ELSE substring($11::bytea FROM x.off + 1 FOR x.len) END AS value) AS v
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
    SET channel = EXCLUDED.channel, type = EXCLUDED.type, value = EXCLUDED.value,
        task_path = EXCLUDED.task_path, row_version = w.row_version + 1

@@ -467,7 +467,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const tasks = values[TASKS];
     const hasPendingTasks =
       Object.keys(values).some((ch) => ch === "__start__" || ch.startsWith("branch:to:")) || (Array.isArray(tasks) && tasks.length > 0);
-    const params = [threadId, ns, id, parentId ?? null, stored, meta.json, meta.raw, linear, channels, versions, types, payloads, startsRun, this.#leaseSeconds, this.#ttlSeconds, this.#versioning?.stateVersion ?? null, hasPendingTasks];
+    const packed = pack(payloads);
+    const params = [
+      threadId, ns, id, parentId ?? null, stored, meta.json, meta.raw, linear, channels, versions, types, packed.offsets,
+      startsRun, this.#leaseSeconds, this.#ttlSeconds, this.#versioning?.stateVersion ?? null, hasPendingTasks, packed.lengths, packed.bytes,
+    ];
 
     // The head row is locked FOR UPDATE. If a concurrent put moves it while we
     // wait, the re-check finds it no longer head and this statement sees no head
@@ -556,7 +560,12 @@ export class PostgresSaver extends BaseCheckpointSaver {
         this.#checkSize(`putWrites writes[${i}] (channel ${JSON.stringify(channel)})`, payloads[i]!);
       }),
     );
-    await this.#query("putWrites", [threadId, checkpointNs ?? "", checkpointId, taskId, taskPath, idx, channels, types, payloads], "putWrites");
+    const packed = pack(payloads);
+    await this.#query(
+      "putWrites",
+      [threadId, checkpointNs ?? "", checkpointId, taskId, taskPath, idx, channels, types, packed.offsets, packed.lengths, packed.bytes],
+      "putWrites",
+    );
     emit(this.#onEvent, {
       type: "putWrites",
       threadId: threadId!,
@@ -774,6 +783,26 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (upcast && this.#versioning) upcastTuple(tuple, head.n, this.#versioning);
     return tuple;
   }
+}
+
+/**
+ * Values travel as one binary parameter: pg sends a Buffer as binary, but a
+ * bytea[] as hex text. Offsets and lengths (-1: NULL) cut it apart in SQL.
+ */
+function pack(values: readonly (Uint8Array | null)[]): { offsets: number[]; lengths: number[]; bytes: Buffer } {
+  const offsets = new Array<number>(values.length);
+  const lengths = new Array<number>(values.length);
+  let total = 0;
+  values.forEach((v, i) => {
+    offsets[i] = total;
+    lengths[i] = v === null ? -1 : v.byteLength;
+    total += v === null ? 0 : v.byteLength;
+  });
+  const bytes = Buffer.allocUnsafe(total);
+  values.forEach((v, i) => {
+    if (v !== null) bytes.set(v, offsets[i]);
+  });
+  return { offsets, lengths, bytes };
 }
 
 /** Compare by Unicode code point (the order of `COLLATE "C"` on UTF-8), not UTF-16 units. */
