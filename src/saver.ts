@@ -39,13 +39,13 @@ import { emit, type EventHandler } from "./events.js";
 import { decodeMetadata, encodeMetadata, projectJson } from "./metadata.js";
 import { latestVersion, runMigrations, schemaVersion, type MigrateResult } from "./migrate.js";
 import { buildQueries, type ListWhere, type Queries, type ReadRow } from "./queries.js";
-
-/** The fixed statements (all but `list`'s, which are built per call). */
-type StatementName = { [K in keyof Queries]: Queries[K] extends string ? K : never }[keyof Queries];
 import { MsgpackSerializer } from "./serde.js";
 import { parseDuration } from "./duration.js";
 import { checkVersioning, isSyntheticVersion, realVersion, upcastTuple, type StateVersioning, type Upcaster } from "./upcast.js";
 import { LIMITS, checkKey, checkSchemaName, readConfig } from "./validate.js";
+
+/** The fixed statements (all but `list`'s, which are built per call). */
+type StatementName = { [K in keyof Queries]: Queries[K] extends string ? K : never }[keyof Queries];
 
 /**
  * How a put whose parent is not the lineage's current head is handled.
@@ -112,8 +112,7 @@ export const ALLOW_FORK_KEY = "allow_fork";
  * Defaults for pools the saver creates: nothing waits forever. A caller
  * waiting for a free client gives up after 10 s, a statement after 60 s (70 s
  * on the client if the link stalls), a lock wait after 10 s; dead peers are
- * found by TCP keepalive. Override any
- * of them with the `pool` option.
+ * found by TCP keepalive. Override any of them with the `pool` option.
  */
 export const BOUNDED_POOL: pg.PoolConfig = {
   application_name: "langgraph-checkpoint-pg",
@@ -221,8 +220,19 @@ export class PostgresSaver extends BaseCheckpointSaver {
       throw new InvalidOptionsError("connectionString", "expected a postgres:// URL");
     }
     const pool = new pg.Pool({ ...BOUNDED_POOL, ...options.pool, connectionString });
-    const saver = new PostgresSaver(pool, options);
-    saver.#close = () => pool.end();
+    return PostgresSaver.#owning(pool, options, () => pool.end());
+  }
+
+  /** A saver that closes what it was given; closed at once if the options are bad. */
+  static #owning(db: pg.Pool | PGliteLike, options: PostgresSaverOptions, close: () => Promise<void>): PostgresSaver {
+    let saver: PostgresSaver;
+    try {
+      saver = new PostgresSaver(db, options);
+    } catch (err) {
+      void close().catch(() => undefined);
+      throw err;
+    }
+    saver.#close = close;
     return saver;
   }
 
@@ -250,8 +260,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
       saver = PostgresSaver.fromConnString(url, options);
     } else {
       const embedded = await openEmbedded(options.dataDir ?? DEFAULT_DATA_DIR);
-      saver = new PostgresSaver(embedded.db, options);
-      saver.#close = embedded.close;
+      saver = PostgresSaver.#owning(embedded.db, options, embedded.close);
     }
     if (options.migrate !== false) {
       try {
@@ -279,7 +288,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * Close the pool if this saver created it (`fromConnString`); otherwise do nothing.
+   * Close what this saver opened (`fromConnString`'s pool, `open`'s pool or
+   * embedded database and its folder lock); a pool you passed in stays open.
    *
    * @example
    * ```ts
