@@ -134,7 +134,7 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      * new input or a state update) also needs a settled head (see below), so a
      * run never starts on top of another run's unfinished steps.
      * $1 thread, $2 ns, $3 id, $4 parent|null, $5 checkpoint jsonb, $6 metadata jsonb,
-     * $7 metadata_raw|null, $8 linear, $9 channels, $10 versions, $11 types, $12 values,
+     * $7 metadata_raw|null, $8 linear, $9 channels, $10 versions, $11 types, $12 value offsets,
      * $13 starts a run, $14 run lease in seconds, $15 thread TTL in seconds|null, $16 state version|null,
      * $17 the checkpoint has tasks left to run. Blob values travel as one binary
      * bytea ($19) cut by offsets ($12) and lengths ($18, -1 for NULL): a bytea[]
