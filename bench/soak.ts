@@ -32,6 +32,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Annotation, END, START, StateGraph } from "@langchain/langgraph";
 import pg from "pg";
 import { BOUNDED_POOL, CheckpointConflictError, CheckpointerError, migrate, PostgresSaver, type SaverEvent } from "../src/index.js";
+import { chainAudit } from "../test/helpers/audit.js";
 import { PgServer, type StopMode } from "../test/helpers/server.js";
 
 const { values: args } = parseArgs({
@@ -319,30 +320,6 @@ async function auditAll(saver: PostgresSaver, admin: pg.Pool) {
     failedInvocationsWithoutTrace: sum((t) => t.uncertainAbsent),
     longestThreadSteps: Math.max(0, ...threads.map((t) => t.lastStep + 2)),
   };
-}
-
-async function chainAudit(admin: pg.Pool, thread: string) {
-  const { rows } = await admin.query(
-    `WITH RECURSIVE chain AS (
-       SELECT checkpoint_id, parent_checkpoint_id, (metadata->>'step')::int AS step, checkpoint FROM checkpoints
-        WHERE thread_id = $1 AND checkpoint_ns = '' AND is_head
-       UNION ALL
-       SELECT c.checkpoint_id, c.parent_checkpoint_id, (c.metadata->>'step')::int, c.checkpoint
-         FROM chain JOIN checkpoints c ON c.thread_id = $1 AND c.checkpoint_ns = '' AND c.checkpoint_id = chain.parent_checkpoint_id
-     )
-     SELECT (SELECT count(*) FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '' AND is_head)::int AS heads,
-            (SELECT count(*) FROM checkpoints WHERE thread_id = $1)::int AS rows,
-            (SELECT count(*) FROM chain)::int AS chain,
-            (SELECT count(*) FROM chain WHERE parent_checkpoint_id IS NULL)::int AS roots,
-            (SELECT count(*) FROM chain a JOIN chain b ON b.checkpoint_id = a.parent_checkpoint_id WHERE a.step <> b.step + 1)::int AS gaps,
-            (SELECT count(*) FROM chain CROSS JOIN LATERAL jsonb_each_text(chain.checkpoint -> 'channel_versions') cv(channel, version)
-              WHERE NOT EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = $1 AND b.checkpoint_ns = ''
-                                 AND b.channel = cv.channel AND b.version = cv.version))::int AS missing_blobs,
-            (SELECT min(step) FROM chain)::int AS min_step,
-            (SELECT max(step) FROM chain)::int AS last_step`,
-    [thread],
-  );
-  return rows[0] as { heads: number; rows: number; chain: number; roots: number; gaps: number; missing_blobs: number; min_step: number; last_step: number };
 }
 
 function percentiles(xs: number[]) {

@@ -110,3 +110,14 @@ export function pgliteDb(db: PGliteLike): Db {
       }),
   };
 }
+
+/**
+ * The Db for whatever a caller handed us: a PGlite instance, a pool (also one
+ * from another copy of pg, which fails instanceof but counts its clients), or
+ * one client.
+ */
+export function dbOf(target: pg.Pool | pg.Client | pg.PoolClient | PGliteLike): Db {
+  if (isPGlite(target)) return pgliteDb(target);
+  if (target instanceof pg.Pool || "totalCount" in target) return poolDb(target as pg.Pool);
+  return clientDb(target as pg.Client);
+}

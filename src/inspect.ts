@@ -12,9 +12,9 @@
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
-import { clientDb, isPGlite, pgliteDb, poolDb, type Db, type PGliteLike, type Row } from "./db.js";
-import { CheckpointerError, DatabaseOperationError, InvalidInputError, SchemaNotMigratedError, SchemaTooNewError, sqlStateOf } from "./errors.js";
-import { MIGRATIONS_TABLE, latestVersion, loadMigrations, schemaVersion } from "./migrate.js";
+import { dbOf, type Db, type PGliteLike, type Row } from "./db.js";
+import { CheckpointerError, DatabaseOperationError, InvalidInputError, sqlStateOf } from "./errors.js";
+import { MIGRATIONS_TABLE, assertSchemaCurrent, latestVersion, loadMigrations } from "./migrate.js";
 import { MsgpackSerializer } from "./serde.js";
 import { LIMITS, checkKey, checkSchemaName, quoteIdent } from "./validate.js";
 
@@ -29,10 +29,10 @@ export interface InspectOptions {
 }
 
 function toDb(pool: InspectOptions["pool"]): Db {
-  if (isPGlite(pool)) return pgliteDb(pool);
-  if (pool instanceof pg.Pool) return poolDb(pool);
-  if (pool && typeof (pool as pg.Client).query === "function") return clientDb(pool as pg.Client);
-  throw new InvalidInputError("pool", "expected a pg.Pool, a pg.Client or a PGlite instance");
+  if (pool === null || typeof pool !== "object" || typeof (pool as { query?: unknown }).query !== "function") {
+    throw new InvalidInputError("pool", "expected a pg.Pool, a pg.Client or a PGlite instance");
+  }
+  return dbOf(pool);
 }
 
 interface Ctx {
@@ -47,15 +47,7 @@ async function open(options: InspectOptions): Promise<Ctx> {
   if (options === null || typeof options !== "object") throw new InvalidInputError("options", "expected { pool, schema? }");
   const db = toDb(options.pool);
   const schema = checkSchemaName(options.schema ?? "public");
-  let version: number;
-  try {
-    version = await schemaVersion(db, schema);
-  } catch (err) {
-    throw new DatabaseOperationError("checking the schema version", err);
-  }
-  const required = latestVersion();
-  if (version < required) throw new SchemaNotMigratedError(schema, version, required);
-  if (version > required) throw new SchemaTooNewError(schema, version, required);
+  await assertSchemaCurrent(db, schema, "inspect");
   const s = quoteIdent(schema);
   return {
     db,
@@ -166,8 +158,6 @@ async function decodeMetadataRow(serde: SerializerProtocol, json: unknown, raw: 
   const d = await decodeStored(serde, "msgpack", raw);
   return d.ok ? d.value : json;
 }
-
-const b64 = (v: Uint8Array | null): string | null => (v ? Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64") : null);
 
 // ---------------------------------------------------------------------------
 // status

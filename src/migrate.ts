@@ -16,8 +16,8 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import pg from "pg";
 import { planAdoption, type AdoptionSummary } from "./adopt.js";
-import { clientDb, isPGlite, pgliteDb, poolDb, type Db, type PGliteLike, type Queryable } from "./db.js";
-import { InvalidOptionsError, MigrationError, SchemaTooNewError, sqlStateOf } from "./errors.js";
+import { dbOf, type Db, type PGliteLike, type Queryable } from "./db.js";
+import { DatabaseOperationError, InvalidOptionsError, MigrationError, SchemaNotMigratedError, SchemaTooNewError, sqlStateOf } from "./errors.js";
 import { emit, type EventHandler } from "./events.js";
 import { checkSchemaName, quoteIdent } from "./validate.js";
 
@@ -132,7 +132,7 @@ export async function migrate(options: MigrateOptions = {}): Promise<MigrateResu
     });
   }
   const target = own ?? options.pool!;
-  const db = isPGlite(target) ? pgliteDb(target) : target instanceof pg.Pool ? poolDb(target) : clientDb(target as pg.Client);
+  const db = dbOf(target);
   try {
     return await runMigrations(db, schema, options);
   } finally {
@@ -244,4 +244,25 @@ export async function schemaVersion(db: Queryable, schema: string): Promise<numb
     if (sqlStateOf(err) === "42P01" || sqlStateOf(err) === "3F000") return 0;
     throw err;
   }
+}
+
+/**
+ * Refuse a schema this code cannot work on: not (fully) migrated, or migrated
+ * by a newer release. `operation` names the caller in a connection error.
+ *
+ * @example
+ * ```ts
+ * await assertSchemaCurrent(db, "public", "prune"); // SchemaNotMigratedError until migrate() ran
+ * ```
+ */
+export async function assertSchemaCurrent(db: Queryable, schema: string, operation: string): Promise<void> {
+  let version: number;
+  try {
+    version = await schemaVersion(db, schema);
+  } catch (err) {
+    throw new DatabaseOperationError(`${operation} (checking the schema version)`, err);
+  }
+  const required = latestVersion();
+  if (version < required) throw new SchemaNotMigratedError(schema, version, required);
+  if (version > required) throw new SchemaTooNewError(schema, version, required);
 }

@@ -45,16 +45,14 @@
  * runs them, rather than in queries.ts (the saver's statements).
  */
 import pg from "pg";
-import { clientDb, isPGlite, pgliteDb, poolDb, type Db, type PGliteLike, type Queryable } from "./db.js";
+import { dbOf, poolDb, type Db, type PGliteLike, type Queryable } from "./db.js";
 import { parseDuration } from "./duration.js";
 import {
   CheckpointerError,
   DatabaseOperationError,
   InvalidOptionsError,
-  SchemaNotMigratedError,
-  SchemaTooNewError,
 } from "./errors.js";
-import { latestVersion, schemaVersion } from "./migrate.js";
+import { assertSchemaCurrent } from "./migrate.js";
 import { checkSchemaName, LIMITS, quoteIdent } from "./validate.js";
 
 /** Options of {@link prune}. Plain data (durations as `"30d"` strings or milliseconds), so a CLI can pass its flags through. */
@@ -230,7 +228,7 @@ export async function prune(options: PruneOptions): Promise<PruneResult> {
   const started = performance.now();
   const { db, close } = connect(options);
   try {
-    await checkSchema(db, settings.schema);
+    await assertSchemaCurrent(db, settings.schema, "prune");
     return await run(db, settings, started);
   } finally {
     await close();
@@ -250,7 +248,7 @@ function readOptions(options: PruneOptions): Settings {
   if (o.pool === undefined && o.connectionString === undefined) {
     throw new InvalidOptionsError("pool/connectionString", "neither was given; pass a pg.Pool, a pg.Client, a PGlite instance or a postgres:// URL");
   }
-  if (o.pool !== undefined && !isPGlite(o.pool) && (typeof o.pool !== "object" || o.pool === null || typeof (o.pool as pg.Pool).query !== "function")) {
+  if (o.pool !== undefined && (typeof o.pool !== "object" || o.pool === null || typeof (o.pool as pg.Pool).query !== "function")) {
     throw new InvalidOptionsError("pool", "expected a pg.Pool, a pg.Client or a PGlite instance");
   }
   if (o.connectionString !== undefined && (typeof o.connectionString !== "string" || o.connectionString === "")) {
@@ -341,25 +339,9 @@ function connect(options: PruneOptions): { db: Db; close: () => Promise<void> } 
     pool.on("error", () => undefined);
     return { db: poolDb(pool), close: () => pool.end() };
   }
-  if (isPGlite(p)) return { db: pgliteDb(p), close: async () => undefined };
-  // A pool from another copy of pg fails instanceof; it still counts its clients.
-  if (p instanceof pg.Pool || "totalCount" in p) {
-    return { db: poolDb(p as pg.Pool), close: async () => undefined };
-  }
-  return { db: clientDb(p as pg.Client), close: async () => undefined };
+  return { db: dbOf(p), close: async () => undefined };
 }
 
-async function checkSchema(db: Db, schema: string): Promise<void> {
-  let version: number;
-  try {
-    version = await schemaVersion(db, schema);
-  } catch (err) {
-    throw new DatabaseOperationError("prune (checking the schema version)", err);
-  }
-  const required = latestVersion();
-  if (version < required) throw new SchemaNotMigratedError(schema, version, required);
-  if (version > required) throw new SchemaTooNewError(schema, version, required);
-}
 
 // ---------------------------------------------------------------------------
 // SQL

@@ -32,12 +32,11 @@ import {
   InvalidInputError,
   InvalidOptionsError,
   SchemaNotMigratedError,
-  SchemaTooNewError,
   sqlStateOf,
 } from "./errors.js";
 import { emit, type EventHandler } from "./events.js";
 import { decodeMetadata, encodeMetadata, projectJson } from "./metadata.js";
-import { latestVersion, runMigrations, schemaVersion, type MigrateResult } from "./migrate.js";
+import { assertSchemaCurrent, latestVersion, runMigrations, type MigrateResult } from "./migrate.js";
 import { buildQueries, type ListWhere, type Queries, type ReadRow } from "./queries.js";
 import { MsgpackSerializer } from "./serde.js";
 import { parseDuration } from "./duration.js";
@@ -305,17 +304,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
   /** Checks once per saver that the schema is migrated to exactly what this code knows. */
   #ensureReady(): Promise<void> {
     if (!this.#ready) {
-      this.#ready = (async () => {
-        let version: number;
-        try {
-          version = await schemaVersion(this.#db, this.schema);
-        } catch (err) {
-          throw new DatabaseOperationError("checking the schema version", err);
-        }
-        const required = latestVersion();
-        if (version < required) throw new SchemaNotMigratedError(this.schema, version, required);
-        if (version > required) throw new SchemaTooNewError(this.schema, version, required);
-      })();
+      this.#ready = assertSchemaCurrent(this.#db, this.schema, "saver");
       // Do not cache a failure: the schema may be migrated a moment later.
       this.#ready.catch(() => {
         this.#ready = undefined;

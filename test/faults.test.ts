@@ -20,6 +20,7 @@ import {
 import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
 import { FaultProxy } from "./helpers/fault-proxy.js";
 import { PgServer } from "./helpers/server.js";
+import { chainAudit, type ChainAudit } from "./helpers/audit.js";
 
 let server: PgServer;
 /** Admin pool for assertions; it survives restarts (its idle clients die and are replaced). */
@@ -91,35 +92,9 @@ async function lockHead(threadId: string): Promise<{ release(): Promise<void> }>
   };
 }
 
-/**
- * One thread's history, checked in SQL: one head, one chain from it to a root
- * holding every row (no orphan, no branch), steps contiguous, and every
- * channel version a checkpoint names present in the blobs.
- */
-async function audit(threadId: string) {
-  const { rows } = await admin.query(
-    `WITH RECURSIVE chain AS (
-       SELECT checkpoint_id, parent_checkpoint_id, (metadata->>'step')::int AS step, checkpoint FROM checkpoints
-        WHERE thread_id = $1 AND checkpoint_ns = '' AND is_head
-       UNION ALL
-       SELECT c.checkpoint_id, c.parent_checkpoint_id, (c.metadata->>'step')::int, c.checkpoint
-         FROM chain JOIN checkpoints c ON c.thread_id = $1 AND c.checkpoint_ns = '' AND c.checkpoint_id = chain.parent_checkpoint_id
-     )
-     SELECT (SELECT count(*) FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '' AND is_head)::int AS heads,
-            (SELECT count(*) FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '')::int AS rows,
-            (SELECT count(*) FROM chain)::int AS chain,
-            (SELECT count(*) FROM chain WHERE parent_checkpoint_id IS NULL)::int AS roots,
-            (SELECT count(*) FROM chain a JOIN chain b ON b.checkpoint_id = a.parent_checkpoint_id WHERE a.step <> b.step + 1)::int AS gaps,
-            (SELECT count(*) FROM chain CROSS JOIN LATERAL jsonb_each_text(chain.checkpoint -> 'channel_versions') cv(channel, version)
-              WHERE NOT EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = $1 AND b.checkpoint_ns = ''
-                                 AND b.channel = cv.channel AND b.version = cv.version))::int AS missing_blobs,
-            (SELECT max(step) FROM chain) AS last_step`,
-    [threadId],
-  );
-  return rows[0] as { heads: number; rows: number; chain: number; roots: number; gaps: number; missing_blobs: number; last_step: number };
-}
+const audit = (threadId: string) => chainAudit(admin, threadId);
 
-function expectIntact(a: Awaited<ReturnType<typeof audit>>) {
+function expectIntact(a: ChainAudit) {
   expect(a).toMatchObject({ heads: 1, roots: 1, gaps: 0, missing_blobs: 0 });
   expect(a.chain).toBe(a.rows);
 }

