@@ -23,7 +23,7 @@ import { uuid6 } from "@langchain/langgraph-checkpoint";
 import { dropAll, startServer } from "./db.js";
 import { chatGraph, tenNodeGraph } from "./graph.js";
 import { createPgSaver, loadOurs, saverOn, type PgSaverName } from "./savers.js";
-import { cloneThread } from "./scale.js";
+import { cloneThread, tablesOf } from "./scale.js";
 import { compare, median, type ContenderStats } from "./stats.js";
 import { ChatThread } from "./workload.js";
 
@@ -254,7 +254,7 @@ async function plansSection(adminUrl: string): Promise<void> {
 /** getTuple/put on a 10,000-checkpoint thread when the planner statistics were never refreshed. */
 async function staleSection(adminUrl: string): Promise<void> {
   const h = await createPgSaver("ours", adminUrl, "stale");
-  for (const t of ["checkpoints", "checkpoint_blobs", "checkpoint_writes"]) await h.pool.query(`ALTER TABLE ${t} SET (autovacuum_enabled = off)`);
+  for (const t of ["checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_heads"]) await h.pool.query(`ALTER TABLE ${t} SET (autovacuum_enabled = off)`);
   const loader = saverOn("ours", h.db.pool({ max: 10, options: "-c synchronous_commit=off" }));
   const base = new ChatThread(loader, "base");
   await base.build(100);
@@ -384,7 +384,7 @@ async function storageSection(adminUrl: string, names: PgSaverName[]): Promise<v
     const statsPool = h.db.pool({ max: 1 });
     const q = async (sql: string) => (await statsPool.query(sql)).rows as Record<string, unknown>[];
     console.log(`### ${name}\n\n| table | rows | dead rows | heap | indexes | TOAST |\n|---|--:|--:|--:|--:|--:|`);
-    for (const t of ["checkpoints", "checkpoint_blobs", "checkpoint_writes"]) {
+    for (const t of await tablesOf(statsPool)) {
       const [r] = await q(`SELECT pg_relation_size('${t}') heap, pg_indexes_size('${t}') idx,
         pg_total_relation_size('${t}') - pg_relation_size('${t}') - pg_indexes_size('${t}') toast,
         (SELECT count(*) FROM ${t}) n, (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = '${t}') dead`);

@@ -712,7 +712,7 @@ function report(
     }
   }
   if (storage.size) {
-    out.push("", "## Storage of a growing chat thread (3 tables: heap + indexes + TOAST)", "", "| saver | checkpoints | bytes/checkpoint (as written) | total | after VACUUM FULL |", "|---|--:|--:|--:|--:|");
+    out.push("", "## Storage of a growing chat thread (all of each saver's tables: heap + indexes + TOAST; ours has a 4th, checkpoint_heads)", "", "| saver | checkpoints | bytes/checkpoint (as written) | total | after VACUUM FULL |", "|---|--:|--:|--:|--:|");
     for (const [name, s] of storage) {
       out.push(`| ${name} | ${s.checkpoints} | ${fmt(s.bytesPerCheckpoint)} | ${(s.bytes / 2 ** 20).toFixed(2)} MB | ${fmt(s.compactBytesPerCheckpoint)} B/cp |`);
     }

@@ -1,6 +1,6 @@
 /**
  * Scale helpers: clone a thread many times with SQL, measure memory while
- * consuming `list`, and measure the storage of the three tables.
+ * consuming `list`, and measure the storage of a saver's tables.
  */
 import v8 from "node:v8";
 import vm from "node:vm";
@@ -8,16 +8,24 @@ import type { RunnableConfig } from "@langchain/core/runnables";
 import type { BaseCheckpointSaver, CheckpointListOptions } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 
-export const TABLES = ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] as const;
+/** The three tables both savers have, and our lineage heads (absent in the official saver's schema). */
+const TABLES = ["checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_heads"] as const;
+
+/** The tables of TABLES that exist in the saver's database (schema public). */
+export async function tablesOf(pool: pg.Pool): Promise<string[]> {
+  const { rows } = await pool.query<{ t: string }>("SELECT t FROM unnest($1::text[]) AS t WHERE to_regclass('public.' || t) IS NOT NULL", [TABLES]);
+  return rows.map((r) => r.t);
+}
 
 /**
- * Copies every row of `template` in the three tables `count` times, as threads
+ * Copies every row of `template` in the saver's tables `count` times, as threads
  * `${prefix}${g}` (INSERT ... SELECT ... generate_series), so the copies are
  * exactly what the saver wrote, thread id aside. Works for any saver whose
  * tables have these names and a `thread_id` column (ours and the official).
  */
 export async function cloneThread(pool: pg.Pool, template: string, count: number, prefix: string, chunk = 25_000): Promise<void> {
-  for (const table of TABLES) {
+  const tables = await tablesOf(pool);
+  for (const table of tables) {
     const { rows } = await pool.query<{ column_name: string }>(
       `SELECT column_name FROM information_schema.columns
         WHERE table_schema = 'public' AND table_name = $1 AND is_generated = 'NEVER'
@@ -33,7 +41,7 @@ export async function cloneThread(pool: pg.Pool, template: string, count: number
       await pool.query(sql, [prefix, start, Math.min(count, start + chunk - 1), template]);
     }
   }
-  await pool.query(`ANALYZE ${TABLES.join(", ")}`);
+  await pool.query(`ANALYZE ${tables.join(", ")}`);
 }
 
 let gcFn: (() => void) | undefined;
@@ -111,7 +119,7 @@ export async function listMemory(
 
 export interface Storage {
   checkpoints: number;
-  /** pg_total_relation_size of the three tables (heap + indexes + TOAST), as written. */
+  /** pg_total_relation_size of the saver's tables (heap + indexes + TOAST), as written. */
   bytes: number;
   bytesPerCheckpoint: number;
   perTable: Record<string, number>;
@@ -121,9 +129,10 @@ export interface Storage {
 }
 
 export async function storageOf(pool: pg.Pool): Promise<Storage> {
+  const tables = await tablesOf(pool);
   const sizes = async () => {
     const perTable: Record<string, number> = {};
-    for (const t of TABLES) {
+    for (const t of tables) {
       const { rows } = await pool.query<{ size: string }>("SELECT pg_total_relation_size($1::regclass)::text AS size", [t]);
       perTable[t] = Number(rows[0]!.size);
     }
@@ -133,7 +142,7 @@ export async function storageOf(pool: pg.Pool): Promise<Storage> {
   const checkpoints = Number(rows[0]!.n);
   const perTable = await sizes();
   const bytes = Object.values(perTable).reduce((a, b) => a + b, 0);
-  await pool.query(`VACUUM FULL ${TABLES.join(", ")}`);
+  await pool.query(`VACUUM FULL ${tables.join(", ")}`);
   const compactBytes = Object.values(await sizes()).reduce((a, b) => a + b, 0);
   return {
     checkpoints,

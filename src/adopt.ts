@@ -26,7 +26,9 @@
  *   the primary-key indexes are rebuilt with byte-wise ordering, the ordering
  *   our reads and `before` cursors assume;
  * - drop the Python saver's `*_thread_id_idx` indexes (our primary keys lead
- *   with `thread_id`, so they are redundant) and create our head index;
+ *   with `thread_id`, so they are redundant) and create our head index
+ *   (`0000_init`'s form; migration `0005_heads_table` then moves the heads
+ *   into `checkpoint_heads`, as on any schema);
  * - retag Python's `"msgpack"` values as `"msgpack-py"` (its extension table
  *   differs from ours: see pyserde.ts) — the bytes are untouched;
  * - store the primitive channel values the Python saver keeps inline in the

@@ -8,7 +8,7 @@ import { MIGRATIONS_TABLE } from "./migrate.js";
 import { checkSchemaName, quoteIdent } from "./validate.js";
 
 /** The tables whose rows the saver reads and writes. */
-const DATA_TABLES = ["checkpoints", "checkpoint_writes", "checkpoint_blobs"] as const;
+const DATA_TABLES = ["checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads"] as const;
 
 export interface GrantOptions {
   /** The application's role (it must exist). Any identifier: it is quoted. */
@@ -21,7 +21,7 @@ export interface GrantOptions {
  * The statements that let `role` run every saver operation (`put`,
  * `putWrites`, `getTuple`, `list`, `deleteThread`, `getDeltaChannelHistory`,
  * pruning) and nothing more: `USAGE` on the schema, `SELECT, INSERT, UPDATE,
- * DELETE` on the three tables, and `SELECT` on `checkpointer_migrations` (the
+ * DELETE` on the four tables, and `SELECT` on `checkpointer_migrations` (the
  * saver checks the schema version once). No `CREATE`, `TRUNCATE`,
  * `REFERENCES` or `TRIGGER`: the role cannot change the schema, so it cannot
  * migrate either - run migrations as the owner, then run these as the owner.

@@ -38,7 +38,7 @@ function toDb(pool: InspectOptions["pool"]): Db {
 interface Ctx {
   db: Db;
   schema: string;
-  t: { checkpoints: string; writes: string; blobs: string };
+  t: { checkpoints: string; writes: string; blobs: string; heads: string };
   serde: SerializerProtocol;
 }
 
@@ -52,7 +52,7 @@ async function open(options: InspectOptions): Promise<Ctx> {
   return {
     db,
     schema,
-    t: { checkpoints: `${s}.checkpoints`, writes: `${s}.checkpoint_writes`, blobs: `${s}.checkpoint_blobs` },
+    t: { checkpoints: `${s}.checkpoints`, writes: `${s}.checkpoint_writes`, blobs: `${s}.checkpoint_blobs`, heads: `${s}.checkpoint_heads` },
     serde: options.serde ?? new MsgpackSerializer(),
   };
 }
@@ -176,7 +176,7 @@ export interface MigrationStatus {
   applied: { version: number; name: string; appliedAt: string; modified: boolean; known: boolean }[];
   pending: { version: number; name: string }[];
   /** Row counts per table (absent for tables that do not exist yet). */
-  rows: Partial<Record<"checkpoints" | "checkpoint_writes" | "checkpoint_blobs", number>>;
+  rows: Partial<Record<"checkpoints" | "checkpoint_writes" | "checkpoint_blobs" | "checkpoint_heads", number>>;
 }
 
 /**
@@ -198,7 +198,7 @@ export async function migrationStatus(options: Omit<InspectOptions, "serde">): P
     db,
     "reading the schema status",
     `SELECT n AS name, to_regclass($1 || '.' || quote_ident(n)) IS NOT NULL AS ok FROM unnest($2::text[]) AS n`,
-    [s, [MIGRATIONS_TABLE, "checkpoints", "checkpoint_writes", "checkpoint_blobs"]],
+    [s, [MIGRATIONS_TABLE, "checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads"]],
   );
   const has = new Set(present.filter((r) => r.ok).map((r) => r.name));
   const appliedRows = has.has(MIGRATIONS_TABLE)
@@ -214,7 +214,7 @@ export async function migrationStatus(options: Omit<InspectOptions, "serde">): P
   });
   const version = applied.reduce((m, r) => Math.max(m, r.version), 0);
   const rows: MigrationStatus["rows"] = {};
-  for (const table of ["checkpoints", "checkpoint_writes", "checkpoint_blobs"] as const) {
+  for (const table of ["checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads"] as const) {
     if (!has.has(table)) continue;
     const [r] = await run<{ n: string }>(db, "counting rows", `SELECT count(*)::text AS n FROM ${s}.${table}`);
     rows[table] = Number(r!.n);
@@ -348,8 +348,9 @@ export async function history(options: InspectOptions & { threadId: string; chec
     db,
     "reading thread history",
     `SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata ->> 'source' AS source, metadata ->> 'step' AS step,
-            is_head, to_json(created_at) #>> '{}' AS created_at
-       FROM ${t.checkpoints} WHERE thread_id = $1 AND ($2::text IS NULL OR checkpoint_ns = $2)
+            EXISTS (SELECT 1 FROM ${t.heads} h WHERE h.thread_id = c.thread_id AND h.checkpoint_ns = c.checkpoint_ns AND h.checkpoint_id = c.checkpoint_id) AS is_head,
+            to_json(created_at) #>> '{}' AS created_at
+       FROM ${t.checkpoints} c WHERE thread_id = $1 AND ($2::text IS NULL OR checkpoint_ns = $2)
       ORDER BY checkpoint_ns, checkpoint_id`,
     [threadId, ns],
   );
@@ -430,9 +431,12 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
   }>(
     db,
     "reading a checkpoint",
-    `SELECT checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, is_head, to_json(created_at) #>> '{}' AS created_at, ttl_seconds
-       FROM ${t.checkpoints}
-      WHERE thread_id = $1 AND checkpoint_ns = $2 AND (CASE WHEN $3::text IS NULL THEN is_head ELSE checkpoint_id = $3 END)`,
+    `SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, c.metadata, c.metadata_raw, h.checkpoint_id IS NOT NULL AS is_head,
+            to_json(c.created_at) #>> '{}' AS created_at, c.ttl_seconds
+       FROM ${t.checkpoints} c
+       LEFT JOIN ${t.heads} h ON h.thread_id = c.thread_id AND h.checkpoint_ns = c.checkpoint_ns AND h.checkpoint_id = c.checkpoint_id
+      WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
+        AND c.checkpoint_id = coalesce($3::text, (SELECT checkpoint_id FROM ${t.heads} WHERE thread_id = $1 AND checkpoint_ns = $2))`,
     [threadId, ns, id],
   );
   if (!cp) return undefined;
@@ -579,8 +583,18 @@ export function exportHeader(): ExportHeader {
   return { kind: "header", format: EXPORT_FORMAT, version: EXPORT_FORMAT_VERSION, schema_version: latestVersion(), exported_at: new Date().toISOString() };
 }
 
-/** Columns of the three tables in `schema`, in table order, and which hold bytes. */
-async function tableColumns(db: Pick<Db, "query">, schema: string): Promise<Record<TableKind, Map<string, { bytea: boolean }>>> {
+/** A field of a record: a column of its table, or `is_head` (a checkpoint's `checkpoint_heads` row, stored apart). */
+interface Field {
+  bytea: boolean;
+  head?: true;
+}
+
+/**
+ * Columns of the three tables in `schema`, in table order, and which hold
+ * bytes; checkpoints also carry `is_head`, so an export names the heads and
+ * reads the same whatever table keeps them.
+ */
+async function tableColumns(db: Pick<Db, "query">, schema: string): Promise<Record<TableKind, Map<string, Field>>> {
   const rows = await run<{ table: string; name: string; bytea: boolean }>(
     db,
     "reading table columns",
@@ -590,11 +604,12 @@ async function tableColumns(db: Pick<Db, "query">, schema: string): Promise<Reco
       ORDER BY c.relname, a.attnum`,
     [schema, Object.values(TABLES)],
   );
-  const out = { checkpoint: new Map(), write: new Map(), blob: new Map() } as Record<TableKind, Map<string, { bytea: boolean }>>;
+  const out = { checkpoint: new Map(), write: new Map(), blob: new Map() } as Record<TableKind, Map<string, Field>>;
   for (const r of rows) {
     const kind = (Object.keys(TABLES) as TableKind[]).find((k) => TABLES[k] === r.table)!;
     out[kind].set(r.name, { bytea: r.bytea });
   }
+  out.checkpoint.set("is_head", { bytea: false, head: true });
   return out;
 }
 
@@ -622,11 +637,15 @@ export async function exportThread(options: InspectOptions & { threadId: string 
       // bytea as `\x` + hex whatever the server's default output format.
       await tx.query("SET LOCAL bytea_output = 'hex'");
       // to_jsonb: every column, including ones later migrations add; bytea as hex, timestamps to the microsecond.
-      const read = (table: string, order: string) =>
-        run<{ r: Record<string, unknown> }>(tx, "exporting a thread", `SELECT to_jsonb(x) AS r FROM ${table} x WHERE thread_id = $1 ORDER BY ${order}`, [threadId]);
+      const read = (table: string, order: string, extra = "") =>
+        run<{ r: Record<string, unknown> }>(tx, "exporting a thread", `SELECT to_jsonb(x)${extra} AS r FROM ${table} x WHERE thread_id = $1 ORDER BY ${order}`, [
+          threadId,
+        ]);
+      const isHead = ` || jsonb_build_object('is_head', EXISTS (SELECT 1 FROM ${t.heads} h
+                           WHERE h.thread_id = x.thread_id AND h.checkpoint_ns = x.checkpoint_ns AND h.checkpoint_id = x.checkpoint_id))`;
       return [
         await tableColumns(tx, schema),
-        await read(t.checkpoints, "checkpoint_ns, checkpoint_id"),
+        await read(t.checkpoints, "checkpoint_ns, checkpoint_id", isHead),
         await read(t.writes, "checkpoint_ns, checkpoint_id, task_path, task_id, idx"),
         await read(t.blobs, "checkpoint_ns, channel, version"),
       ] as const;
@@ -691,8 +710,8 @@ export interface ImportResult {
 
 /**
  * Write one thread's exported records into the target, byte for byte: the
- * same rows (every column: `is_head`, `row_version`, `created_at`, raw values
- * and their types), in ONE transaction, so `getState` / `getStateHistory`
+ * same rows (every column: `row_version`, `created_at`, raw values
+ * and their types) and the same lineage heads (`is_head`), in ONE transaction, so `getState` / `getStateHistory`
  * read exactly as in the source. The records are checked before anything is
  * written; a record field that is not a column of the target table is refused
  * (never silently dropped).
@@ -722,6 +741,7 @@ export async function importThread(
       // Map each record onto the target's columns: bytes from base64 to bytea's `\x` text, everything else as is.
       const prepared = { checkpoint: [], write: [], blob: [] } as Record<TableKind, { row: Record<string, unknown>; size: number }[]>;
       const used = { checkpoint: new Set<string>(), write: new Set<string>(), blob: new Set<string>() };
+      const heads: { ns: string[]; ids: string[] } = { ns: [], ids: [] };
       for (const { kind, record, at } of rows) {
         const row: Record<string, unknown> = {};
         let size = 0;
@@ -729,6 +749,13 @@ export async function importThread(
           if (NOT_COLUMNS.has(name)) continue;
           const col = columns[kind].get(name);
           if (!col) throw new InvalidInputError(`${at}.${name}`, `is not a column of ${TABLES[kind]} in schema "${schema}" (an export from a newer schema?)`);
+          if (col.head) {
+            if (value === true) {
+              heads.ns.push(String(record.checkpoint_ns));
+              heads.ids.push(String(record.checkpoint_id));
+            }
+            continue;
+          }
           if (col.bytea && value !== null) {
             if (typeof value !== "string" || !BASE64.test(value)) throw new InvalidInputError(`${at}.${name}`, "expected base64 or null");
             row[name] = `\\x${Buffer.from(value, "base64").toString("hex")}`;
@@ -767,6 +794,13 @@ export async function importThread(
           i = j;
         }
       }
+      await tx.query(
+        `INSERT INTO ${t.heads} (thread_id, checkpoint_ns, checkpoint_id, moved_at, has_pending_tasks)
+         SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.created_at, c.has_pending_tasks
+           FROM unnest($2::text[], $3::text[]) AS h(ns, id)
+           JOIN ${t.checkpoints} c ON c.thread_id = $1 AND c.checkpoint_ns = h.ns AND c.checkpoint_id = h.id`,
+        [threadId, heads.ns, heads.ids],
+      );
       return { threadId, status: "imported" as const, checkpoints: prepared.checkpoint.length, writes: prepared.write.length, blobs: prepared.blob.length };
     });
   } catch (err) {

@@ -3,7 +3,8 @@
  * writes and blobs nothing needs any more, while graphs keep running.
  *
  * What is never removed, and why it holds:
- * - **A lineage's head.** It is in every keep set, and the delete re-checks `NOT is_head`.
+ * - **A lineage's head.** It is in every keep set, and the delete re-checks that
+ *   no `checkpoint_heads` row points at what it deletes.
  * - **What a remaining checkpoint needs to rebuild its values.** A blob goes
  *   only when no remaining checkpoint's `channel_versions` names it (blobs
  *   written by ancestors included), decided in the statement that deletes it.
@@ -358,6 +359,7 @@ function buildSql(schema: string) {
   const cp = `${s}.checkpoints`;
   const wr = `${s}.checkpoint_writes`;
   const bl = `${s}.checkpoint_blobs`;
+  const hd = `${s}.checkpoint_heads`;
 
   /** Checkpoint `c` stores a value for channel `ch` (what ends a delta walk: the seed). */
   const stores = (c: string, ch: string) => `EXISTS (
@@ -416,10 +418,10 @@ WITH t AS MATERIALIZED (
   SELECT x.thread_id FROM unnest($1::text[]) AS x(thread_id)
    WHERE pg_try_advisory_xact_lock(hashtext($2::text), hashtext(x.thread_id))
 ), seen AS MATERIALIZED (
-  SELECT h.thread_id, h.checkpoint_ns FROM ${cp} h JOIN t ON h.thread_id = t.thread_id WHERE h.is_head
+  SELECT h.thread_id, h.checkpoint_ns FROM ${hd} h JOIN t ON h.thread_id = t.thread_id
 ), locked AS MATERIALIZED (
-  SELECT h.thread_id, h.checkpoint_ns FROM ${cp} h JOIN t ON h.thread_id = t.thread_id
-   WHERE h.is_head AND $3::boolean
+  SELECT h.thread_id, h.checkpoint_ns FROM ${hd} h JOIN t ON h.thread_id = t.thread_id
+   WHERE $3::boolean
      FOR UPDATE OF h SKIP LOCKED
 )
 SELECT t.thread_id,
@@ -439,8 +441,8 @@ act AS MATERIALIZED (
   SELECT t.thread_id,
          greatest((SELECT max(c.created_at) FROM ${cp} c WHERE c.thread_id = t.thread_id),
                   (SELECT max(w.created_at) FROM ${wr} w WHERE w.thread_id = t.thread_id)) AS last_active,
-         (SELECT h.ttl_seconds FROM ${cp} h WHERE h.thread_id = t.thread_id AND h.is_head
-           ORDER BY (h.checkpoint_ns = '') DESC, h.ttl_seconds DESC NULLS LAST LIMIT 1) AS ttl
+         (SELECT c.ttl_seconds FROM ${hd} h JOIN ${cp} c ON ${sameCheckpoint("c", "h")} WHERE h.thread_id = t.thread_id
+           ORDER BY (h.checkpoint_ns = '') DESC, c.ttl_seconds DESC NULLS LAST LIMIT 1) AS ttl
     FROM t
 ), expired AS MATERIALIZED (
   SELECT a.thread_id FROM act a
@@ -463,6 +465,7 @@ sized_b AS MATERIALIZED (SELECT b.thread_id, b.checkpoint_ns, b.channel, b.versi
     dry
       ? `gone_c AS (SELECT bytes FROM sized_c), gone_w AS (SELECT bytes FROM sized_w), gone_b AS (SELECT bytes FROM sized_b)`
       : `gone_c AS (DELETE FROM ${cp} c USING sized_c x WHERE ${sameCheckpoint("c", "x")} RETURNING x.bytes),
+gone_h AS (DELETE FROM ${hd} h USING expired e WHERE h.thread_id = e.thread_id),
 gone_w AS (DELETE FROM ${wr} w USING sized_w x WHERE ${sameCheckpoint("w", "x")} AND w.task_id = x.task_id AND w.idx = x.idx RETURNING x.bytes),
 gone_b AS (DELETE FROM ${bl} b USING sized_b x
             WHERE b.thread_id = x.thread_id AND b.checkpoint_ns = x.checkpoint_ns AND b.channel = x.channel AND b.version = x.version
@@ -492,8 +495,8 @@ WITH RECURSIVE
 th AS MATERIALIZED (SELECT x.thread_id FROM unnest($1::text[]) AS x(thread_id)),
 lin AS MATERIALIZED (
   SELECT h.thread_id, h.checkpoint_ns, h.checkpoint_id AS head_id
-    FROM ${cp} h JOIN th ON h.thread_id = th.thread_id
-   WHERE $4::boolean AND h.is_head
+    FROM ${hd} h JOIN th ON h.thread_id = th.thread_id
+   WHERE $4::boolean
      AND ($2::text[] IS NULL OR EXISTS (SELECT 1 FROM unnest($2::text[], $3::text[]) AS l(t, n) WHERE l.t = h.thread_id AND l.n = h.checkpoint_ns))
 ),
 base AS (
@@ -526,7 +529,7 @@ victims AS MATERIALIZED (
          row_number() OVER (ORDER BY v.thread_id, v.checkpoint_ns, v.checkpoint_id) AS rn
     FROM lin l CROSS JOIN LATERAL (
       SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, pg_column_size(c.*) AS bytes FROM ${cp} c
-       WHERE c.thread_id = l.thread_id AND c.checkpoint_ns = l.checkpoint_ns AND NOT c.is_head
+       WHERE c.thread_id = l.thread_id AND c.checkpoint_ns = l.checkpoint_ns AND c.checkpoint_id <> l.head_id
          AND NOT EXISTS (SELECT 1 FROM kept k WHERE ${sameCheckpoint("k", "c")})
        ORDER BY c.checkpoint_id
        LIMIT $8::int + 1) v
@@ -573,7 +576,8 @@ unreferenced AS MATERIALIZED (
       ? `gone_c AS (SELECT bytes FROM todo),
 gone_w AS (SELECT bytes FROM victim_writes UNION ALL SELECT bytes FROM orphan_writes),
 gone_b AS (SELECT bytes FROM unreferenced)`
-      : `gone_c AS (DELETE FROM ${cp} c USING todo t WHERE ${sameCheckpoint("c", "t")} AND NOT c.is_head RETURNING t.bytes),
+      : `gone_c AS (DELETE FROM ${cp} c USING todo t WHERE ${sameCheckpoint("c", "t")}
+                AND NOT EXISTS (SELECT 1 FROM ${hd} h WHERE ${sameCheckpoint("h", "c")}) RETURNING t.bytes),
 gone_w AS (DELETE FROM ${wr} w USING (SELECT * FROM victim_writes UNION ALL SELECT * FROM orphan_writes) g
             WHERE ${sameCheckpoint("w", "g")} AND w.task_id = g.task_id AND w.idx = g.idx RETURNING g.bytes),
 gone_b AS (DELETE FROM ${bl} b USING unreferenced u

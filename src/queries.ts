@@ -48,6 +48,9 @@ export function buildQueries(schema: string) {
   const checkpoints = `${s}.checkpoints`;
   const writes = `${s}.checkpoint_writes`;
   const blobs = `${s}.checkpoint_blobs`;
+  const heads = `${s}.checkpoint_heads`;
+  /** The head's checkpoint id of lineage ($1, $2). */
+  const headOf = `(SELECT checkpoint_id FROM ${heads} WHERE thread_id = $1 AND checkpoint_ns = $2)`;
 
   /** Wrap a page of checkpoint rows into the one-statement read. */
   const read = (page: string) => `
@@ -121,14 +124,19 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
     /** $1 thread, $2 namespace, $3 checkpoint id. */
     getById: read(`SELECT ${cols} FROM ${checkpoints} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3`),
 
-    /** $1 thread, $2 namespace: the lineage head (partial unique index, O(log n) at any history length). */
-    getHead: read(`SELECT ${cols} FROM ${checkpoints} WHERE thread_id = $1 AND checkpoint_ns = $2 AND is_head`),
+    /** $1 thread, $2 namespace: the lineage head (two primary-key lookups, O(log n) at any history length). */
+    getHead: read(`SELECT ${cols} FROM ${checkpoints} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ${headOf}`),
 
     /**
      * Store a checkpoint: its new blobs, its row, and the head move, in one
-     * statement. The current head row is locked (FOR UPDATE), compared, and
-     * demoted with a compare-and-set on its row_version; `ins` waits for
-     * `demote` (its WHERE reads it) so the one-head index never sees two heads.
+     * statement. The lineage's `checkpoint_heads` row is locked (FOR UPDATE),
+     * compared, and moved with a compare-and-set on its row_version (a HOT
+     * update: the checkpoint rows are only inserted). A concurrent put that
+     * moved the head while this one waited for the lock is seen (the locked row
+     * is re-read), so the comparison is always against the current head. The
+     * blobs and the row are written only if the move succeeded: the one case
+     * it does not is two first puts of a lineage racing to create its head
+     * row (`moved` 0: the caller runs the statement again, now seeing the head).
      * In linear mode ($8 true) nothing is written unless the head is the parent
      * (or the checkpoint itself, a re-put), and a put that starts a run ($13:
      * new input or a state update) also needs a settled head (see below), so a
@@ -140,15 +148,15 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      * bytea ($19) cut by offsets ($12) and lengths ($18, -1 for NULL): a bytea[]
      * would be sent as hex text, twice the bytes and an encode on each side.
      * Returns head_id (the head before), ok, parent_ok (false: the parent is gone),
-     * inserted (1 new row, 0 re-put/rejected), blobs.
+     * moved (1: the head now points here), inserted (1 new row, 0 re-put/rejected), blobs.
      */
     put: `
 WITH head AS (
-  SELECT ctid, checkpoint_id, row_version, created_at, has_pending_tasks FROM ${checkpoints}
-   WHERE thread_id = $1 AND checkpoint_ns = $2 AND is_head
+  SELECT checkpoint_id, row_version, moved_at, has_pending_tasks FROM ${heads}
+   WHERE thread_id = $1 AND checkpoint_ns = $2
      FOR UPDATE
 ), checks AS (
-  SELECT h.ctid AS head_ctid, h.checkpoint_id AS head_id, h.row_version AS head_rv,
+  SELECT h.checkpoint_id AS head_id, h.row_version AS head_rv,
          -- The parent must still exist (a thread deleted or pruned under a running
          -- graph); its row is key-share locked, after the head, until we commit.
          -- (Usually the parent is the head, locked already: no second lookup.)
@@ -162,41 +170,42 @@ WITH head AS (
            -- A new run may start only from a settled head: nothing left to run,
            -- or stopped by an interrupt or error, or idle longer than the lease.
            ELSE NOT h.has_pending_tasks
-             OR h.created_at < now() - make_interval(secs => $14::float8)
+             OR h.moved_at < now() - make_interval(secs => $14::float8)
              OR EXISTS (SELECT 1 FROM ${writes} w
                          WHERE w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = h.checkpoint_id
                            AND w.channel IN ('__interrupt__', '__error__'))
          END AS mode_ok
     FROM (SELECT 1) AS one LEFT JOIN head h ON true
 ), decision AS (
-  SELECT head_ctid, head_id, head_rv, parent_ok, mode_ok AND parent_ok AS ok FROM checks
-), demote AS (
-  -- By ctid (the row locked above): a TID lookup, whatever the plan or the statistics.
-  UPDATE ${checkpoints} c SET is_head = false, row_version = c.row_version + 1
-    FROM decision d
-   WHERE d.ok AND c.ctid = d.head_ctid AND c.checkpoint_id = d.head_id
-     AND c.row_version = d.head_rv AND d.head_id <> $3
+  SELECT head_id, head_rv, parent_ok, mode_ok AND parent_ok AS ok FROM checks
+), move AS (
+  INSERT INTO ${heads} AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks)
+  SELECT $1, $2, $3, $17 FROM decision d WHERE d.ok
+  ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE
+     SET checkpoint_id = EXCLUDED.checkpoint_id, has_pending_tasks = EXCLUDED.has_pending_tasks,
+         moved_at = now(), row_version = h.row_version + 1
+   WHERE h.row_version = (SELECT head_rv FROM decision)
   RETURNING 1
 ), new_blobs AS (
   INSERT INTO ${blobs} (thread_id, checkpoint_ns, channel, version, type, value)
   SELECT $1, $2, p.channel, p.version, p.type, v.value
     FROM unnest($9::text[], $10::text[], $11::text[], $12::int[], $18::int[]) AS p(channel, version, type, off, len)
     CROSS JOIN LATERAL (SELECT CASE WHEN p.len < 0 THEN NULL ELSE substring($19::bytea FROM p.off + 1 FOR p.len) END AS value) AS v
-   WHERE (SELECT ok FROM decision)
+   WHERE EXISTS (SELECT 1 FROM move)
   ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
   RETURNING 1
 ), ins AS (
-  INSERT INTO ${checkpoints} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, is_head, ttl_seconds, state_version, has_pending_tasks)
-  SELECT $1, $2, $3, $4, $5, $6, $7, true, $15, $16, $17 FROM decision d
-   WHERE d.ok AND (SELECT count(*) FROM demote) >= 0
+  INSERT INTO ${checkpoints} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, ttl_seconds, state_version, has_pending_tasks)
+  SELECT $1, $2, $3, $4, $5, $6, $7, $15, $16, $17
+   WHERE EXISTS (SELECT 1 FROM move)
   ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
      SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, checkpoint = EXCLUDED.checkpoint,
-         metadata = EXCLUDED.metadata, metadata_raw = EXCLUDED.metadata_raw, is_head = true,
+         metadata = EXCLUDED.metadata, metadata_raw = EXCLUDED.metadata_raw,
          ttl_seconds = EXCLUDED.ttl_seconds, state_version = EXCLUDED.state_version,
          has_pending_tasks = EXCLUDED.has_pending_tasks, row_version = c.row_version + 1
   RETURNING (xmax = 0) AS fresh
 )
-SELECT d.head_id, d.ok, d.parent_ok,
+SELECT d.head_id, d.ok, d.parent_ok, (SELECT count(*) FROM move)::int AS moved,
        (SELECT count(*) FROM ins WHERE fresh)::int AS inserted,
        (SELECT count(*) FROM new_blobs)::int AS blobs
   FROM decision d`,
@@ -219,7 +228,7 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
  WHERE EXCLUDED.idx < 0`,
 
     /** $1 thread, $2 namespace: the current head id (for conflict reports only). */
-    headId: `SELECT checkpoint_id FROM ${checkpoints} WHERE thread_id = $1 AND checkpoint_ns = $2 AND is_head`,
+    headId: `SELECT checkpoint_id FROM ${heads} WHERE thread_id = $1 AND checkpoint_ns = $2`,
 
     /**
      * upgradeState: the next batch of checkpoints older than $1 (state version),
@@ -252,7 +261,8 @@ UPDATE ${writes} SET channel = $5, row_version = row_version + 1
     /** $1 thread: everything of the thread, in one statement. */
     deleteThread: `
 WITH a AS (DELETE FROM ${writes} WHERE thread_id = $1),
-     b AS (DELETE FROM ${blobs} WHERE thread_id = $1)
+     b AS (DELETE FROM ${blobs} WHERE thread_id = $1),
+     h AS (DELETE FROM ${heads} WHERE thread_id = $1)
 DELETE FROM ${checkpoints} WHERE thread_id = $1`,
 
     /**
@@ -265,7 +275,7 @@ DELETE FROM ${checkpoints} WHERE thread_id = $1`,
     deltaHistory: `
 WITH RECURSIVE target AS (
   SELECT parent_checkpoint_id FROM ${checkpoints}
-   WHERE thread_id = $1 AND checkpoint_ns = $2 AND (CASE WHEN $3::text IS NULL THEN is_head ELSE checkpoint_id = $3 END)
+   WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = coalesce($3::text, ${headOf})
 ), chain AS (
   SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, 0 AS depth, $4::text[] AS walking,
          ARRAY(SELECT ch FROM unnest($4::text[]) ch

@@ -125,11 +125,12 @@ export const BOUNDED_POOL: pg.PoolConfig = {
   keepAlive: true,
 };
 
-/** Name of the partial unique index that allows one head per lineage. */
-const HEAD_INDEX = "checkpoints_one_head_per_lineage";
-
-/** Bound on re-runs of a branch-mode put that lost a race for the head (each loser waits for one winner). */
-const MAX_PUT_ATTEMPTS = 100;
+/**
+ * Bound on re-runs of a put that lost the race to create its lineage's head
+ * row (the re-run sees the winner's head; only a thread deleted and re-created
+ * in between each time could need another).
+ */
+const MAX_PUT_ATTEMPTS = 10;
 
 /** Page size of `list` when no limit is given: memory stays bounded on long threads. */
 const LIST_PAGE = 100;
@@ -472,19 +473,21 @@ export class PostgresSaver extends BaseCheckpointSaver {
       startsRun, this.#leaseSeconds, this.#ttlSeconds, this.#versioning?.stateVersion ?? null, hasPendingTasks, packed.lengths, packed.bytes,
     ];
 
-    // The head row is locked FOR UPDATE. If a concurrent put moves it while we
-    // wait, the re-check finds it no longer head and this statement sees no head
-    // at all (its snapshot predates the new one). Branch mode then trips the
-    // one-head index (23505) having written nothing, and simply runs again on
-    // fresh data; linear mode knows the head moved, which is a conflict.
+    // The head row is locked FOR UPDATE; a concurrent put that moved it while we
+    // waited is seen (the locked row is re-read). The one case the move fails
+    // is two first puts of a lineage racing to create its head row: the loser
+    // wrote nothing and runs again, now seeing the winner's head.
     for (let attempt = 1; ; attempt++) {
-      let row: { head_id: string | null; ok: boolean; parent_ok: boolean; inserted: number; blobs: number };
-      try {
-        row = (await this.#query<typeof row>("put", params, "put")).rows[0]!;
-      } catch (err) {
-        const cause = err instanceof DatabaseOperationError ? err.cause : undefined;
-        if (attempt < MAX_PUT_ATTEMPTS && sqlStateOf(cause) === "23505" && (cause as { constraint?: string }).constraint === HEAD_INDEX) continue;
-        throw err;
+      const row = (
+        await this.#query<{ head_id: string | null; ok: boolean; parent_ok: boolean; moved: number; inserted: number; blobs: number }>(
+          "put",
+          params,
+          "put",
+        )
+      ).rows[0]!;
+      if (row.ok && row.moved === 0) {
+        if (attempt < MAX_PUT_ATTEMPTS) continue;
+        throw new DatabaseOperationError("put", new Error(`the head of lineage ${JSON.stringify(ns)} kept changing under ${MAX_PUT_ATTEMPTS} attempts`));
       }
       let head = row.head_id ?? undefined;
       if (!row.ok) {

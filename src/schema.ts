@@ -6,7 +6,6 @@
  * Tables are declared without a Postgres schema: `migrate()` applies the
  * generated SQL inside whichever schema the saver is configured for.
  */
-import { sql } from "drizzle-orm";
 import {
   bigint,
   boolean,
@@ -18,7 +17,6 @@ import {
   primaryKey,
   text,
   timestamp,
-  uniqueIndex,
 } from "drizzle-orm/pg-core";
 
 const bytea = customType<{ data: Uint8Array; driverData: Buffer }>({
@@ -44,9 +42,8 @@ const rowVersion = () => bigint("row_version", { mode: "number" }).notNull().def
  * `checkpoint_blobs`, once per channel version). `metadata` is JSONB so
  * `list({ filter })` can query it; `metadata_raw` holds the exact msgpack
  * encoding only when JSONB cannot represent the metadata losslessly (NUL
- * characters, `undefined`, dates, ...). `is_head` marks the one current head
- * of each (thread, namespace) lineage; a partial unique index makes "one head"
- * a database invariant.
+ * characters, `undefined`, dates, ...). Rows are only inserted (a re-put of
+ * the same id updates its row): the lineage head lives in `checkpoint_heads`.
  */
 export const checkpoints = pgTable(
   "checkpoints",
@@ -58,7 +55,6 @@ export const checkpoints = pgTable(
     checkpoint: jsonb("checkpoint").notNull(),
     metadata: jsonb("metadata").notNull().default({}),
     metadataRaw: bytea("metadata_raw"),
-    isHead: boolean("is_head").notNull().default(false),
     rowVersion: rowVersion(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     /** The saver's `ttl` when this checkpoint was written; the head's value is the thread's TTL, enforced by `prune`. */
@@ -75,7 +71,6 @@ export const checkpoints = pgTable(
   },
   (t) => [
     primaryKey({ name: "checkpoints_pkey", columns: [t.threadId, t.checkpointNs, t.checkpointId] }),
-    uniqueIndex("checkpoints_one_head_per_lineage").on(t.threadId, t.checkpointNs).where(sql`is_head`),
     /**
      * For `prune` (src/prune.ts): its retention rules are time ranges inside one
      * lineage (kept because younger than `olderThan` or than the grace period,
@@ -86,6 +81,30 @@ export const checkpoints = pgTable(
      */
     index("checkpoints_lineage_created_at").on(t.threadId, t.checkpointNs, t.createdAt),
   ],
+);
+
+/**
+ * The head of each (thread, namespace) lineage: the checkpoint the latest put
+ * made current. One row per lineage (its primary key makes "one head" a
+ * database invariant); every put locks it (`FOR UPDATE`), compares it and
+ * moves it with a compare-and-set on `row_version`. No column of it is
+ * indexed except the key, so the move is a HOT update: `checkpoints` stays
+ * insert-only (no dead row, no index entry per put). Kept apart from the three
+ * tables that mirror the in-memory saver: it is the lock and the pointer, not data.
+ */
+export const checkpointHeads = pgTable(
+  "checkpoint_heads",
+  {
+    threadId: key("thread_id").notNull(),
+    checkpointNs: key("checkpoint_ns").notNull().default(""),
+    checkpointId: key("checkpoint_id").notNull(),
+    rowVersion: rowVersion(),
+    /** When the head last moved (linear mode's run lease counts from it). */
+    movedAt: timestamp("moved_at", { withTimezone: true }).notNull().defaultNow(),
+    /** The head checkpoint's `has_pending_tasks`, so a put decides without reading the checkpoint row. */
+    hasPendingTasks: boolean("has_pending_tasks").notNull().default(false),
+  },
+  (t) => [primaryKey({ name: "checkpoint_heads_pkey", columns: [t.threadId, t.checkpointNs] })],
 );
 
 /**

@@ -197,14 +197,16 @@ describe("adopting a schema written by @langchain/langgraph-checkpoint-postgres"
     const { rows } = await db.pool.query(`SELECT version, name, sha256 FROM "${schema}".checkpointer_migrations ORDER BY version`);
     expect(rows).toEqual(loadMigrations().map((m) => ({ version: m.version, name: m.name, sha256: m.sha256 })));
     // Nothing lost: the same rows are still there (no Python inline values here, so no new blobs).
-    expect(await countRows(schema)).toEqual({ ...rowsBefore, checkpointer_migrations: latestVersion() });
+    const { rows: lineages } = await db.pool.query(`SELECT DISTINCT thread_id, checkpoint_ns FROM "${schema}".checkpoints`);
+    expect(await countRows(schema)).toEqual({ ...rowsBefore, checkpointer_migrations: latestVersion(), checkpoint_heads: lineages.length });
     // Backfills: one head per lineage, the greatest checkpoint id (the official saver's "latest");
     // created_at is each checkpoint's own timestamp, so retention rules see the real age of old threads.
     const { rows: wrong } = await db.pool.query(
-      `SELECT thread_id, checkpoint_ns, checkpoint_id FROM "${schema}".checkpoints c
-        WHERE is_head <> (checkpoint_id = (SELECT max(checkpoint_id) FROM "${schema}".checkpoints m
-                                            WHERE m.thread_id = c.thread_id AND m.checkpoint_ns = c.checkpoint_ns))
-           OR created_at <> (checkpoint ->> 'ts')::timestamptz`,
+      `SELECT thread_id, checkpoint_ns, max(checkpoint_id) AS checkpoint_id FROM "${schema}".checkpoints c GROUP BY 1, 2
+       HAVING max(checkpoint_id) IS DISTINCT FROM (SELECT h.checkpoint_id FROM "${schema}".checkpoint_heads h
+                                                    WHERE h.thread_id = c.thread_id AND h.checkpoint_ns = c.checkpoint_ns)
+       UNION ALL
+       SELECT thread_id, checkpoint_ns, checkpoint_id FROM "${schema}".checkpoints WHERE created_at <> (checkpoint ->> 'ts')::timestamptz`,
     );
     expect(wrong).toEqual([]);
     // Migrating again is a no-op.
@@ -315,7 +317,7 @@ describe("adopting a schema written by @langchain/langgraph-checkpoint-postgres"
   it("the official saver stops working on the adopted tables (it fails loudly, never writes behind our back)", async () => {
     await expect(official.getTuple(cfg(threads.chat))).rejects.toThrow(/blob/);
     await expect(chatGraph(official).invoke({ messages: [new HumanMessage("sneaky")] }, cfg(threads.chat))).rejects.toThrow();
-    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM "${schema}".checkpoints WHERE thread_id = $1 AND is_head`, [threads.chat]);
+    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM "${schema}".checkpoint_heads WHERE thread_id = $1`, [threads.chat]);
     expect(rows[0].n).toBe(1);
   });
 });
@@ -390,7 +392,7 @@ describe("schema after adoption", () => {
   it("is identical to a freshly migrated schema (columns in order, types, collations, defaults, constraints, indexes)", async () => {
     await migrate({ pool: db.pool, schema: "fresh" });
     const fresh = await schemaShape("fresh");
-    expect(fresh.tables).toEqual(["checkpoint_blobs", "checkpoint_writes", "checkpointer_migrations", "checkpoints"]);
+    expect(fresh.tables).toEqual(["checkpoint_blobs", "checkpoint_heads", "checkpoint_writes", "checkpointer_migrations", "checkpoints"]);
 
     await officialSchema("shape_js");
     await migrate({ pool: db.pool, schema: "shape_js" });
@@ -399,7 +401,7 @@ describe("schema after adoption", () => {
     for (const adopted of ["shape_js", "shape_py"]) {
       const got = await schemaShape(adopted);
       // The official migrations table stays, for reference; everything else matches.
-      expect(got.tables).toEqual(["checkpoint_blobs", "checkpoint_migrations", "checkpoint_writes", "checkpointer_migrations", "checkpoints"]);
+      expect(got.tables).toEqual(["checkpoint_blobs", "checkpoint_heads", "checkpoint_migrations", "checkpoint_writes", "checkpointer_migrations", "checkpoints"]);
       expect(got.columns, adopted).toEqual(fresh.columns);
       expect(got.constraints, adopted).toEqual(fresh.constraints);
       expect(got.indexes, adopted).toEqual(fresh.indexes);
@@ -566,7 +568,7 @@ const initializer: CheckpointSaverTestInitializer<PostgresSaver> = {
     if (!adopted.adoption) throw new Error("expected an adoption");
   },
   async createCheckpointer() {
-    await db.pool.query(`TRUNCATE ${conformanceSchema}.checkpoints, ${conformanceSchema}.checkpoint_writes, ${conformanceSchema}.checkpoint_blobs`);
+    await db.pool.query(`TRUNCATE ${conformanceSchema}.checkpoints, ${conformanceSchema}.checkpoint_writes, ${conformanceSchema}.checkpoint_blobs, ${conformanceSchema}.checkpoint_heads`);
     return new PostgresSaver(db.pool, { schema: conformanceSchema });
   },
 };

@@ -49,7 +49,11 @@ async function schemaExists(name: string): Promise<boolean> {
   return (await db.pool.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [name])).rowCount === 1;
 }
 
-/** Every row of the three tables of a schema, every column, in key order (timestamps rendered in UTC). */
+/**
+ * Every row of the three tables of a schema, every column, in key order
+ * (timestamps rendered in UTC), and which checkpoint heads each lineage (an
+ * import creates the head rows afresh: their row version and time differ).
+ */
 async function rows(query: (sql: string) => Promise<{ rows: unknown[] }>, schema: string) {
   await query("SET TimeZone = 'UTC'");
   const read = async (table: string, order: string) =>
@@ -58,6 +62,9 @@ async function rows(query: (sql: string) => Promise<{ rows: unknown[] }>, schema
     checkpoints: await read("checkpoints", "thread_id, checkpoint_ns, checkpoint_id"),
     writes: await read("checkpoint_writes", "thread_id, checkpoint_ns, checkpoint_id, task_id, idx"),
     blobs: await read("checkpoint_blobs", "thread_id, checkpoint_ns, channel, version"),
+    heads: (
+      await query(`SELECT thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks FROM "${schema}".checkpoint_heads ORDER BY thread_id, checkpoint_ns`)
+    ).rows,
   };
 }
 

@@ -16,7 +16,7 @@ const initializer: CheckpointSaverTestInitializer<PostgresSaver> = {
   },
   async createCheckpointer() {
     // One live checkpointer at a time (the suite's contract): a clean slate each time.
-    await db.pool.query("TRUNCATE checkpoints, checkpoint_writes, checkpoint_blobs");
+    await db.pool.query("TRUNCATE checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads");
     return new PostgresSaver(db.pool);
   },
 };

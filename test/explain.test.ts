@@ -11,7 +11,7 @@ import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
 import { withTestDatabase } from "./helpers/db.js";
 
 const db = withTestDatabase("explain");
-const BIG = ["checkpoints", "checkpoint_writes", "checkpoint_blobs"];
+const BIG = ["checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads"];
 let threadId: string;
 let checkpointId: string;
 
@@ -28,9 +28,12 @@ beforeAll(async () => {
   checkpointId = config.configurable!.checkpoint_id;
   // Many other threads, cloned in SQL, so the tables are not trivially small.
   await db.pool.query(`
-    INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, is_head)
-    SELECT 'other-' || g, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, is_head
+    INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+    SELECT 'other-' || g, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata
       FROM checkpoints, generate_series(1, 300) g WHERE thread_id = $1`, [threadId]);
+  await db.pool.query(`
+    INSERT INTO checkpoint_heads (thread_id, checkpoint_ns, checkpoint_id)
+    SELECT 'other-' || g, checkpoint_ns, checkpoint_id FROM checkpoint_heads, generate_series(1, 300) g WHERE thread_id = $1`, [threadId]);
   await db.pool.query(`
     INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, value)
     SELECT 'other-' || g, checkpoint_ns, channel, version, type, value FROM checkpoint_blobs, generate_series(1, 300) g WHERE thread_id = $1`, [threadId]);

@@ -83,7 +83,7 @@ async function lockHead(threadId: string): Promise<{ release(): Promise<void> }>
   client.on("error", () => {}); // dies with the server in restart tests
   await client.connect();
   await client.query("BEGIN");
-  await client.query("SELECT 1 FROM checkpoints WHERE thread_id = $1 AND is_head FOR UPDATE", [threadId]);
+  await client.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE", [threadId]);
   return {
     release: async () => {
       await client.query("ROLLBACK").catch(() => {});
@@ -300,7 +300,7 @@ describe("connections that die or stall", () => {
         expect(tables).toBe(0);
       } else {
         outcomes.complete++;
-        expect(tables).toBe(4); // three tables + checkpointer_migrations
+        expect(tables).toBe(5); // four tables + checkpointer_migrations
         const { rows: v } = await admin.query(`SELECT max(version)::int AS v FROM ${schema}.checkpointer_migrations`);
         expect(v[0].v).toBeGreaterThan(0);
         const again = await migrate({ pool: admin, schema });

@@ -39,7 +39,7 @@ async function rows(table: string, threadId: string): Promise<number> {
 }
 
 async function heads(threadId: string): Promise<string[]> {
-  const { rows } = await db.pool.query("SELECT checkpoint_id FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '' AND is_head", [threadId]);
+  const { rows } = await db.pool.query("SELECT checkpoint_id FROM checkpoint_heads WHERE thread_id = $1 AND checkpoint_ns = ''", [threadId]);
   return rows.map((r) => r.checkpoint_id);
 }
 
@@ -79,6 +79,24 @@ describe("linear mode, saver API", () => {
     expect(await heads(threadId)).toEqual([winnerId]);
     expect(rec.of("conflict")).toHaveLength(1);
     expect(rec.of("fork")).toHaveLength(0);
+  });
+
+  it("two first puts of a new thread race for its head: one becomes the root, the other is a conflict naming it", async () => {
+    for (let round = 0; round < 10; round++) {
+      const saver = new PostgresSaver(pool, { lineage: "linear" });
+      const threadId = uuid6(-3);
+      const a = makeCheckpoint({ x: "a" }, { x: "1.a" });
+      const b = makeCheckpoint({ x: "b" }, { x: "1.b" });
+      const cfg = { configurable: { thread_id: threadId, checkpoint_ns: "" } };
+      const results = await Promise.allSettled([saver.put(cfg, a, meta(-1), a.channel_versions), saver.put(cfg, b, meta(-1), b.channel_versions)]);
+      const won = results.filter((r): r is PromiseFulfilledResult<{ configurable?: { checkpoint_id?: string } }> => r.status === "fulfilled");
+      const lost = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
+      expect(won).toHaveLength(1);
+      expect(lost[0]!.reason).toBeInstanceOf(CheckpointConflictError);
+      expect(lost[0]!.reason).toMatchObject({ reason: "head-moved", actualHead: won[0]!.value.configurable!.checkpoint_id });
+      expect(await heads(threadId)).toEqual([won[0]!.value.configurable!.checkpoint_id]);
+      expect(await rows("checkpoints", threadId)).toBe(1);
+    }
   });
 
   it("rejects a root put into a non-empty lineage and a put into a deleted thread", async () => {
@@ -126,12 +144,29 @@ describe("branch mode, saver API", () => {
     expect(rec.of("fork")).toEqual([
       expect.objectContaining({ threadId, checkpointNs: "", checkpointId: b.cp.id, displacedHead: ca.configurable!.checkpoint_id, deliberate: false }),
     ]);
-    // The displaced head was demoted with a compare-and-set: its row version moved.
-    const { rows: r } = await db.pool.query("SELECT row_version::int AS rv, is_head FROM checkpoints WHERE thread_id = $1 AND checkpoint_id = $2", [
-      threadId,
-      a.cp.id,
-    ]);
-    expect(r[0]).toEqual({ rv: 2, is_head: false });
+    // The head moved by compare-and-set on its row version (root, a, b: three moves);
+    // the displaced checkpoint's row was not touched (checkpoints are insert-only).
+    const { rows: hr } = await db.pool.query("SELECT checkpoint_id, row_version::int AS rv FROM checkpoint_heads WHERE thread_id = $1", [threadId]);
+    expect(hr).toEqual([{ checkpoint_id: b.cp.id, rv: 3 }]);
+    const { rows: r } = await db.pool.query("SELECT row_version::int AS rv FROM checkpoints WHERE thread_id = $1 AND checkpoint_id = $2", [threadId, a.cp.id]);
+    expect(r[0]).toEqual({ rv: 1 });
+  });
+
+  it("two first puts of a new thread race for its head: both commit, the later one as the head, with a fork event", async () => {
+    for (let round = 0; round < 10; round++) {
+      const rec = recorder();
+      const saver = new PostgresSaver(pool, { onEvent: rec.onEvent });
+      const threadId = uuid6(-3);
+      const a = makeCheckpoint({ x: "a" }, { x: "1.a" });
+      const b = makeCheckpoint({ x: "b" }, { x: "1.b" });
+      const cfg = { configurable: { thread_id: threadId, checkpoint_ns: "" } };
+      await Promise.all([saver.put(cfg, a, meta(-1), a.channel_versions), saver.put(cfg, b, meta(-1), b.channel_versions)]);
+      expect(await rows("checkpoints", threadId)).toBe(2);
+      const [head] = await heads(threadId);
+      expect([a.id, b.id]).toContain(head);
+      // The put that found the other's head displaced it, and said so.
+      expect(rec.of("fork")).toEqual([expect.objectContaining({ checkpointId: head, displacedHead: head === a.id ? b.id : a.id })]);
+    }
   });
 
   it("keeps exactly one head per lineage under 40 concurrent writers on separate connections", async () => {
@@ -168,10 +203,9 @@ describe("branch mode, saver API", () => {
     const h = await start(saver, threadId);
     const a = child("a");
     await saver.put(h, a.cp, meta(0), a.versions);
-    await expect(db.pool.query("UPDATE checkpoints SET is_head = true WHERE thread_id = $1", [threadId])).rejects.toMatchObject({
-      code: "23505",
-      constraint: "checkpoints_one_head_per_lineage",
-    });
+    await expect(
+      db.pool.query("INSERT INTO checkpoint_heads (thread_id, checkpoint_ns, checkpoint_id) VALUES ($1, '', $2)", [threadId, h.configurable!.checkpoint_id]),
+    ).rejects.toMatchObject({ code: "23505", constraint: "checkpoint_heads_pkey" });
   });
 });
 
@@ -183,7 +217,7 @@ describe("a connection killed in the middle of a put", () => {
     // Hold the head's row lock so the put blocks inside its statement.
     const blocker = await pool.connect();
     await blocker.query("BEGIN");
-    await blocker.query("SELECT 1 FROM checkpoints WHERE thread_id = $1 AND is_head FOR UPDATE", [threadId]);
+    await blocker.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE", [threadId]);
     const c = child("doomed");
     const pending = saver.put(h, c.cp, meta(0), c.versions).catch((e: unknown) => e);
     let victim: number | undefined;

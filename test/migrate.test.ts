@@ -29,12 +29,12 @@ async function tables(schema: string): Promise<string[]> {
 }
 
 describe("migrate", () => {
-  it("creates the three tables and records itself in its own table on a fresh database", async () => {
+  it("creates the four tables and records itself in its own table on a fresh database", async () => {
     const result = await migrate({ pool: db.pool, schema: "fresh" });
     expect(result.fromVersion).toBe(0);
     expect(result.toVersion).toBe(latestVersion());
     expect(result.applied.map((m) => m.name)).toEqual(loadMigrations().map((m) => m.name));
-    expect(await tables("fresh")).toEqual(["checkpoint_blobs", "checkpoint_writes", "checkpointer_migrations", "checkpoints"]);
+    expect(await tables("fresh")).toEqual(["checkpoint_blobs", "checkpoint_heads", "checkpoint_writes", "checkpointer_migrations", "checkpoints"]);
     // Never drizzle's shared default table.
     const { rowCount } = await db.pool.query("SELECT 1 FROM information_schema.tables WHERE table_name = '__drizzle_migrations'");
     expect(rowCount).toBe(0);
@@ -137,6 +137,81 @@ describe("migrate", () => {
     const result = await saver.setup();
     expect(result.toVersion).toBe(latestVersion());
     expect(await schemaVersion(db.pool, "via_setup")).toBe(latestVersion());
+  });
+});
+
+describe("upgrading a schema with data", () => {
+  it("0005_heads_table moves each lineage's head (the is_head row, not the greatest id) into checkpoint_heads, and threads go on", async () => {
+    const schema = "before_heads";
+    const migrations = loadMigrations();
+    const headsAt = migrations.findIndex((m) => m.name === "0005_heads_table");
+    expect(headsAt).toBe(5);
+    // A schema as the release before the heads table left it: migrations 1-5 applied and recorded.
+    const client = await db.pool.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query(`CREATE SCHEMA ${schema}`);
+      await client.query(`SET LOCAL search_path TO ${schema}`);
+      await client.query("CREATE TABLE checkpointer_migrations (version integer PRIMARY KEY, name text NOT NULL, sha256 text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+      for (const m of migrations.slice(0, headsAt)) {
+        for (const statement of m.statements) await client.query(statement);
+        await client.query("INSERT INTO checkpointer_migrations (version, name, sha256) VALUES ($1, $2, $3)", [m.version, m.name, m.sha256]);
+      }
+      // Thread t: root -> a -> b, then a fork from root made c the head although b has the greatest id;
+      // its subgraph namespace "sub:1" has one checkpoint, its own head.
+      const cp = (id: string, value: string) => ({ v: 4, id, ts: "2025-01-01T00:00:00.000Z", channel_versions: { x: value }, versions_seen: {} });
+      const rows: [string, string, string | null, string, boolean, boolean][] = [
+        ["", "1", null, "v1", false, false],
+        ["", "2", "1", "v2", false, false],
+        ["", "4", "2", "v4", false, false],
+        ["", "3", "1", "v3", true, true],
+        ["sub:1", "1", null, "s1", true, false],
+      ];
+      for (const [ns, id, parent, version, head, pending] of rows) {
+        await client.query(
+          `INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, is_head, has_pending_tasks)
+           VALUES ('t', $1, $2, $3, $4, '{"source":"loop","step":0}', $5, $6)`,
+          [ns, id, parent, cp(id, version), head, pending],
+        );
+        await client.query("INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, value) VALUES ('t', $1, 'x', $2, 'json', $3)", [
+          ns,
+          version,
+          Buffer.from(JSON.stringify(`value ${version}`)),
+        ]);
+      }
+      await client.query("COMMIT");
+    } catch (err) {
+      await client.query("ROLLBACK");
+      throw err;
+    } finally {
+      client.release();
+    }
+    const result = await migrate({ pool: db.pool, schema });
+    expect(result.applied.map((m) => m.name)).toEqual(["0005_heads_table", ...migrations.slice(headsAt + 1).map((m) => m.name)]);
+    const { rows: heads } = await db.pool.query(
+      `SELECT checkpoint_ns, checkpoint_id, has_pending_tasks, row_version::int AS rv FROM ${schema}.checkpoint_heads ORDER BY checkpoint_ns`,
+    );
+    expect(heads).toEqual([
+      { checkpoint_ns: "", checkpoint_id: "3", has_pending_tasks: true, rv: 1 },
+      { checkpoint_ns: "sub:1", checkpoint_id: "1", has_pending_tasks: false, rv: 1 },
+    ]);
+    const { rows: cols } = await db.pool.query(
+      "SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'checkpoints' AND column_name = 'is_head'",
+      [schema],
+    );
+    expect(cols).toEqual([]);
+    // The saver reads the moved head and moves it on (linear mode: the compare-and-set starts from the backfilled row).
+    const saver = new PostgresSaver(db.pool, { schema, lineage: "linear" });
+    const latest = await saver.getTuple({ configurable: { thread_id: "t" } });
+    expect(latest?.checkpoint.id).toBe("3");
+    expect(latest?.checkpoint.channel_values).toEqual({ x: "value v3" });
+    const next = { ...latest!.checkpoint, id: "5", channel_versions: { x: "v5" }, channel_values: { x: "five" } };
+    await saver.put(latest!.config, next, { source: "loop", step: 1, parents: {} }, { x: "v5" });
+    expect((await saver.getTuple({ configurable: { thread_id: "t" } }))?.checkpoint.channel_values).toEqual({ x: "five" });
+    await expect(saver.put(latest!.config, { ...next, id: "6" }, { source: "loop", step: 1, parents: {} }, {})).rejects.toMatchObject({
+      code: "CHECKPOINT_CONFLICT",
+      actualHead: "5",
+    });
   });
 });
 

@@ -149,7 +149,7 @@ describe.skipIf(!PGBOUNCER)("PgBouncer, pool_mode = transaction", () => {
         await migrate({ pool });
       },
       async createCheckpointer() {
-        await pool.query("TRUNCATE checkpoints, checkpoint_writes, checkpoint_blobs");
+        await pool.query("TRUNCATE checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads");
         return new PostgresSaver(pool, { preparedStatements: false });
       },
     };

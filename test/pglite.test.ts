@@ -22,7 +22,7 @@ describe("PGlite conformance", () => {
       await migrate({ pool: db });
     },
     async createCheckpointer() {
-      await db.query("TRUNCATE checkpoints, checkpoint_writes, checkpoint_blobs");
+      await db.query("TRUNCATE checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads");
       return new PostgresSaver(db);
     },
   };

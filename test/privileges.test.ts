@@ -54,10 +54,10 @@ afterAll(async () => {
 });
 
 describe("grantStatements", () => {
-  it("grants USAGE on the schema, DML on the three tables, SELECT on the migrations table; names quoted", () => {
+  it("grants USAGE on the schema, DML on the four tables, SELECT on the migrations table; names quoted", () => {
     expect(grantStatements({ schema: 'we"ird', role: "app; DROP TABLE x" })).toEqual([
       'GRANT USAGE ON SCHEMA "we""ird" TO "app; DROP TABLE x"',
-      'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "we""ird".checkpoints, "we""ird".checkpoint_writes, "we""ird".checkpoint_blobs TO "app; DROP TABLE x"',
+      'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "we""ird".checkpoints, "we""ird".checkpoint_writes, "we""ird".checkpoint_blobs, "we""ird".checkpoint_heads TO "app; DROP TABLE x"',
       'GRANT SELECT ON TABLE "we""ird".checkpointer_migrations TO "app; DROP TABLE x"',
     ]);
     expect(grantStatements({ role: "app" })[0]).toBe('GRANT USAGE ON SCHEMA "public" TO "app"');
@@ -82,6 +82,7 @@ describe("the application role", () => {
     );
     expect(rows).toEqual([
       { table_name: "checkpoint_blobs", privs: "DELETE,INSERT,SELECT,UPDATE" },
+      { table_name: "checkpoint_heads", privs: "DELETE,INSERT,SELECT,UPDATE" },
       { table_name: "checkpoint_writes", privs: "DELETE,INSERT,SELECT,UPDATE" },
       { table_name: "checkpointer_migrations", privs: "SELECT" },
       { table_name: "checkpoints", privs: "DELETE,INSERT,SELECT,UPDATE" },
@@ -142,7 +143,7 @@ describe("the application role", () => {
       `ALTER TABLE ${SCHEMA}.checkpoints ADD COLUMN evil int`,
       `ALTER TABLE ${SCHEMA}.checkpoints DISABLE TRIGGER ALL`,
       `DROP TABLE ${SCHEMA}.checkpoint_blobs`,
-      `DROP INDEX ${SCHEMA}.checkpoints_one_head_per_lineage`,
+      `DROP INDEX ${SCHEMA}.checkpoints_lineage_created_at`,
       `TRUNCATE ${SCHEMA}.checkpoint_writes`,
       `CREATE INDEX evil ON ${SCHEMA}.checkpoints (created_at)`,
       `CREATE SCHEMA evil`,

@@ -315,7 +315,7 @@ describe("keepLast: 1 on real graphs", () => {
       await s.build(p);
       await s.build(t);
       // Every lineage's head tuple (the root namespace and any subgraph's).
-      const { rows } = await db.pool.query<{ checkpoint_ns: string }>("SELECT checkpoint_ns FROM checkpoints WHERE thread_id = $1 AND is_head ORDER BY 1", [p]);
+      const { rows } = await db.pool.query<{ checkpoint_ns: string }>("SELECT checkpoint_ns FROM checkpoint_heads WHERE thread_id = $1 ORDER BY 1", [p]);
       tuplesBefore.set(s.name, await Promise.all(rows.map(async (r) => (await saver.getTuple({ configurable: { thread_id: p, checkpoint_ns: r.checkpoint_ns } }))!)));
       statesBefore.set(s.name, await s.graph().getState(cfg(p), { subgraphs: true }));
     }
@@ -371,7 +371,10 @@ describe("keepLast: 1 on real graphs", () => {
     expect((await deltaGraph(saver).getState(cfg(thread))).values).toEqual(before.values);
     // Prune kept the head and the chain up to the seed; without the non-head rows the log is lost.
     expect(await headRows(thread)).toBeGreaterThan(1);
-    await db.pool.query("DELETE FROM checkpoints WHERE thread_id = $1 AND NOT is_head", [thread]);
+    await db.pool.query(
+      "DELETE FROM checkpoints c WHERE thread_id = $1 AND NOT EXISTS (SELECT 1 FROM checkpoint_heads h WHERE h.thread_id = c.thread_id AND h.checkpoint_ns = c.checkpoint_ns AND h.checkpoint_id = c.checkpoint_id)",
+      [thread],
+    );
     expect((await deltaGraph(saver).getState(cfg(thread))).values).not.toEqual(before.values);
   });
 });
@@ -679,7 +682,7 @@ describe("concurrency", () => {
     const holder = await db.pool.connect();
     try {
       await holder.query("BEGIN");
-      await holder.query("SELECT 1 FROM checkpoints WHERE thread_id = $1 AND is_head FOR UPDATE", [thread]);
+      await holder.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE", [thread]);
       const t0 = performance.now();
       const r = await prune({ pool: db.pool, keepLast: 1, grace: 0, threadIds: [thread], lockTimeout: "30s" });
       expect(performance.now() - t0).toBeLessThan(5_000);

@@ -1,5 +1,6 @@
 /**
- * One thread's root-namespace history, checked in SQL: one head, one chain
+ * One thread's root-namespace history, checked in SQL: one head (a
+ * `checkpoint_heads` row naming an existing checkpoint), one chain
  * from it to a root holding every row (no orphan, no branch), steps
  * contiguous, and every channel version a checkpoint names present in the
  * blobs. Used by the fault tests and by the soak run (no vitest import).
@@ -20,13 +21,15 @@ export interface ChainAudit {
 export async function chainAudit(db: Pick<pg.Pool, "query">, threadId: string): Promise<ChainAudit> {
   const { rows } = await db.query(
     `WITH RECURSIVE chain AS (
-       SELECT checkpoint_id, parent_checkpoint_id, (metadata->>'step')::int AS step, checkpoint FROM checkpoints
-        WHERE thread_id = $1 AND checkpoint_ns = '' AND is_head
+       SELECT c.checkpoint_id, c.parent_checkpoint_id, (c.metadata->>'step')::int AS step, c.checkpoint
+         FROM checkpoint_heads h JOIN checkpoints c USING (thread_id, checkpoint_ns, checkpoint_id)
+        WHERE h.thread_id = $1 AND h.checkpoint_ns = ''
        UNION ALL
        SELECT c.checkpoint_id, c.parent_checkpoint_id, (c.metadata->>'step')::int, c.checkpoint
          FROM chain JOIN checkpoints c ON c.thread_id = $1 AND c.checkpoint_ns = '' AND c.checkpoint_id = chain.parent_checkpoint_id
      )
-     SELECT (SELECT count(*) FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '' AND is_head)::int AS heads,
+     SELECT (SELECT count(*) FROM checkpoint_heads h JOIN checkpoints c USING (thread_id, checkpoint_ns, checkpoint_id)
+              WHERE h.thread_id = $1 AND h.checkpoint_ns = '')::int AS heads,
             (SELECT count(*) FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '')::int AS rows,
             (SELECT count(*) FROM chain)::int AS chain,
             (SELECT count(*) FROM chain WHERE parent_checkpoint_id IS NULL)::int AS roots,

@@ -16,7 +16,7 @@ const initializer: CheckpointSaverTestInitializer<PostgresSaver> = {
     await migrate({ pool: db.pool });
   },
   async createCheckpointer() {
-    await db.pool.query("TRUNCATE checkpoints, checkpoint_writes, checkpoint_blobs");
+    await db.pool.query("TRUNCATE checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads");
     return new PostgresSaver(db.pool, { lineage: "linear" });
   },
 };
