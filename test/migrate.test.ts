@@ -143,6 +143,8 @@ describe("migrate", () => {
 describe("upgrading a schema with data", () => {
   it("0005_heads_table moves each lineage's head (the is_head row, not the greatest id) into checkpoint_heads, and threads go on", async () => {
     const schema = "before_heads";
+    const role = "before_heads_app";
+    const password = `pw-${Math.random().toString(36).slice(2)}`;
     const migrations = loadMigrations();
     const headsAt = migrations.findIndex((m) => m.name === "0005_heads_table");
     expect(headsAt).toBe(5);
@@ -179,6 +181,12 @@ describe("upgrading a schema with data", () => {
           Buffer.from(JSON.stringify(`value ${version}`)),
         ]);
       }
+      // An application role granted what grantStatements() granted before this release: the three tables.
+      await client.query(`DROP ROLE IF EXISTS ${role}`);
+      await client.query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}'`);
+      await client.query(`GRANT USAGE ON SCHEMA ${schema} TO ${role}`);
+      await client.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE checkpoints, checkpoint_writes, checkpoint_blobs TO ${role}`);
+      await client.query(`GRANT SELECT ON TABLE checkpointer_migrations TO ${role}`);
       await client.query("COMMIT");
     } catch (err) {
       await client.query("ROLLBACK");
@@ -212,6 +220,27 @@ describe("upgrading a schema with data", () => {
       code: "CHECKPOINT_CONFLICT",
       actualHead: "5",
     });
+    // The role got the same rows privileges on the new table, so the application keeps working.
+    const { rows: privs } = await db.pool.query(
+      `SELECT string_agg(p, ',' ORDER BY p) AS privs FROM unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) AS p
+        WHERE has_table_privilege($1, $2, p)`,
+      [role, `${schema}.checkpoint_heads`],
+    );
+    expect(privs[0].privs).toBe("DELETE,INSERT,SELECT,UPDATE");
+    const url = new URL(db.url);
+    url.username = role;
+    url.password = password;
+    const appPool = new pg.Pool({ connectionString: url.toString(), max: 1 });
+    try {
+      const app = new PostgresSaver(appPool, { schema });
+      const head = await app.getTuple({ configurable: { thread_id: "t" } });
+      await app.put(head!.config, { ...next, id: "7", channel_values: { x: "seven" }, channel_versions: { x: "v7" } }, { source: "loop", step: 2, parents: {} }, { x: "v7" });
+      expect((await app.getTuple({ configurable: { thread_id: "t" } }))?.checkpoint.channel_values).toEqual({ x: "seven" });
+    } finally {
+      await appPool.end();
+      await db.pool.query(`DROP OWNED BY ${role}`);
+      await db.pool.query(`DROP ROLE ${role}`);
+    }
   });
 });
 
