@@ -505,7 +505,8 @@ export interface ExportHeader {
 
 /**
  * A row of `checkpoints`, every column under its own name (columns added by
- * later migrations appear as further fields). `checkpoint` and `metadata` are
+ * later migrations appear as further fields), and `is_head`: whether the
+ * lineage's `checkpoint_heads` row names it. `checkpoint` and `metadata` are
  * the stored JSON; `metadata_raw` (base64) is set when the metadata needed
  * exact msgpack, and then `metadata_decoded` shows it (ignored on import).
  */
@@ -710,11 +711,11 @@ export interface ImportResult {
 
 /**
  * Write one thread's exported records into the target, byte for byte: the
- * same rows (every column: `row_version`, `created_at`, raw values
- * and their types) and the same lineage heads (`is_head`), in ONE transaction, so `getState` / `getStateHistory`
- * read exactly as in the source. The records are checked before anything is
- * written; a record field that is not a column of the target table is refused
- * (never silently dropped).
+ * same rows (every column: `row_version`, `created_at`, raw values and
+ * their types) and the same lineage heads (`is_head`), in ONE transaction,
+ * so `getState` / `getStateHistory` read exactly as in the source. The
+ * records are checked before anything is written; a record field that is not
+ * a column of the target table is refused (never silently dropped).
  *
  * A thread that already has rows in the target is refused
  * ({@link ThreadExistsError}, nothing written) unless `ifExists: "skip"`;

@@ -258,11 +258,21 @@ ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING`,
 UPDATE ${writes} SET channel = $5, row_version = row_version + 1
  WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 AND channel = $4`,
 
-    /** $1 thread: everything of the thread, in one statement. */
+    /**
+     * deleteThread, first statement: the thread's head rows. Deleting them takes
+     * the lock every put takes first, so a put in flight commits before, and a
+     * later one waits, then finds no head and its parent gone (a conflict).
+     * $1 thread.
+     */
+    deleteHeads: `DELETE FROM ${heads} WHERE thread_id = $1`,
+
+    /**
+     * deleteThread, second statement (same transaction, a newer snapshot: it
+     * sees what a put in flight committed): everything else. $1 thread.
+     */
     deleteThread: `
 WITH a AS (DELETE FROM ${writes} WHERE thread_id = $1),
-     b AS (DELETE FROM ${blobs} WHERE thread_id = $1),
-     h AS (DELETE FROM ${heads} WHERE thread_id = $1)
+     b AS (DELETE FROM ${blobs} WHERE thread_id = $1)
 DELETE FROM ${checkpoints} WHERE thread_id = $1`,
 
     /**

@@ -1,7 +1,8 @@
 /**
- * PostgresSaver: LangGraph's `BaseCheckpointSaver` on three Postgres tables.
- * SQL lives in queries.ts; this file validates input, serializes (before any
- * connection is taken), runs one statement per operation and rebuilds tuples.
+ * PostgresSaver: LangGraph's `BaseCheckpointSaver` on three Postgres tables
+ * (and the lineage heads). SQL lives in queries.ts; this file validates input,
+ * serializes (before any connection is taken), runs one statement per
+ * operation (deleteThread: two, in one transaction) and rebuilds tuples.
  */
 import { createHash } from "node:crypto";
 import type { RunnableConfig } from "@langchain/core/runnables";
@@ -589,7 +590,18 @@ export class PostgresSaver extends BaseCheckpointSaver {
    */
   async deleteThread(threadId: string): Promise<void> {
     checkKey("deleteThread threadId", threadId, LIMITS.thread_id);
-    await this.#query("deleteThread", [threadId], "deleteThread");
+    await this.#ensureReady();
+    // Two statements in one transaction: the head rows first (waiting for a put
+    // in flight on the thread to commit), then the rest in a snapshot that sees
+    // that put's rows. One statement would leave such a put's checkpoint behind.
+    try {
+      await this.#db.transaction(async (tx) => {
+        await tx.query(this.#queries.deleteHeads, [threadId]);
+        await tx.query(this.#queries.deleteThread, [threadId]);
+      });
+    } catch (err) {
+      throw err instanceof CheckpointerError ? err : new DatabaseOperationError("deleteThread", err);
+    }
   }
 
   /**

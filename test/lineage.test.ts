@@ -209,6 +209,50 @@ describe("branch mode, saver API", () => {
   });
 });
 
+/** Waits until `n` of our writer connections wait on a lock; returns their pids. */
+async function lockWaiters(n: number): Promise<number[]> {
+  for (let i = 0; i < 250; i++) {
+    const { rows } = await db.pool.query(
+      "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'lineage-writers' AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+    );
+    if (rows.length >= n) return rows.map((r) => r.pid as number);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`fewer than ${n} connections waiting on a lock after 5 s`);
+}
+
+describe("deleteThread under a running graph", () => {
+  it("a put in flight commits first, then the whole thread is gone, that put's checkpoint and blobs included", async () => {
+    const saver = new PostgresSaver(pool);
+    const threadId = uuid6(-3);
+    const h = await start(saver, threadId);
+    // Hold the head's row lock, so the next put waits inside its statement.
+    const blocker = await pool.connect();
+    const c = child("in-flight");
+    try {
+      await blocker.query("BEGIN");
+      await blocker.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE", [threadId]);
+      const put = saver.put(h, c.cp, meta(0), c.versions);
+      await lockWaiters(1);
+      const deleted = saver.deleteThread(threadId);
+      await lockWaiters(2);
+      await blocker.query("ROLLBACK");
+      await expect(put).resolves.toMatchObject({ configurable: { checkpoint_id: c.cp.id } });
+      await deleted;
+    } finally {
+      blocker.release();
+    }
+    for (const table of ["checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_heads"]) expect(await rows(table, threadId), table).toBe(0);
+    // The graph's next step finds its parent gone: a typed conflict, nothing written.
+    const next = child("after");
+    await expect(saver.put({ configurable: { thread_id: threadId, checkpoint_ns: "", checkpoint_id: c.cp.id } }, next.cp, meta(1), next.versions)).rejects.toMatchObject({
+      code: "CHECKPOINT_CONFLICT",
+      reason: "parent-missing",
+    });
+    expect(await rows("checkpoints", threadId)).toBe(0);
+  });
+});
+
 describe("a connection killed in the middle of a put", () => {
   it("leaves no partial rows, fails with a retryable typed error, and the next put succeeds", async () => {
     const saver = new PostgresSaver(pool);
