@@ -16,6 +16,12 @@
  * last spoke). For sequential operations turns == Sync + Query; under concurrency
  * (several connections) turns are per connection and still add up, but pipelined
  * clients would show fewer turns than messages.
+ *
+ * With `responseDelayMs` it also plays a network: every chunk the server sends
+ * reaches the client that much later (in order), so each round trip costs at
+ * least that much more, as between an application and a database in another
+ * host or zone. (A timer per chunk: the added delay is at least the value given,
+ * typically 0.1-0.5 ms more; the benchmark reports the SELECT 1 it measures.)
  */
 import net from "node:net";
 
@@ -83,12 +89,13 @@ export class CountingProxy {
   private constructor(
     private readonly targetHost: string,
     private readonly targetPort: number,
+    private readonly responseDelayMs: number,
   ) {
     this.#server = net.createServer((client) => this.#handle(client));
   }
 
-  static async start(targetHost: string, targetPort: number): Promise<CountingProxy> {
-    const p = new CountingProxy(targetHost, targetPort);
+  static async start(targetHost: string, targetPort: number, options: { responseDelayMs?: number } = {}): Promise<CountingProxy> {
+    const p = new CountingProxy(targetHost, targetPort, options.responseDelayMs ?? 0);
     await new Promise<void>((resolve, reject) => {
       p.#server.once("error", reject);
       p.#server.listen(0, "127.0.0.1", () => resolve());
@@ -138,10 +145,13 @@ export class CountingProxy {
       parser.feed(chunk);
       upstream.write(chunk);
     });
+    const delay = this.responseDelayMs;
     upstream.on("data", (chunk: Buffer) => {
       this.#counts.bytesDown += chunk.length;
       serverSpoke = true;
-      client.write(chunk);
+      // Timers of equal duration fire in the order they were set: chunks stay in order.
+      if (delay > 0) setTimeout(() => client.writable && client.write(chunk), delay);
+      else client.write(chunk);
     });
     const close = () => {
       client.destroy();

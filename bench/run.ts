@@ -166,6 +166,10 @@ interface Params {
   officialScale: boolean;
   storageTurns: number;
   rtOps: number;
+  /** The delay the network section adds to every server response (ms), and its comparison sizes. */
+  networkDelayMs: number;
+  network: CompareOptions;
+  networkGraph: CompareOptions;
   /** Time box of the unbounded list() over the long thread (ms). */
   listBudgetMs: number;
 }
@@ -184,6 +188,9 @@ function params(args: Args): Params {
       officialScale: false,
       storageTurns: 60,
       rtOps: 5,
+      networkDelayMs: 1,
+      network: { rounds: r, batches: 2, batchSize: 5, warmup: 2 },
+      networkGraph: { rounds: r, batches: 2, batchSize: 1, warmup: 1 },
       listBudgetMs: 20_000,
     };
   }
@@ -198,6 +205,9 @@ function params(args: Args): Params {
     officialScale: true,
     storageTurns: 200,
     rtOps: 20,
+    networkDelayMs: 1,
+    network: { rounds: r, batches: 4, batchSize: 10, warmup: 5 },
+    networkGraph: { rounds: r, batches: 2, batchSize: 2, warmup: 1 },
     listBudgetMs: 45_000,
   };
 }
@@ -450,6 +460,54 @@ async function main(): Promise<number> {
       if (rt) r.roundTrips = rt.perOp;
     }
     log(`round trips: ${roundTrips.map((r) => `${r.saver} ${r.op.split(" (")[0]} ${fmt(r.perOp)}`).join("; ")}`);
+
+    // ---------------- the same operations over a network (a proxy that delays every server response)
+    {
+      const delayed = await CountingProxy.start(host, port, { responseDelayMs: P.networkDelayMs });
+      const pools: pg.Pool[] = [];
+      const via = (url: string, max = 10) => {
+        const pool = new pg.Pool({ connectionString: delayed.url(url), max });
+        pool.on("error", () => {});
+        pools.push(pool);
+        return pool;
+      };
+      try {
+        const net = new Map<PgSaverName, BaseCheckpointSaver>(pgNames.map((name) => [name, saverOn(name, via(handles.get(name)!.db.url))]));
+        const floorPool = via(floor.db.url, 1);
+        const suffix = `, +${P.networkDelayMs} ms per round trip`;
+        const netCase = async (op: string, body: (name: PgSaverName, saver: BaseCheckpointSaver) => (i: number) => Promise<unknown>, opts: CompareOptions) => {
+          const contenders: Contender[] = pgNames.map((name) => ({ name, op: body(name, net.get(name)!) }));
+          contenders.push({ name: "pg floor: SELECT 1", op: () => floorPool.query({ name: "net_s1", text: "SELECT 1" }) });
+          const stats = await compare(contenders, opts);
+          addRows(`over a network (+${P.networkDelayMs} ms per round trip)`, op + suffix, stats);
+          log(`${op}${suffix}: ${[...stats.values()].map((st) => `${st.name} p50 ${fmt(st.p50, 3)}ms`).join(", ")}`);
+        };
+        const netPut = new Map(pgNames.map((name) => [name, new ChatThread(net.get(name)!, "net-put-thread", { remember: false })]));
+        const netWrites = new Map(pgNames.map((name) => [name, new ChatThread(net.get(name)!, "net-writes-thread", { remember: false })]));
+        for (const t of netWrites.values()) await t.put(0);
+        await netCase("put (5 channels, 2 changed)", (name) => (i) => netPut.get(name)!.put(i), P.network);
+        await netCase("putWrites (2 writes)", (name) => (i) => netWrites.get(name)!.putWrites(i), P.network);
+        await netCase("getTuple latest", (_, saver) => () => saver.getTuple(threadConfig("read-thread")), P.network);
+        await netCase(
+          "10-node graph, async, sequential (invokes)",
+          (name, saver) => {
+            const g = tenNodeGraph(saver);
+            return async (i) => {
+              const out = await g.invoke(`net-g-${i}`, "async");
+              if (out.items.join() !== EXPECTED_ITEMS.join()) check(`${name}: graph net-g-${i} over the network`, false, `items ${JSON.stringify(out.items)}`);
+            };
+          },
+          P.networkGraph,
+        );
+        for (const name of pgNames) {
+          const t = await net.get(name)!.getTuple(threadConfig("net-put-thread"));
+          check(`${name}: over the network, getTuple(latest) returns the last put`, t?.checkpoint.id === netPut.get(name)!.head);
+        }
+      } finally {
+        for (const pool of pools) await pool.end();
+        await delayed.close();
+      }
+    }
 
     // ---------------- scale points
     const scaleNames = pgNames.filter((n) => n === "ours" || P.officialScale);
