@@ -399,6 +399,8 @@ export interface StoredCheckpoint {
   metadata: unknown;
   /** One per `channel_versions` entry: the blob it points at. `type` is `empty` for a channel without a value, `missing` if no blob row exists. */
   channels: { channel: string; version: string; type: string; value: unknown }[];
+  /** Channel values the checkpoint holds without a version (e.g. `__pregel_tasks: []`), stored with its row. */
+  unversioned: { channel: string; value: unknown }[];
   /** The writes tasks produced from this checkpoint, in `(task_path, task_id, idx)` order. */
   pendingWrites: { taskId: string; idx: number; channel: string; type: string; taskPath: string; value: unknown }[];
 }
@@ -428,11 +430,13 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
     is_head: boolean;
     created_at: string;
     ttl_seconds: number | null;
+    unversioned_type: string | null;
+    unversioned_values: Uint8Array | null;
   }>(
     db,
     "reading a checkpoint",
     `SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, c.metadata, c.metadata_raw, h.checkpoint_id IS NOT NULL AS is_head,
-            to_json(c.created_at) #>> '{}' AS created_at, c.ttl_seconds
+            to_json(c.created_at) #>> '{}' AS created_at, c.ttl_seconds, c.unversioned_type, c.unversioned_values
        FROM ${t.checkpoints} c
        LEFT JOIN ${t.heads} h ON h.thread_id = c.thread_id AND h.checkpoint_ns = c.checkpoint_ns AND h.checkpoint_id = c.checkpoint_id
       WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
@@ -462,6 +466,9 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
     return d.ok ? d.value : { $type: "undecodable", error: d.error };
   };
   const { channel_values: _none, ...checkpoint } = cp.checkpoint;
+  // One map { channel: value }; if it cannot be decoded, one entry says so.
+  const unversioned = cp.unversioned_values === null ? {} : await decode(cp.unversioned_type ?? "", cp.unversioned_values);
+  const undecodable = unversioned === null || typeof unversioned !== "object" || (unversioned as { $type?: unknown }).$type === "undecodable";
   return {
     threadId,
     checkpointNs: ns,
@@ -479,6 +486,7 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
         return { channel, version, type: b.type, value: await decode(b.type, b.value) };
       }),
     ),
+    unversioned: undecodable ? [{ channel: "*", value: unversioned }] : Object.entries(unversioned).map(([channel, value]) => ({ channel, value })),
     pendingWrites: await Promise.all(
       writes.map(async (w) => ({ taskId: w.task_id, idx: w.idx, channel: w.channel, type: w.type, taskPath: w.task_path, value: await decode(w.type, w.value) })),
     ),

@@ -23,7 +23,8 @@ export interface ListWhere {
 /**
  * Read rows share one shape so a single statement can return a checkpoint with
  * its blobs and writes (`UNION ALL`), without aggregating bytea into arrays.
- *   kind 0 checkpoint: s1 parent id, n state_version, v metadata_raw, cp checkpoint, md metadata
+ *   kind 0 checkpoint: s1 parent id, s3 unversioned_type, n state_version, v metadata_raw, uv unversioned_values,
+ *                      cp checkpoint, md metadata
  *   kind 1 blob:       s1 channel, s3 type, v value
  *   kind 2 write:      s1 task id, s2 channel, s3 type, s4 task path, n idx, v value
  *   kind 3 parent's pending sends (checkpoints with v < 4 only), same as kind 2
@@ -39,6 +40,7 @@ export interface ReadRow {
   s4: string | null;
   n: number | null;
   v: Buffer | null;
+  uv: Buffer | null;
   cp: unknown;
   md: unknown;
 }
@@ -56,11 +58,11 @@ export function buildQueries(schema: string) {
   const read = (page: string) => `
 WITH page AS MATERIALIZED (${page})
 SELECT 0 AS kind, p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id AS s1,
-       NULL::text AS s2, NULL::text AS s3, NULL::text AS s4, p.state_version AS n, p.metadata_raw AS v,
-       p.checkpoint AS cp, p.metadata AS md
+       NULL::text AS s2, p.unversioned_type AS s3, NULL::text AS s4, p.state_version AS n, p.metadata_raw AS v,
+       p.unversioned_values AS uv, p.checkpoint AS cp, p.metadata AS md
   FROM page p
 UNION ALL
-SELECT 1, p.thread_id, p.checkpoint_ns, p.checkpoint_id, b.channel, NULL, b.type, NULL, NULL, b.value, NULL, NULL
+SELECT 1, p.thread_id, p.checkpoint_ns, p.checkpoint_id, b.channel, NULL, b.type, NULL, NULL, b.value, NULL, NULL, NULL
   FROM page p
   CROSS JOIN LATERAL jsonb_each_text(p.checkpoint -> 'channel_versions') AS cv(channel, version)
   -- A lateral lookup per (channel, version): the planner would otherwise hash
@@ -70,17 +72,18 @@ SELECT 1, p.thread_id, p.checkpoint_ns, p.checkpoint_id, b.channel, NULL, b.type
                          AND b.channel = cv.channel AND b.version = cv.version AND b.type <> 'empty'
                       OFFSET 0) b
 UNION ALL
-SELECT 2, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w.type, w.task_path, w.idx, w.value, NULL, NULL
+SELECT 2, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w.type, w.task_path, w.idx, w.value, NULL, NULL, NULL
   FROM page p
   JOIN ${writes} w ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns AND w.checkpoint_id = p.checkpoint_id
 UNION ALL
-SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w.type, w.task_path, w.idx, w.value, NULL, NULL
+SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w.type, w.task_path, w.idx, w.value, NULL, NULL, NULL
   FROM page p
   JOIN ${writes} w ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns
                   AND w.checkpoint_id = p.parent_checkpoint_id AND w.channel = '__pregel_tasks'
  WHERE (p.checkpoint ->> 'v')::int < 4`;
 
-  const cols = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, state_version";
+  const cols =
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, state_version, unversioned_type, unversioned_values";
 
   /**
    * One page of `list`, newest first, keyset-paginated. Built from the
@@ -144,7 +147,8 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      * $1 thread, $2 ns, $3 id, $4 parent|null, $5 checkpoint jsonb, $6 metadata jsonb,
      * $7 metadata_raw|null, $8 linear, $9 channels, $10 versions, $11 types, $12 value offsets,
      * $13 starts a run, $14 run lease in seconds, $15 thread TTL in seconds|null, $16 state version|null,
-     * $17 the checkpoint has tasks left to run. Blob values travel as one binary
+     * $17 the checkpoint has tasks left to run, $20 unversioned_type|null, $21 unversioned_values|null.
+     * Blob values travel as one binary
      * bytea ($19) cut by offsets ($12) and lengths ($18, -1 for NULL): a bytea[]
      * would be sent as hex text, twice the bytes and an encode on each side.
      * Returns head_id (the head before), ok, parent_ok (false: the parent is gone),
@@ -195,14 +199,16 @@ WITH head AS (
   ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
   RETURNING 1
 ), ins AS (
-  INSERT INTO ${checkpoints} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, ttl_seconds, state_version, has_pending_tasks)
-  SELECT $1, $2, $3, $4, $5, $6, $7, $15, $16, $17
+  INSERT INTO ${checkpoints} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw,
+                                   ttl_seconds, state_version, has_pending_tasks, unversioned_type, unversioned_values)
+  SELECT $1, $2, $3, $4, $5, $6, $7, $15, $16, $17, $20, $21
    WHERE EXISTS (SELECT 1 FROM move)
   ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
      SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, checkpoint = EXCLUDED.checkpoint,
          metadata = EXCLUDED.metadata, metadata_raw = EXCLUDED.metadata_raw,
          ttl_seconds = EXCLUDED.ttl_seconds, state_version = EXCLUDED.state_version,
-         has_pending_tasks = EXCLUDED.has_pending_tasks, row_version = c.row_version + 1
+         has_pending_tasks = EXCLUDED.has_pending_tasks, unversioned_type = EXCLUDED.unversioned_type,
+         unversioned_values = EXCLUDED.unversioned_values, row_version = c.row_version + 1
   RETURNING (xmax = 0) AS fresh
 )
 SELECT d.head_id, d.ok, d.parent_ok, (SELECT count(*) FROM move)::int AS moved,
@@ -241,9 +247,12 @@ SELECT thread_id, checkpoint_ns, checkpoint_id, row_version FROM ${checkpoints}
  LIMIT $5
    FOR UPDATE`,
 
-    /** upgradeState: rewrite one checkpoint (compare-and-set on row_version). $1-$3 key, $4 row_version read, $5 checkpoint, $6 state version. */
+    /**
+     * upgradeState: rewrite one checkpoint (compare-and-set on row_version). $1-$3 key, $4 row_version read,
+     * $5 checkpoint, $6 state version, $7 unversioned_type, $8 unversioned_values.
+     */
     rewriteCheckpoint: `
-UPDATE ${checkpoints} SET checkpoint = $5, state_version = $6, row_version = row_version + 1
+UPDATE ${checkpoints} SET checkpoint = $5, state_version = $6, unversioned_type = $7, unversioned_values = $8, row_version = row_version + 1
  WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 AND row_version = $4
 RETURNING 1`,
 

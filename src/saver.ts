@@ -457,6 +457,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
       }),
     );
     const { channel_values: _omit, ...stored } = checkpoint;
+    const unversioned = await this.#encodeUnversioned(values, checkpoint.channel_versions, "put checkpoint.channel_values (channels without a version)");
     const meta = await encodeMetadata(metadata);
     const allowFork = config.configurable?.[ALLOW_FORK_KEY] === true;
     const linear = this.lineage === "linear" && !allowFork;
@@ -472,6 +473,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const params = [
       threadId, ns, id, parentId ?? null, stored, meta.json, meta.raw, linear, channels, versions, types, packed.offsets,
       startsRun, this.#leaseSeconds, this.#ttlSeconds, this.#versioning?.stateVersion ?? null, hasPendingTasks, packed.lengths, packed.bytes,
+      unversioned.type, unversioned.bytes,
     ];
 
     // The head row is locked FOR UPDATE; a concurrent put that moved it while we
@@ -693,7 +695,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
           await tx.query(q.insertBlobs, [key[0], key[1], blobs.map((b) => b.ch), blobs.map((b) => b.v), blobs.map((b) => b.typed[0]), blobs.map((b) => b.typed[1])]);
           const { channel_values: _values, ...stored } = cp;
           stored.channel_versions = Object.fromEntries(Object.entries(cp.channel_versions).map(([ch, v]) => [ch, real(v)])) as typeof cp.channel_versions;
-          const updated = await tx.query(q.rewriteCheckpoint, [...key, row.row_version, stored, versioning.stateVersion]);
+          // The upcast values of channels without a version are stored again too.
+          const unversioned = await this.#encodeUnversioned(cp.channel_values, cp.channel_versions, "upgradeState channel_values (channels without a version)");
+          const updated = await tx.query(q.rewriteCheckpoint, [...key, row.row_version, stored, versioning.stateVersion, unversioned.type, unversioned.bytes]);
           if (updated.rows.length === 0) throw new DatabaseOperationError("upgradeState", new Error("a checkpoint changed during its rewrite"));
           for (const [from, to] of renames) await tx.query(q.renameWrites, [...key, from, to]);
           cursor = [row.thread_id, row.checkpoint_ns, row.checkpoint_id];
@@ -726,6 +730,22 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const n = typeof current === "string" ? Number.parseInt(current.split(".")[0] ?? "0", 10) || 0 : 0;
     const version = `${String(n + 1).padStart(32, "0")}.${Math.random()}`;
     return version as unknown as number;
+  }
+
+  /**
+   * The channel values a checkpoint holds without a version (no blob can name
+   * them), serialized together as one map; none: nulls.
+   */
+  async #encodeUnversioned(
+    values: Record<string, unknown>,
+    versions: Checkpoint["channel_versions"] | undefined,
+    field: string,
+  ): Promise<{ type: string | null; bytes: Uint8Array | null }> {
+    const entries = Object.entries(values).filter(([channel]) => !Object.prototype.hasOwnProperty.call(versions ?? {}, channel));
+    if (entries.length === 0) return { type: null, bytes: null };
+    const [type, bytes] = await this.serde.dumpsTyped(Object.fromEntries(entries));
+    this.#checkSize(field, bytes);
+    return { type, bytes };
   }
 
   #checkSize(field: string, bytes: Uint8Array): void {
@@ -767,13 +787,14 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const byOrder = (a: ReadRow, b: ReadRow) =>
       compareWritesSortKeys(writesSortKey(a.s4 ?? "", a.s1!, a.n!), writesSortKey(b.s4 ?? "", b.s1!, b.n!));
     writes.sort(byOrder);
-    const [values, pendingWrites, metadata] = await Promise.all([
+    const [values, unversioned, pendingWrites, metadata] = await Promise.all([
       Promise.all(blobs.map(async (b) => [b.s1!, await this.#decode(b.s3!, b.v)] as const)),
+      head.uv === null ? undefined : (this.#decode(head.s3!, head.uv) as Promise<Record<string, unknown>>),
       Promise.all(writes.map(async (w): Promise<CheckpointPendingWrite> => [w.s1!, w.s2!, await this.#decode(w.s3!, w.v)])),
       decodeMetadata(head.md, head.v),
     ]);
     const stored = head.cp as Omit<Checkpoint, "channel_values">;
-    const checkpoint: Checkpoint = { ...stored, channel_values: Object.fromEntries(values) } as Checkpoint;
+    const checkpoint: Checkpoint = { ...stored, channel_values: { ...unversioned, ...Object.fromEntries(values) } } as Checkpoint;
     const parent = head.s1 ?? undefined;
     if (checkpoint.v < 4 && parent !== undefined) {
       // Checkpoints before format v4 kept pending sends as writes of the parent.

@@ -68,6 +68,15 @@ export const checkpoints = pgTable(
      * without reading (possibly encrypted) blobs.
      */
     hasPendingTasks: boolean("has_pending_tasks").notNull().default(false),
+    /**
+     * Channel values the checkpoint holds without a version (LangGraph hands
+     * e.g. `__pregel_tasks: []`, or a reducer's default before its first
+     * write, in `channel_values` but not in `channel_versions`): no blob can
+     * name them, so they are kept here, all of them as one serialized map
+     * `{ channel: value }` (`serde.dumpsTyped`; NULL: none), and come back as stored.
+     */
+    unversionedType: text("unversioned_type"),
+    unversionedValues: bytea("unversioned_values"),
   },
   (t) => [
     primaryKey({ name: "checkpoints_pkey", columns: [t.threadId, t.checkpointNs, t.checkpointId] }),

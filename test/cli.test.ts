@@ -253,6 +253,8 @@ describe("CLI against Postgres", () => {
     // The fork was made from checkpoint 2, before get_address ran: only the updated name.
     expect(show.stdout).toMatch(/name\s+\S+\s+msgpack\s+"forked"/);
     expect(show.stdout).not.toContain("Hyderabad");
+    // LangGraph's `__pregel_tasks: []` has no version: shown apart, as stored with the checkpoint.
+    expect(show.stdout).toMatch(/Channel values without a version[^\n]*\n\s+CHANNEL\s+VALUE\n\s+__pregel_tasks\s+\[\]/);
 
     const odd = JSON.parse(showJson.stdout);
     expect(odd.metadata).toEqual({ source: "input", step: -1, parents: {}, note: "nul\u0000inside" });
@@ -269,7 +271,12 @@ describe("CLI against Postgres", () => {
       { taskId: "task-1", idx: 0, channel: "set", type: "msgpack", taskPath: "path", value: { $type: "Map", entries: [["k", { $type: "number", value: "-0" }]] } },
     ]);
 
-    expect(JSON.parse(showOld.stdout)).toMatchObject({ checkpointId: forkId, isHead: true, metadata: { source: "update" } });
+    expect(JSON.parse(showOld.stdout)).toMatchObject({
+      checkpointId: forkId,
+      isHead: true,
+      metadata: { source: "update" },
+      unversioned: [{ channel: "__pregel_tasks", value: [] }],
+    });
     expect(missing.code).toBe(1);
     expect(firstLine(missing)).toMatch(/Checkpoint no-such-checkpoint of thread "12345" not found/);
   });

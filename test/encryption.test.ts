@@ -154,7 +154,8 @@ describe("EncryptedSerializer as the saver's serde", () => {
   async function storedValues(threadId: string) {
     const { rows } = await db.pool.query(
       `SELECT 'blob' AS kind, type, value FROM checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL
-       UNION ALL SELECT 'write', type, value FROM checkpoint_writes WHERE thread_id = $1`,
+       UNION ALL SELECT 'write', type, value FROM checkpoint_writes WHERE thread_id = $1
+       UNION ALL SELECT 'unversioned', unversioned_type, unversioned_values FROM checkpoints WHERE thread_id = $1 AND unversioned_values IS NOT NULL`,
       [threadId],
     );
     return rows as { kind: string; type: string; value: Buffer }[];
@@ -178,6 +179,7 @@ describe("EncryptedSerializer as the saver's serde", () => {
       const rows = await storedValues(t);
       expect(rows.length).toBeGreaterThan(3);
       expect(rows.filter((r) => r.kind === "write").length).toBeGreaterThan(0);
+      expect(rows.filter((r) => r.kind === "unversioned").length).toBeGreaterThan(0);
       for (const r of rows) {
         expect(r.type).toBe("enc:k1:msgpack");
         expect(r.value.includes(Buffer.from(SECRET))).toBe(false);

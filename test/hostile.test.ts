@@ -261,6 +261,14 @@ describe("oversized values", () => {
     );
     expect(write).toBeInstanceOf(InvalidInputError);
     expect((write as Error).message).toMatch(/channel "huge"/);
+    // The same for values without a version (stored with the checkpoint row).
+    const unversioned = { ...makeCheckpoint({ ok: 1 }), channel_values: { ok: 1, huge: "u".repeat(2 * MB) } };
+    const bare = await limited.put({ configurable: { thread_id: thread, checkpoint_ns: "" } }, unversioned, meta(-1), unversioned.channel_versions).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(bare).toBeInstanceOf(InvalidInputError);
+    expect((bare as Error).message).toMatch(/channels without a version.*the limit \(maxValueBytes\) is 1048576/);
     expect(texts.slice(before).filter((t) => !t.includes("checkpointer_migrations"))).toEqual([]);
     const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM checkpoints WHERE thread_id = $1", [thread]);
     expect(rows[0].n).toBe(0);

@@ -205,6 +205,35 @@ describe("channel values", () => {
     expect(rows.find((r) => r.channel === "gone")).toMatchObject({ type: "empty", value: null });
   });
 
+  it("values without a version (LangGraph's `__pregel_tasks: []`, a reducer's default) come back as stored, kept with the row", async () => {
+    const threadId = uuid6(-3);
+    const cp = makeCheckpoint({ [TASKS]: [], messages: [], name: "x", when: new Date(0) }, { name: "1" });
+    const config = await saver.put({ configurable: { thread_id: threadId } }, cp, meta(-1), { name: "1" });
+    const expected = { [TASKS]: [], messages: [], name: "x", when: new Date(0) };
+    expect((await saver.getTuple(config))?.checkpoint.channel_values).toEqual(expected);
+    expect((await saver.getTuple({ configurable: { thread_id: threadId } }))?.checkpoint.channel_values).toEqual(expected);
+    const listed = [];
+    for await (const t of saver.list({ configurable: { thread_id: threadId } })) listed.push(t.checkpoint.channel_values);
+    expect(listed).toEqual([expected]);
+    // One blob (the versioned channel); the others are one serialized map on the checkpoint row.
+    expect(await count("checkpoint_blobs", threadId)).toBe(1);
+    const { rows } = await db.pool.query("SELECT checkpoint, unversioned_type FROM checkpoints WHERE thread_id = $1", [threadId]);
+    expect(rows[0].unversioned_type).toBe("msgpack");
+    expect(rows[0].checkpoint).not.toHaveProperty("channel_values");
+    // A child that versions one of them reads it from its blob, and still holds the rest.
+    const child = makeCheckpoint({ [TASKS]: [], messages: ["hi"], name: "x" }, { name: "1", messages: "2" });
+    const c2 = await saver.put(config, child, meta(0), { messages: "2" });
+    expect((await saver.getTuple(c2))?.checkpoint.channel_values).toEqual({ [TASKS]: [], messages: ["hi"], name: "x" });
+    // None at all: the columns stay NULL.
+    const plain = makeCheckpoint({ name: "y" }, { name: "3" });
+    const c3 = await saver.put(c2, plain, meta(1), { name: "3" });
+    const { rows: r3 } = await db.pool.query("SELECT unversioned_type, unversioned_values FROM checkpoints WHERE thread_id = $1 AND checkpoint_id = $2", [
+      threadId,
+      c3.configurable!.checkpoint_id,
+    ]);
+    expect(r3[0]).toEqual({ unversioned_type: null, unversioned_values: null });
+  });
+
   it("rebuilds values from blobs written by ancestors", async () => {
     const threadId = uuid6(-3);
     const first = makeCheckpoint({ a: "from-root", b: "b1" }, { a: "1", b: "1" });

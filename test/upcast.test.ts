@@ -177,6 +177,22 @@ describe("upgradeState and a two-step chain", () => {
     expect((await upcasting.upgradeState()).rewritten).toBe(0);
   });
 
+  it("values without a version are upcast on read, and upgradeState stores them again in the new shape", async () => {
+    const thread = uuid6(-3);
+    const config = { configurable: { thread_id: thread, checkpoint_ns: "" } };
+    // Written at version 1: `legacy` and `__pregel_tasks` have no version (kept with the row), `kept` has one.
+    const v = `${"1".padStart(32, "0")}.5`;
+    const cp = { v: 4, id: uuid6(-3), ts: new Date().toISOString(), channel_values: { legacy: "x", __pregel_tasks: [], kept: 1 }, channel_versions: { kept: v }, versions_seen: {} };
+    await new PostgresSaver(db.pool).put(config, cp, { source: "input", step: -1, parents: {} }, { kept: v });
+    const rename: Upcaster = ({ legacy, ...rest }) => ({ ...rest, modern: legacy });
+    const upcasting = new PostgresSaver(db.pool, { stateVersion: 2, upcasters: { 1: rename } });
+    expect((await upcasting.getTuple(config))?.checkpoint.channel_values).toEqual({ modern: "x", __pregel_tasks: [], kept: 1 });
+    expect((await upcasting.upgradeState()).rewritten).toBe(1);
+    // Without upcasters, the rewritten row reads in the new shape: `legacy` is gone from what the row keeps.
+    const upgraded = new PostgresSaver(db.pool, { stateVersion: 2 });
+    expect((await upgraded.getTuple(config))?.checkpoint.channel_values).toEqual({ modern: "x", __pregel_tasks: [], kept: 1 });
+  });
+
   it("rejects bad options before any SQL", () => {
     expect(() => new PostgresSaver(db.pool, { stateVersion: 0 })).toThrow(/stateVersion/);
     expect(() => new PostgresSaver(db.pool, { upcasters: { 1: v1ToV2 } })).toThrow(/needs stateVersion/);

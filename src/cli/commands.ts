@@ -204,6 +204,7 @@ export async function showCommand(c: Common & { threadId: string; checkpointId: 
           ...cp,
           metadata: toJsonSafe(cp.metadata),
           channels: cp.channels.map((x) => ({ ...x, value: x.type === "empty" || x.type === "missing" ? undefined : toJsonSafe(x.value) })),
+          unversioned: cp.unversioned.map((x) => ({ ...x, value: toJsonSafe(x.value) })),
           pendingWrites: cp.pendingWrites.map((w) => ({ ...w, value: toJsonSafe(w.value) })),
         }),
       );
@@ -245,6 +246,17 @@ export async function showCommand(c: Common & { threadId: string; checkpointId: 
               "  ",
             )),
     );
+    if (cp.unversioned.length > 0) {
+      io.out(
+        `\n${st.bold("Channel values without a version")} (stored with the checkpoint)\n` +
+          table(
+            ["CHANNEL", "VALUE"],
+            cp.unversioned.map((x) => [x.channel, valueText(x.value, max)]),
+            st,
+            "  ",
+          ),
+      );
+    }
     io.out(
       `\n${st.bold("Pending writes")} (stored under this checkpoint by the tasks that ran from it)\n` +
         (cp.pendingWrites.length === 0
