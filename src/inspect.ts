@@ -532,6 +532,8 @@ export interface CheckpointRecord {
   created_at: string;
   ttl_seconds?: number | null;
   metadata_decoded?: unknown;
+  /** The values of channels without a version, decoded from `unversioned_values` (ignored on import). */
+  unversioned_decoded?: unknown;
 }
 
 /** A row of `checkpoint_writes`: `value` is base64 of the stored bytes, `decoded` the tagged JSON (ignored on import). */
@@ -575,7 +577,7 @@ export interface EndRecord {
 export type ExportRecord = CheckpointRecord | WriteRecord | BlobRecord | EndRecord;
 
 /** Record fields that are not columns: informational, never written. */
-const NOT_COLUMNS = new Set(["kind", "decoded", "metadata_decoded"]);
+const NOT_COLUMNS = new Set(["kind", "decoded", "metadata_decoded", "unversioned_decoded"]);
 
 const TABLES = { checkpoint: "checkpoints", write: "checkpoint_writes", blob: "checkpoint_blobs" } as const;
 type TableKind = keyof typeof TABLES;
@@ -672,6 +674,7 @@ export async function exportThread(options: InspectOptions & { threadId: string 
   for (const { r } of cps) {
     const record = toRecord("checkpoint", r) as unknown as CheckpointRecord;
     if (typeof r.metadata_raw === "string") record.metadata_decoded = await decodeSafe(serde, "msgpack", hexToBytes(r.metadata_raw));
+    if (typeof r.unversioned_values === "string") record.unversioned_decoded = await decodeSafe(serde, String(r.unversioned_type), hexToBytes(r.unversioned_values));
     records.push(record);
   }
   for (const [kind, rows] of [["write", writes] as const, ["blob", blobs] as const]) {

@@ -294,6 +294,11 @@ describe("CLI against Postgres", () => {
       value: Buffer.from("\xb3Hyderabad residency", "latin1").toString("base64"),
       decoded: "Hyderabad residency",
     });
+    // So do the values a checkpoint holds without a version, and the head flag.
+    expect(lines.find((l) => l.kind === "checkpoint" && l.thread_id === "12345" && l.is_head)).toMatchObject({
+      unversioned_type: "msgpack",
+      unversioned_decoded: { __pregel_tasks: [] },
+    });
 
     await migrate({ pool: db.pool, schema: "copy" });
     const dataDir = embeddedDir();
