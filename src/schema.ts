@@ -1,7 +1,7 @@
 /**
  * The three tables, mirroring the in-memory saver's three dictionaries, and
- * the lineage heads (see README "Data model"). This file is the source of `migrations/`:
- * change it, run `npm run generate`, commit the new SQL file.
+ * the lineage heads (see README "Data model"). This file is the source of
+ * `migrations/`: change it, run `npm run generate`, commit the new SQL file.
  *
  * Tables are declared without a Postgres schema: `migrate()` applies the
  * generated SQL inside whichever schema the saver is configured for.
