@@ -264,14 +264,7 @@ describe("a connection killed in the middle of a put", () => {
     await blocker.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE", [threadId]);
     const c = child("doomed");
     const pending = saver.put(h, c.cp, meta(0), c.versions).catch((e: unknown) => e);
-    let victim: number | undefined;
-    for (let i = 0; i < 100 && victim === undefined; i++) {
-      const { rows: waiting } = await db.pool.query(
-        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'lineage-writers' AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
-      );
-      victim = waiting[0]?.pid;
-      if (victim === undefined) await new Promise((r) => setTimeout(r, 20));
-    }
+    const [victim] = await lockWaiters(1);
     expect(victim).toBeDefined();
     await db.pool.query("SELECT pg_terminate_backend($1)", [victim]);
     const err = await pending;
