@@ -5,6 +5,7 @@
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
+import { maskUrl } from "../src/cli/mask.js";
 
 export interface Server {
   adminUrl: string;
@@ -18,7 +19,7 @@ export async function startServer(): Promise<Server> {
     const c = new pg.Client({ connectionString: fromEnv });
     await c.connect();
     await c.end();
-    return { adminUrl: fromEnv, source: `DATABASE_URL ${redact(fromEnv)}`, stop: async () => {} };
+    return { adminUrl: fromEnv, source: `DATABASE_URL ${maskUrl(fromEnv)}`, stop: async () => {} };
   }
   const image = process.env.TEST_PG_IMAGE ?? "postgres:15-alpine";
   const { getContainerRuntimeClient } = await import("testcontainers");
@@ -91,16 +92,6 @@ async function withAdmin<T>(adminUrl: string, fn: (c: pg.Client) => Promise<T>):
     return await fn(c);
   } finally {
     await c.end();
-  }
-}
-
-export function redact(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = "***";
-    return u.toString();
-  } catch {
-    return "<unparseable url>";
   }
 }
 

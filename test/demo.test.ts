@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { withTestDatabase } from "./helpers/db.js";
-import { ROOT, runDemo, type Run } from "./helpers/cli.js";
+import { collect, ROOT, runDemo, type Run } from "./helpers/cli.js";
 
 const db = withTestDatabase("demo");
 const dataDir = mkdtempSync(join(tmpdir(), "lgpg-demo-"));
@@ -137,18 +137,9 @@ describe("demo on the embedded database (the default)", () => {
 describe("demo on Postgres (DATABASE_URL), through npm run demo", () => {
   it("stores the article's checkpoints in the given schema", async () => {
     const url = new URL(db.url);
-    const r = await new Promise<Run>((resolve, reject) => {
-      const child = spawn("npm", ["run", "--silent", "demo", "--", "--json", "--schema", "demo"], {
-        cwd: ROOT,
-        env: { ...process.env, DATABASE_URL: url.toString() },
-      });
-      let stdout = "";
-      let stderr = "";
-      child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-      child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
-      child.on("error", reject);
-      child.on("close", (code) => resolve({ code, stdout, stderr }));
-    });
+    const r = await collect(
+      spawn("npm", ["run", "--silent", "demo", "--", "--json", "--schema", "demo"], { cwd: ROOT, env: { ...process.env, DATABASE_URL: url.toString() } }),
+    );
     const d = parse(r);
     expect(d.database).toMatch(/^postgres:\/\//);
     // The password never shows (it may equal the user name, as in a test container: look for it in place).

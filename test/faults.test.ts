@@ -356,18 +356,24 @@ describe("connections that die or stall", () => {
   });
 });
 
+/** A root, then a child put while another connection holds the head's lock: how that put fails, and how fast. */
+async function putOnLockedHead(saver: PostgresSaver, thread: string) {
+  const root = makeCheckpoint({ x: "root" });
+  const rootConfig = await saver.put(cfg(thread), root, meta(-1), root.channel_versions);
+  const blocker = await lockHead(thread);
+  const child = makeCheckpoint({ x: "child" }, { x: `${"2".padStart(32, "0")}.1` });
+  const result = await failure(saver.put(rootConfig, child, meta(0), child.channel_versions));
+  await blocker.release();
+  return result;
+}
+
 describe("lock and statement timeouts", () => {
   it("lock_timeout: a put waiting on a locked head fails with 55P03, retryable, having written nothing", async () => {
     const pool = boundedPool(server.url, "faults-lock-timeout", { lock_timeout: 300 });
     const saver = new PostgresSaver(pool);
     const thread = uuid6(-3);
     try {
-      const root = makeCheckpoint({ x: "root" });
-      const rootConfig = await saver.put(cfg(thread), root, meta(-1), root.channel_versions);
-      const blocker = await lockHead(thread);
-      const child = makeCheckpoint({ x: "child" }, { x: `${"2".padStart(32, "0")}.1` });
-      const { error, ms } = await failure(saver.put(rootConfig, child, meta(0), child.channel_versions));
-      await blocker.release();
+      const { error, ms } = await putOnLockedHead(saver, thread);
       expectRetryable(error);
       expect((error as DatabaseOperationError).sqlState).toBe("55P03");
       expect(ms).toBeLessThan(2_000);
@@ -383,12 +389,7 @@ describe("lock and statement timeouts", () => {
     const saver = new PostgresSaver(pool);
     const thread = uuid6(-3);
     try {
-      const root = makeCheckpoint({ x: "root" });
-      const rootConfig = await saver.put(cfg(thread), root, meta(-1), root.channel_versions);
-      const blocker = await lockHead(thread);
-      const child = makeCheckpoint({ x: "child" }, { x: `${"2".padStart(32, "0")}.1` });
-      const { error, ms } = await failure(saver.put(rootConfig, child, meta(0), child.channel_versions));
-      await blocker.release();
+      const { error, ms } = await putOnLockedHead(saver, thread);
       expectRetryable(error);
       expect((error as DatabaseOperationError).sqlState).toBe("57014");
       expect(ms).toBeLessThan(2_000);

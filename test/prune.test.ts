@@ -17,6 +17,7 @@ import {
   PostgresSaver,
   prune,
   SchemaNotMigratedError,
+  type PruneCounts,
   type PruneOptions,
   type PruneProgress,
   type PruneResult,
@@ -63,14 +64,7 @@ function deltaChatGraph(checkpointer: BaseCheckpointSaver) {
     .compile({ checkpointer });
 }
 
-interface Sizes {
-  checkpoints: number;
-  writes: number;
-  blobs: number;
-  checkpointBytes: number;
-  writeBytes: number;
-  blobBytes: number;
-}
+type Sizes = Pick<PruneCounts, "checkpoints" | "writes" | "blobs" | "checkpointBytes" | "writeBytes" | "blobBytes">;
 
 async function sizes(threadIds?: string[], pool: pg.Pool = db.pool, schema = "public"): Promise<Sizes> {
   const s = pg.escapeIdentifier(schema);

@@ -8,7 +8,7 @@
  * expect(code).toBe(0);
  * ```
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -35,15 +35,20 @@ export function runScript(script: string, args: string[], options: RunOptions = 
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
   if (!options.env?.DATABASE_URL) delete env.DATABASE_URL;
   delete env.FORCE_COLOR;
+  const child = spawn(process.execPath, ["--import", TSX, join(ROOT, script), ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
+  child.stdin.end(options.input ?? "");
+  return collect(child);
+}
+
+/** A child's exit code and all it printed. */
+export function collect(child: ChildProcessWithoutNullStreams): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", TSX, join(ROOT, script), ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
     let stdout = "";
     let stderr = "";
     child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
     child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
     child.on("error", reject);
     child.on("close", (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(options.input ?? "");
   });
 }
 

@@ -8,6 +8,7 @@
  */
 import pg from "pg";
 import type { TestProject } from "vitest/node";
+import { maskUrl } from "../../src/cli/mask.js";
 import { embeddedBinaries, PgServer } from "../helpers/server.js";
 
 declare module "vitest" {
@@ -35,9 +36,9 @@ async function startServer(): Promise<Server> {
   if (fromEnv) {
     // The user asked for this server explicitly: fail loudly instead of silently using another.
     await checkConnection(fromEnv).catch((err: unknown) => {
-      throw new Error(`[pg] TEST_DATABASE_URL is set but ${redact(fromEnv)} cannot be used: ${message(err)}`);
+      throw new Error(`[pg] TEST_DATABASE_URL is set but ${maskUrl(fromEnv)} cannot be used: ${message(err)}`);
     });
-    return { url: fromEnv, source: `TEST_DATABASE_URL ${redact(fromEnv)}`, stop: async () => {} };
+    return { url: fromEnv, source: `TEST_DATABASE_URL ${maskUrl(fromEnv)}`, stop: async () => {} };
   }
 
   const failures: string[] = [];
@@ -98,16 +99,6 @@ async function checkConnection(url: string): Promise<void> {
     await client.query("SELECT 1");
   } finally {
     await client.end().catch(() => {});
-  }
-}
-
-function redact(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = "***";
-    return u.toString();
-  } catch {
-    return "(unparsable URL)";
   }
 }
 
