@@ -15,7 +15,7 @@ export type { SaverEvent, EventHandler } from "./events.js";
 export { StateVersionError, type Upcaster, type UpcastFunction, type UpcastContext } from "./upcast.js";
 export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo } from "./embedded.js";
 export type { PGliteLike } from "./db.js";
-export { withConflictRetry, type ConflictRetryOptions } from "./retry.js";
+export { withConflictRetry, withRetry, type ConflictRetryOptions, type RetryOptions } from "./retry.js";
 export {
   CheckpointerError,
   InvalidInputError,
@@ -27,6 +27,8 @@ export {
   SerializationError,
   DeserializationError,
   DatabaseOperationError,
+  isRetryableError,
+  sqlStateOf,
   type CheckpointerErrorCode,
 } from "./errors.js";
 export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts } from "./prune.js";
