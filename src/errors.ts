@@ -355,10 +355,16 @@ function* chain(err: unknown, depth = 0): Generator<object> {
 }
 
 /**
- * Postgres acknowledged a commit that its synchronous standby had not
- * confirmed: the wait for it was canceled (statement_timeout, a cancel), and
- * the server only warns. Such a commit may be missing after a failover, so it
- * is not reported as a success; repeating the write is safe.
+ * The `cause` of a retryable {@link DatabaseOperationError}: Postgres
+ * committed locally but its synchronous standby had not confirmed the commit
+ * (the wait for it was canceled, e.g. by `pg_cancel_backend`; the server only
+ * warns). Such a commit may be missing after a failover, so it is not reported
+ * as a success; repeating the write is safe.
+ *
+ * @example
+ * ```ts
+ * catch (e) { if (e instanceof DatabaseOperationError && e.cause instanceof UnconfirmedCommitError) metrics.unconfirmed++; }
+ * ```
  */
 export class UnconfirmedCommitError extends Error {
   constructor() {

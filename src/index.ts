@@ -27,6 +27,7 @@ export {
   SerializationError,
   DeserializationError,
   DatabaseOperationError,
+  UnconfirmedCommitError,
   isRetryableError,
   sqlStateOf,
   type CheckpointerErrorCode,
