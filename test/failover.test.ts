@@ -31,7 +31,10 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   BOUNDED_POOL,
+  CheckpointConflictError,
   DatabaseOperationError,
+  InvalidInputError,
+  InvalidOptionsError,
   isRetryableError,
   migrate,
   PostgresSaver,
@@ -475,6 +478,72 @@ describe("what counts as a SQLSTATE, and what is retryable", () => {
       expect((error as Error).message).toMatch(/connection error ECONNREFUSED/);
     } finally {
       await pool.end();
+    }
+  });
+});
+
+describe("withRetry", () => {
+  const conflict = () => new CheckpointConflictError({ threadId: "t", checkpointNs: "", expectedParent: undefined, actualHead: "h" });
+
+  it("runs again after retryable failures, with the failure and the attempt number passed to onRetry", async () => {
+    let calls = 0;
+    const seen: Array<[unknown, number]> = [];
+    const result = await withRetry(
+      async () => {
+        calls++;
+        if (calls < 3) throw conflict();
+        return "done";
+      },
+      { baseDelayMs: 1, onRetry: (err, attempt) => seen.push([err, attempt]) },
+    );
+    expect(result).toBe("done");
+    expect(calls).toBe(3);
+    expect(seen.map(([err, attempt]) => [(err as CheckpointConflictError).code, attempt])).toEqual([
+      ["CHECKPOINT_CONFLICT", 1],
+      ["CHECKPOINT_CONFLICT", 2],
+    ]);
+  });
+
+  it("gives a non-retryable failure back at once, unchanged", async () => {
+    let calls = 0;
+    const bad = new InvalidInputError("config.configurable.thread_id", "expected a string");
+    await expect(
+      withRetry(async () => {
+        calls++;
+        throw bad;
+      }),
+    ).rejects.toBe(bad);
+    expect(calls).toBe(1);
+  });
+
+  it("stops after `attempts`, or when the next retry would start after `maxElapsedMs`, with the last failure", async () => {
+    let calls = 0;
+    const failing = async () => {
+      calls++;
+      throw conflict();
+    };
+    await expect(withRetry(failing, { attempts: 4, baseDelayMs: 1 })).rejects.toBeInstanceOf(CheckpointConflictError);
+    expect(calls).toBe(4);
+    calls = 0;
+    await expect(withRetry(failing, { maxElapsedMs: 0, baseDelayMs: 10 })).rejects.toBeInstanceOf(CheckpointConflictError);
+    expect(calls).toBe(1);
+  });
+
+  it("retryIf chooses what is retried; bad options are refused before the first attempt", async () => {
+    let calls = 0;
+    const boom = new Error("boom");
+    await expect(
+      withRetry(
+        async () => {
+          calls++;
+          throw boom;
+        },
+        { attempts: 3, baseDelayMs: 1, retryIf: (err) => err === boom },
+      ),
+    ).rejects.toBe(boom);
+    expect(calls).toBe(3);
+    for (const options of [{ attempts: 0 }, { attempts: 1.5 }, { baseDelayMs: -1 }, { maxElapsedMs: Number.NaN }, { retryIf: "yes" as never }]) {
+      await expect(withRetry(async () => 1, options)).rejects.toBeInstanceOf(InvalidOptionsError);
     }
   });
 });
