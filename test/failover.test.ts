@@ -24,11 +24,12 @@
 import { randomUUID } from "node:crypto";
 import { spawn } from "node:child_process";
 import { fstatSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { once } from "node:events";
 import { Annotation, END, START, StateGraph } from "@langchain/langgraph";
 import { uuid6 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import {
   BOUNDED_POOL,
   CheckpointConflictError,
@@ -479,6 +480,51 @@ describe("what counts as a SQLSTATE, and what is retryable", () => {
     } finally {
       await pool.end();
     }
+  });
+});
+
+describe.skipIf(process.platform !== "linux")("BOUNDED_POOL's keepalive", () => {
+  /** The kernel's keepalive timer of the TCP socket from `localPort` (Linux /proc/net/tcp), in seconds, or undefined if none is armed. */
+  async function keepaliveTimer(localPort: number): Promise<number | undefined> {
+    const port = localPort.toString(16).toUpperCase().padStart(4, "0");
+    for (const file of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+      const lines = (await readFile(file, "utf8").catch(() => "")).split("\n").slice(1);
+      for (const line of lines) {
+        const [, local, , state, , timer] = line.trim().split(/\s+/);
+        if (!local?.endsWith(`:${port}`) || state !== "01") continue; // 01: ESTABLISHED
+        const [active, when] = timer!.split(":");
+        // Timer 2 is keepalive; its expiry is in clock ticks (USER_HZ, 100 per second on Linux).
+        return active === "02" ? Number.parseInt(when!, 16) / 100 : undefined;
+      }
+    }
+    throw new Error(`no established socket from local port ${localPort}`);
+  }
+
+  async function timerOf(config: pg.PoolConfig): Promise<number | undefined> {
+    const pool = new pg.Pool({ ...config, connectionString: inject("pgAdminUrl"), max: 1 });
+    try {
+      const client = await pool.connect();
+      try {
+        await client.query("SELECT 1");
+        const localPort = (client as unknown as { connection: { stream: { localPort: number } } }).connection.stream.localPort;
+        return await keepaliveTimer(localPort);
+      } finally {
+        client.release();
+      }
+    } finally {
+      await pool.end();
+    }
+  }
+
+  it("probes an idle connection after 10 s, not after the OS default of 2 hours", async () => {
+    const bounded = await timerOf(BOUNDED_POOL);
+    expect(bounded).toBeGreaterThan(0);
+    expect(bounded).toBeLessThanOrEqual(10);
+    // What `keepAlive: true` alone gives: the kernel's tcp_keepalive_time (7200 s unless tuned).
+    const kernel = Number(await readFile("/proc/sys/net/ipv4/tcp_keepalive_time", "utf8"));
+    const bare = await timerOf({ keepAlive: true });
+    expect(bare).toBeGreaterThan(kernel - 5);
+    expect(bare).toBeLessThanOrEqual(kernel);
   });
 });
 
