@@ -117,9 +117,16 @@ export const ALLOW_FORK_KEY = "allow_fork";
  *   silent); a lock wait 10 s; an idle transaction 60 s;
  * - TCP keepalive probes after 10 s without traffic (`keepAliveInitialDelayMillis`;
  *   Node then probes every second, 10 times), so a connection to a host that
- *   died or dropped off the network fails within about 20 s even while it
- *   waits for an answer. Without an initial delay the OS default applies: 2 hours.
+ *   died or dropped off the network fails within about 20 s, also one waiting
+ *   for an answer (a statement the dead host never received is left to
+ *   `query_timeout`). Without an initial delay the OS default applies: 2 hours.
  * Override any of them with the `pool` option.
+ *
+ * @example
+ * ```ts
+ * const pool = new pg.Pool({ ...BOUNDED_POOL, connectionString: process.env.DATABASE_URL, max: 20 });
+ * const saver = new PostgresSaver(pool);
+ * ```
  */
 export const BOUNDED_POOL: pg.PoolConfig = {
   application_name: "langgraph-checkpoint-pg",
