@@ -36,6 +36,7 @@ import {
   sqlStateOf,
 } from "./errors.js";
 import { emit, type EventHandler } from "./events.js";
+import { InFlight } from "./inflight.js";
 import { decodeMetadata, encodeMetadata, projectJson } from "./metadata.js";
 import { assertSchemaCurrent, latestVersion, runMigrations, type MigrateResult } from "./migrate.js";
 import { buildQueries, type ListWhere, type Queries, type ReadRow } from "./queries.js";
@@ -178,6 +179,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
   readonly #versioning: StateVersioning | undefined;
   /** Statement text -> prepared statement name. */
   readonly #names: Map<string, string>;
+  readonly #inFlight = new InFlight();
   #ready: Promise<void> | undefined;
 
   /**
@@ -369,6 +371,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
     // LangGraph's contract (and its conformance suite): no thread, no tuple.
     if (threadId === undefined) return undefined;
     const ns = checkpointNs ?? "";
+    // After a failed invocation, writes of that run may still be on their way: a retry must start
+    // from the head they make (see InFlight).
+    await this.#inFlight.settled(InFlight.keyOf(config));
     const res = checkpointId
       ? await this.#query<ReadRow>("getById", [threadId, ns, checkpointId], "getTuple")
       : await this.#query<ReadRow>("getHead", [threadId, ns], "getTuple");
@@ -429,7 +434,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * const next = await saver.put(config, checkpoint, { source: "loop", step: 1, parents: {} }, { messages: v });
    * ```
    */
-  async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+  put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    return this.#inFlight.track(InFlight.keyOf(config), this.#put(config, checkpoint, metadata, newVersions));
+  }
+
+  async #put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const started = performance.now();
     const { threadId, checkpointNs, checkpointId: parentId } = readConfig(config, "put");
     const ns = checkpointNs ?? "";
@@ -553,7 +562,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * await saver.putWrites(config, [["messages", [msg]]], taskId, taskPath);
    * ```
    */
-  async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+  putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+    return this.#inFlight.track(InFlight.keyOf(config), this.#putWrites(config, writes, taskId, taskPath));
+  }
+
+  async #putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string): Promise<void> {
     const started = performance.now();
     const { threadId, checkpointNs, checkpointId } = readConfig(config, "putWrites");
     if (checkpointId === undefined) {
