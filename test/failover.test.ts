@@ -49,6 +49,7 @@ import {
   type SaverEvent,
 } from "../src/index.js";
 import { chainAudit } from "./helpers/audit.js";
+import { withTestDatabase } from "./helpers/db.js";
 import { FaultProxy } from "./helpers/fault-proxy.js";
 import { basebackupOf, findBinaries, PgServer } from "./helpers/server.js";
 
@@ -136,7 +137,9 @@ async function sql<R extends pg.QueryResultRow = pg.QueryResultRow>(server: PgSe
 /** A standby of `primary`, made synchronous: from then on a commit is acknowledged once the standby has it. */
 async function syncStandby(primary: PgServer, label: string): Promise<PgServer> {
   // Not synchronous itself once promoted, until it gets a standby of its own.
-  const standby = await PgServer.standby(primary, { label, settings: { synchronous_standby_names: "" } });
+  // wal_retrieve_retry_interval: how long a standby that lost its primary waits before looking for WAL
+  // again (default 5 s); a promotion request waits for the end of that sleep.
+  const standby = await PgServer.standby(primary, { label, settings: { synchronous_standby_names: "", wal_retrieve_retry_interval: "100ms" } });
   await sql(primary, "ALTER SYSTEM SET synchronous_standby_names = '*'");
   await sql(primary, "SELECT pg_reload_conf()");
   await until(`${label} to be a synchronous standby`, async () => {
@@ -153,9 +156,20 @@ function failureKey(err: unknown): string {
   return sqlStateOf(cause) ?? (typeof code === "string" ? code : (cause as Error | undefined)?.message ?? String(cause));
 }
 
+/** For a failure message: what the writer saw, and the thread's checkpoints with their parents. */
+async function threadReport(pool: pg.Pool, w: Writer): Promise<string> {
+  const { rows } = await pool.query(
+    `SELECT checkpoint_id, parent_checkpoint_id AS parent, metadata->>'step' AS step, metadata->>'source' AS source, created_at
+       FROM checkpoints WHERE thread_id = $1 ORDER BY checkpoint_id`,
+    [w.thread],
+  );
+  return [`thread ${w.thread}`, ...w.log, ...rows.map((r) => JSON.stringify(r))].join("\n");
+}
+
 interface Writer {
   thread: string;
   acked: string[];
+  log: string[];
 }
 
 /**
@@ -167,13 +181,17 @@ function startWriters(app: ReturnType<typeof chatGraph>, prefix: string) {
   let stopping = false;
   let failed: unknown;
   const retried = new Map<string, number>();
-  const writers: Writer[] = Array.from({ length: WRITERS }, (_, w) => ({ thread: `${prefix}-${w}-${randomUUID()}`, acked: [] }));
+  const writers: Writer[] = Array.from({ length: WRITERS }, (_, w) => ({ thread: `${prefix}-${w}-${randomUUID()}`, acked: [], log: [] }));
   const runs = writers.map(async (writer) => {
     for (let i = 0; !stopping; i++) {
       const msg: Msg = { id: `${prefix}-m${i}`, role: "user" };
       await withRetry(() => app.invoke({ messages: [msg] }, { configurable: { thread_id: writer.thread } }), {
-        onRetry: (err) => retried.set(failureKey(err), (retried.get(failureKey(err)) ?? 0) + 1),
+        onRetry: (err, attempt) => {
+          retried.set(failureKey(err), (retried.get(failureKey(err)) ?? 0) + 1);
+          writer.log.push(`${Math.round(performance.now())} ${msg.id} attempt ${attempt}: ${(err as Error).message}`);
+        },
       });
+      writer.log.push(`${Math.round(performance.now())} ${msg.id} acked`);
       writer.acked.push(msg.id);
     }
   });
@@ -265,6 +283,10 @@ describe.skipIf(!canReplicate)("failover behind a stable address", () => {
     const switchedAt = await fault(run);
     await run.progress(3);
     await run.stop();
+    // The next scenario needs a standby even if this one's checks fail.
+    retired.push(primary);
+    primary = standby;
+    standby = await syncStandby(primary, `failover-${name.replace(/\W+/g, "-")}`);
     const firstWrite = puts.find((t) => t > switchedAt)!;
     const retried = [...run.retried.values()].reduce((a, b) => a + b, 0);
     report.push({
@@ -275,10 +297,7 @@ describe.skipIf(!canReplicate)("failover behind a stable address", () => {
       failures: [...run.retried].map(([k, n]) => `${k} x${n}`).join(", "),
     });
     expect(firstWrite - switchedAt).toBeLessThan(RECOVERY_BOUND_MS);
-    retired.push(primary);
-    primary = standby;
     await expectAllAcknowledged(primary, run.writers);
-    standby = await syncStandby(primary, `failover-${name.replace(/\W+/g, "-")}`);
     return { retried: run.retried };
   }
 
@@ -291,11 +310,14 @@ describe.skipIf(!canReplicate)("failover behind a stable address", () => {
       for (const w of writers) {
         expect(w.acked.length).toBeGreaterThan(0);
         const state = await reader.getState({ configurable: { thread_id: w.thread } });
-        expect(state.values.messages.map((m: Msg) => m.id)).toEqual(expectedMessages(w.acked));
-        expect(state.next).toEqual([]); // every run finished
+        const ids = state.values.messages.map((m: Msg) => m.id);
         const audit = await chainAudit(pool, w.thread);
-        expect(audit).toMatchObject({ heads: 1, roots: 1, gaps: 0, missing_blobs: 0 });
-        expect(audit.chain).toBe(audit.rows); // one chain: no fork, no orphan
+        const intact = JSON.stringify(ids) === JSON.stringify(expectedMessages(w.acked)) && audit.chain === audit.rows;
+        const why = intact ? "" : await threadReport(pool, w);
+        expect(ids, why).toEqual(expectedMessages(w.acked));
+        expect(audit, why).toMatchObject({ heads: 1, roots: 1, gaps: 0, missing_blobs: 0 });
+        expect(audit.chain, why).toBe(audit.rows); // one chain: no fork, no orphan
+        expect(state.next).toEqual([]); // every run finished
       }
       expect(forks).toEqual([]);
     } finally {
@@ -338,6 +360,8 @@ describe.skipIf(!canReplicate)("failover behind a stable address", () => {
       expect(before).toHaveLength(2);
       await sql(primary, "ALTER SYSTEM SET default_transaction_read_only = on");
       await sql(primary, "SELECT pg_reload_conf()");
+      // A new session has the setting once the postmaster reloaded, by which time it has signaled every backend.
+      await until("the reload", async () => (await sql(primary, "SHOW default_transaction_read_only"))[0]!.default_transaction_read_only === "on");
       // The first statement after the reload hears of it: that client is destroyed after it, its
       // idle sibling (opened before) on its next checkout. Connections opened afterwards start
       // read-only and stay (Postgres reports the setting only when it changes).
@@ -595,5 +619,58 @@ describe("withRetry", () => {
     for (const options of [{ attempts: 0 }, { attempts: 1.5 }, { baseDelayMs: -1 }, { maxElapsedMs: Number.NaN }, { retryIf: "yes" as never }]) {
       await expect(withRetry(async () => 1, options)).rejects.toBeInstanceOf(InvalidOptionsError);
     }
+  });
+});
+
+describe("a retry right after a failed invocation", () => {
+  const db = withTestDatabase("failover-zombie");
+
+  it("waits for the failed run's writes still in flight (LangGraph rejects before they land) and continues from their head: no fork", async () => {
+    await migrate({ pool: db.pool });
+    const forks: SaverEvent[] = [];
+    const saver = new PostgresSaver(db.pool, { onEvent: (e) => e.type === "fork" && forks.push(e) });
+    const app = chatGraph(saver);
+    const thread = `zombie-${randomUUID()}`;
+    const config = { configurable: { thread_id: thread } };
+    await app.invoke({ messages: [{ id: "m0", role: "user" }] }, config);
+
+    // The next run's puts wait behind a lock on the thread's head, and its first task's writes fail.
+    const blocker = new pg.Client({ connectionString: db.url });
+    await blocker.connect();
+    await blocker.query("BEGIN");
+    await blocker.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE", [thread]);
+    // Switched off by deleting a row: DDL would wait for the queued put, which holds a lock on the table.
+    await db.pool.query("CREATE TABLE refusing (x int)");
+    await db.pool.query("INSERT INTO refusing VALUES (1)");
+    await db.pool.query(`CREATE FUNCTION refuse_writes() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF EXISTS (SELECT 1 FROM refusing) THEN RAISE EXCEPTION 'refused by test trigger'; END IF; RETURN NEW; END $$`);
+    await db.pool.query("CREATE TRIGGER refuse_writes BEFORE INSERT ON checkpoint_writes FOR EACH ROW EXECUTE FUNCTION refuse_writes()");
+    try {
+      const failed = await app.invoke({ messages: [{ id: "m1", role: "user" }] }, config).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(failed).toBeInstanceOf(DatabaseOperationError);
+      expect((failed as DatabaseOperationError).sqlState).toBe("P0001");
+      // The run's puts are still queued behind the lock: LangGraph gave up without waiting for them.
+      const waiting = await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()");
+      expect(waiting.rows.length).toBeGreaterThan(0);
+
+      await db.pool.query("DELETE FROM refusing");
+      const retry = app.invoke({ messages: [{ id: "m1", role: "user" }] }, config);
+      await blocker.query("ROLLBACK");
+      await retry;
+    } finally {
+      await blocker.end().catch(() => {});
+      await db.pool.query("DROP TRIGGER IF EXISTS refuse_writes ON checkpoint_writes");
+      await db.pool.query("DROP FUNCTION IF EXISTS refuse_writes()");
+      await db.pool.query("DROP TABLE IF EXISTS refusing");
+    }
+    const state = await app.getState(config);
+    expect(state.values.messages.map((m: Msg) => m.id)).toEqual(expectedMessages(["m0", "m1"]));
+    const audit = await chainAudit(db.pool, thread);
+    expect(audit).toMatchObject({ heads: 1, roots: 1, gaps: 0 });
+    expect(audit.chain).toBe(audit.rows); // the late writes and the retry are one chain
+    expect(forks).toEqual([]);
   });
 });

@@ -23,8 +23,8 @@
  * ```
  */
 import { execFile, execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
-import { appendFile, chmod, chown, cp, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { appendFile, chmod, chown, cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { arch, tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
@@ -225,8 +225,10 @@ export class PgServer {
   async kill(): Promise<void> {
     if (!this.#running) return;
     const pid = Number((await readFile(join(this.data, "postmaster.pid"), "utf8")).split("\n")[0]);
+    // Synchronous from here: awaiting between the stop and the kill would leave the server half
+    // alive (backends serving, no new connections) for as long as a busy event loop takes.
     process.kill(pid, "SIGSTOP");
-    const children = await childrenOf(pid);
+    const children = childrenOf(pid);
     process.kill(pid, "SIGKILL");
     for (const child of children) {
       try {
@@ -307,11 +309,16 @@ export function basebackupOf(binaries: PgBinaries): string | undefined {
 }
 
 /** Pids whose parent is `pid` (Linux /proc). */
-async function childrenOf(pid: number): Promise<number[]> {
-  const pids = (await readdir("/proc")).filter((name) => /^\d+$/.test(name));
+function childrenOf(pid: number): number[] {
+  const pids = readdirSync("/proc").filter((name) => /^\d+$/.test(name));
   const children: number[] = [];
   for (const p of pids) {
-    const stat = await readFile(`/proc/${p}/stat`, "utf8").catch(() => "");
+    let stat = "";
+    try {
+      stat = readFileSync(`/proc/${p}/stat`, "utf8");
+    } catch {
+      continue; // exited meanwhile
+    }
     // Field 4 is the parent pid; field 2 (the name) is in parentheses and may hold spaces.
     const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
     if (ppid === pid) children.push(Number(p));
