@@ -370,7 +370,7 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
           // Writers of any release commit before all of it or run after it, never in between.
           const own = await tablesIn(tx, schema, [...OWN_TABLES]);
           const locked = OWN_TABLES.filter((t) => own.has(t));
-          if (locked.length > 0) await tx.query(`LOCK TABLE ${locked.map((t) => `${q}.${t}`).join(", ")} IN SHARE ROW EXCLUSIVE MODE`);
+          if (locked.length > 0) await tx.query(`LOCK TABLE ${locked.map((t) => `${q}.${t}`).join(", ")} IN ACCESS EXCLUSIVE MODE`);
           // The generated SQL is unqualified: resolve it inside the target schema.
           await tx.query(`SET LOCAL search_path TO ${q}, pg_catalog`);
           for (const m of pending) {
