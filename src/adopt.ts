@@ -13,9 +13,9 @@
  * - adds triggers to the official tables that copy, in the official writer's
  *   own transaction, every checkpoint, blob and write it stores afterwards
  *   (a checkpoint it acknowledges is in our schema when it commits), and its
- *   deletes; a write on a thread that our saver has continued since is
- *   refused with a clear error (SQLSTATE LGB01) instead of forking the thread
- *   behind its back;
+ *   deletes; a write on a thread that our saver has continued since (its
+ *   head there is not an official checkpoint) is refused with a clear error
+ *   (SQLSTATE LGB01) instead of forking the thread behind its back;
  * - adds a trigger to our `checkpoint_heads` that deletes, in the official
  *   tables, a thread our saver deletes, so a rollback cannot bring it back.
  *
@@ -365,9 +365,14 @@ export async function readAdoption(tx: Queryable, schema: string): Promise<Adopt
 /** Per database and schema, the same key as `migrate`'s: adoption work on a schema queues behind its migrations. */
 export const SCHEMA_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('langgraph-checkpoint-pg:migrate'), hashtext(current_database() || '.' || $1))";
 
-/** Lock the official tables against writers, in the official saver's own order (no deadlock with its put). */
-export function lockOfficial(from: string): string {
-  return `LOCK TABLE ${OFFICIAL_LOCK_ORDER.map((t) => `${quoteIdent(from)}.${t}`).join(", ")} IN SHARE ROW EXCLUSIVE MODE`;
+/**
+ * Lock the official tables, in the official saver's own order (no deadlock
+ * with its put): against writers (`SHARE ROW EXCLUSIVE`, what CREATE TRIGGER
+ * takes: official reads go on), or against everyone (`ACCESS EXCLUSIVE`, what
+ * DROP TRIGGER takes: taken up front, never upgraded, which could deadlock).
+ */
+export function lockOfficial(from: string, mode: "SHARE ROW EXCLUSIVE" | "ACCESS EXCLUSIVE"): string {
+  return `LOCK TABLE ${OFFICIAL_LOCK_ORDER.map((t) => `${quoteIdent(from)}.${t}`).join(", ")} IN ${mode} MODE`;
 }
 
 /**
@@ -447,7 +452,9 @@ ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING`;
     SELECT 1 FROM jsonb_each_text(${cp} -> 'channel_versions') AS cv(channel, version)
       JOIN ${t}.checkpoint_blobs b ON b.thread_id = ${thread} AND b.checkpoint_ns = ${ns} AND b.channel = cv.channel AND b.version = cv.version
      WHERE (cv.channel = '__start__' OR cv.channel LIKE 'branch:to:%') AND b.type <> 'empty')`;
-  const eq = (a: string, b: string, cols: string[], collate: string) => cols.map((c) => `${a}.${c} = ${b}.${c} COLLATE ${collate}`).join(" AND ");
+  /** Key equality across the two schemas' collations, in the one whose index serves it (idx is an integer). */
+  const eq = (a: string, b: string, cols: string[], collate: string) =>
+    cols.map((c) => (c === "idx" ? `${a}.idx = ${b}.idx` : `${a}.${c} = ${b}.${c} COLLATE ${collate}`)).join(" AND ");
   const lineage = ["thread_id", "checkpoint_ns"];
   const keys = {
     checkpoints: [...lineage, "checkpoint_id"],
@@ -471,7 +478,7 @@ ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING`;
 )`,
     `INSERT INTO ${t}.${ADOPTION_TABLE} (source_schema, source, official_version, state) VALUES (${lit(from)}, ${lit(source)}, ${version}, 'bridging')`,
     // Official writers wait from here to the commit: every row is either copied below or by the triggers.
-    lockOfficial(from),
+    lockOfficial(from, "SHARE ROW EXCLUSIVE"),
     `INSERT INTO ${t}.checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, created_at)
 SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, ${createdAt("checkpoint")} FROM ${s}.checkpoints`,
     `INSERT INTO ${t}.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, value)
@@ -530,6 +537,12 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
       schema,
       "checkpointer_bridge_write",
       `${skipWhenQuiet}
+  -- Writes on a thread our saver continued would be replayed from an older checkpoint: refused too.
+  SELECT h.checkpoint_id INTO head FROM ${t}.checkpoint_heads h WHERE h.thread_id = NEW.thread_id AND h.checkpoint_ns = NEW.checkpoint_ns;
+  IF head IS NOT NULL AND NOT EXISTS (
+       SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = NEW.thread_id AND o.checkpoint_ns = NEW.checkpoint_ns AND o.checkpoint_id = head) THEN
+    RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.threadMovedOn}', MESSAGE = ${movedOn};
+  END IF;
   IF TG_OP = 'INSERT' THEN
     INSERT INTO ${t}.checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path)
     VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.idx, NEW.channel, ${retag("NEW.type")}, NEW.blob, ${taskPath ? "NEW.task_path" : "''"})
@@ -540,6 +553,7 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
        SET channel = EXCLUDED.channel, type = EXCLUDED.type, value = EXCLUDED.value, task_path = EXCLUDED.task_path, row_version = w.row_version + 1;
   END IF;`,
+      "head text;",
     ),
     ...TABLES.map((table) =>
       fn(
@@ -598,7 +612,7 @@ export function finishStatements(schema: string, from: string): string[] {
     `(this instance was not replaced). Nothing was written. Replace it, or roll back with: npx langgraph-checkpoint-pg migrate --schema %s --rollback-adoption', ` +
     `${lit(quoteIdent(from))}, ${lit(quoteIdent(schema))}, ${lit(schema)})`;
   return [
-    lockOfficial(from),
+    lockOfficial(from, "ACCESS EXCLUSIVE"),
     fn(schema, "checkpointer_guard_official", `${skipWhenQuiet}\n  RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.finished}', MESSAGE = ${message};`),
     ...TABLES.flatMap((table) => [
       `DROP TRIGGER IF EXISTS ${BRIDGE} ON ${s}.${table}`,

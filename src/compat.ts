@@ -22,10 +22,12 @@
  *   statements (drop or rename what they write), so an instance that started
  *   before it and is still running fails loudly instead of writing unseen.
  *
- * `migrate` takes the saver's tables in SHARE ROW EXCLUSIVE mode before the
- * first pending migration: writers of any release commit before the whole
- * migration or run after it, never in between (migration 0005 copied the
- * heads while older writers went on moving them, and lost their checkpoints).
+ * `migrate` takes the saver's tables in ACCESS EXCLUSIVE mode before the
+ * first pending migration (the mode its DDL needs anyway; taking a weaker one
+ * first deadlocks with readers when the DDL upgrades it): statements of any
+ * release run before the whole migration or after it, never in between
+ * (migration 0005 copied the heads while older writers went on moving them,
+ * and lost their checkpoints).
  * test/upgrade.test.ts runs the previous release's code (from git history)
  * writing while the newest migration runs.
  *

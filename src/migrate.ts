@@ -7,8 +7,8 @@
  * - recorded in our own table `checkpointer_migrations` inside the target
  *   schema (never drizzle's shared default table, which a host app's own
  *   drizzle migrations also use),
- * - taking the saver's tables first (SHARE ROW EXCLUSIVE: readers go on,
- *   writers of any release wait), so no write lands in the middle of a
+ * - taking the saver's tables first (ACCESS EXCLUSIVE, bounded by a lock
+ *   timeout), so no statement of any release lands in the middle of a
  *   migration (see compat.ts),
  * - refusing a schema newer than this code unless its newer migrations say
  *   this code still works with them (compat.ts), or one whose applied
@@ -367,7 +367,8 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
         }
         const pending = migrations.slice(Math.min(fromVersion, known));
         if (!dryRun && pending.length > 0) {
-          // Writers of any release commit before all of it or run after it, never in between.
+          // Statements of any release run before all of it or after it, never in between. The mode the
+          // DDL needs anyway: a weaker one first would deadlock with readers when the DDL upgrades it.
           const own = await tablesIn(tx, schema, [...OWN_TABLES]);
           const locked = OWN_TABLES.filter((t) => own.has(t));
           if (locked.length > 0) await tx.query(`LOCK TABLE ${locked.map((t) => `${q}.${t}`).join(", ")} IN ACCESS EXCLUSIVE MODE`);

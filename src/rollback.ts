@@ -72,11 +72,15 @@ export async function rollbackAdoption(options: RollbackAdoptionOptions = {}): P
       schema,
       "rolling the adoption back",
       async (tx, record) => {
+        // Done before: this schema has refused every write since.
+        if (record.state === "rolled-back") return { schema, from: record.from, target: record.source, checkpoints: 0, blobs: 0, writes: 0, rolledBack: true };
         if (!dryRun) {
           const t = quoteIdent(schema);
           // Both savers' writers wait until the commit: nothing is written on either side meanwhile.
-          await tx.query(`LOCK TABLE ${["checkpoint_heads", "checkpoints", "checkpoint_blobs", "checkpoint_writes"].map((x) => `${t}.${x}`).join(", ")} IN SHARE ROW EXCLUSIVE MODE`);
-          await tx.query(lockOfficial(record.from));
+          // ACCESS EXCLUSIVE: what the trigger changes below take (never upgraded from a weaker lock).
+          // The official tables first: an official write locks them, then (its triggers) ours.
+          await tx.query(lockOfficial(record.from, "ACCESS EXCLUSIVE"));
+          await tx.query(`LOCK TABLE ${["checkpoint_heads", "checkpoints", "checkpoint_blobs", "checkpoint_writes"].map((x) => `${t}.${x}`).join(", ")} IN ACCESS EXCLUSIVE MODE`);
           await tx.query("SELECT set_config($1, 'off', true)", [BRIDGE_SETTING]);
         }
         const counts = await convert(tx, schema, record, serde, !dryRun);

@@ -61,7 +61,7 @@ export async function migrateCommand(
       if (result.applied.length > 0) {
         io.out(
           `-- Applied in ONE transaction, after: SELECT pg_advisory_xact_lock(...); CREATE SCHEMA IF NOT EXISTS; ` +
-            `LOCK TABLE <the saver's tables> IN SHARE ROW EXCLUSIVE MODE; SET LOCAL search_path TO ${quoteIdent(schema)}, pg_catalog;`,
+            `LOCK TABLE <the saver's tables> IN ACCESS EXCLUSIVE MODE; SET LOCAL search_path TO ${quoteIdent(schema)}, pg_catalog;`,
         );
       }
       for (const m of result.applied) {
