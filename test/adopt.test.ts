@@ -13,7 +13,7 @@ import { readFileSync } from "node:fs";
 import { HumanMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { Command, MemorySaver, type StateSnapshot } from "@langchain/langgraph";
-import { DeltaSnapshot, type BaseCheckpointSaver, type CheckpointTuple } from "@langchain/langgraph-checkpoint";
+import { DeltaSnapshot, JsonPlusSerializer, type BaseCheckpointSaver, type CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import { PostgresSaver as OfficialSaver } from "@langchain/langgraph-checkpoint-postgres";
 import { validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
 import { encode, ExtData } from "@msgpack/msgpack";
@@ -28,6 +28,7 @@ import {
   MigrationError,
   MsgpackSerializer,
   PostgresSaver,
+  rollbackAdoption,
   type SaverEvent,
 } from "../src/index.js";
 import { loadsPython } from "../src/pyserde.js";
@@ -477,6 +478,41 @@ describe("adopting a schema laid out by the Python saver (migrations 0..9)", () 
     const err = await saver.getTuple(cfg("py-messages")).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DeserializationError);
     expect((err as Error).message).toMatch(/pydantic v2 model \(ext 5\) of class langchain_core\.messages\.human\.HumanMessage/);
+  });
+
+  it("rolling back to the Python saver: what this package wrote goes back in its layout (string versions, JSON values, task paths)", async () => {
+    const official = (await db.pool.query(`SELECT checkpoint_id FROM ${from}.checkpoints WHERE thread_id = 'py-log'`)).rows.map((r) => r.checkpoint_id as string);
+    const ours = [...(await tuples(saver, cfg("py-log"))).values()];
+    expect(await rollbackAdoption({ pool: db.pool, schema })).toMatchObject({ from, target: "python", rolledBack: true });
+    const { rows } = await db.pool.query(`SELECT checkpoint_id, checkpoint FROM ${from}.checkpoints WHERE thread_id = 'py-log'`);
+    expect(rows.map((r) => r.checkpoint_id).sort()).toEqual(ours.map((t) => t.checkpoint.id).sort());
+    const written = rows.filter((r) => !official.includes(r.checkpoint_id));
+    expect(written.length).toBeGreaterThan(0);
+    const json = new JsonPlusSerializer();
+    for (const r of written) {
+      const mine = ours.find((t) => t.checkpoint.id === r.checkpoint_id)!;
+      expect(r.checkpoint.channel_versions).toEqual(mine.checkpoint.channel_versions); // the Python saver's own string format
+      expect(r.checkpoint.channel_values).toEqual({});
+      for (const [channel, value] of Object.entries(mine.checkpoint.channel_values)) {
+        if (!(channel in mine.checkpoint.channel_versions)) continue;
+        const { rows: blobs } = await db.pool.query(
+          `SELECT type, blob FROM ${from}.checkpoint_blobs WHERE thread_id = 'py-log' AND checkpoint_ns = '' AND channel = $1 AND version = $2`,
+          [channel, mine.checkpoint.channel_versions[channel]],
+        );
+        expect(blobs, `${r.checkpoint_id} ${channel}`).toHaveLength(1);
+        if (blobs[0].type === "json") expect(await json.loadsTyped("json", blobs[0].blob)).toEqual(value);
+        else expect(blobs[0].type).toBe("msgpack"); // written by the Python saver itself, before the switch
+      }
+    }
+    const { rows: writes } = await db.pool.query(
+      `SELECT w.task_path, w.type FROM ${from}.checkpoint_writes w WHERE w.thread_id = 'py-log' AND NOT (w.checkpoint_id = ANY ($1::text[]))`,
+      [official],
+    );
+    expect(writes.length).toBeGreaterThan(0);
+    for (const w of writes) {
+      expect(w.type).toBe("json");
+      expect(w.task_path).not.toBe("");
+    }
   });
 });
 
