@@ -127,7 +127,7 @@ export class SchemaTooNewError extends CheckpointerError {
     super(
       "SCHEMA_TOO_NEW",
       `Schema "${schema}" is at checkpointer migration ${appliedVersion}, newer than this code knows (${knownVersion}), ` +
-        `and works only with code at migration level ${compatibleFrom} or later. Nothing was written. ` +
+        `and works only with code at migration level ${compatibleFrom} or later: this code refuses to use it. ` +
         "Upgrade the package; never point older code at a newer schema.",
       options,
     );

@@ -108,7 +108,7 @@ export interface TargetOptions {
   pool?: pg.Pool | pg.Client | PGliteLike;
   /** Used when no `pool` is given; the connection is closed afterwards. */
   connectionString?: string;
-  /** The saver's schema. Default `public`. */
+  /** The saver's schema (`migrate` creates it if missing). Default `public`. */
   schema?: string;
   onEvent?: EventHandler;
 }
@@ -129,7 +129,7 @@ export interface RetryOptions {
 }
 
 /** The defaults of {@link RetryOptions}. */
-export const DEFAULT_RETRY: Required<RetryOptions> = { attempts: 10, initialDelayMs: 250, maxDelayMs: 5000 };
+export const DEFAULT_RETRY: Readonly<Required<RetryOptions>> = Object.freeze({ attempts: 10, initialDelayMs: 250, maxDelayMs: 5000 });
 
 /**
  * What to do with the tables of the official LangGraph Postgres saver (JS or
@@ -311,28 +311,9 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
         if (exists.rows.length === 0 && !dryRun) await tx.query(`CREATE SCHEMA ${q}`);
         const present = await tablesIn(tx, schema, [MIGRATIONS_TABLE, ...OWN_TABLES, "checkpoint_migrations"]);
         const hasTable = present.has(MIGRATIONS_TABLE);
-        let adoptFrom: string | undefined;
-        let already: AdoptionRecord | undefined;
-        if (!hasTable) {
-          adoptFrom = await officialTablesDecision(tx, schema, present, options.adopt);
-        } else if (options.adopt !== undefined && options.adopt !== false) {
-          already = await readAdoption(tx, schema);
-          if (already) {
-            if (typeof options.adopt === "object" && options.adopt.from !== already.from) {
-              throw new MigrationError(`Schema "${schema}" adopted schema "${already.from}" already, not "${options.adopt.from}". Nothing was changed.`, {
-                migration: "adoption",
-              });
-            }
-            if (already.state === "rolled-back") {
-              throw new MigrationError(
-                `Schema "${schema}" was rolled back to the official saver in schema "${already.from}"; adopt into a new schema instead. Nothing was changed.`,
-                { migration: "adoption" },
-              );
-            }
-          } else {
-            adoptFrom = typeof options.adopt === "object" ? options.adopt.from : await onlyOfficialSchema(tx, schema);
-          }
-        }
+        const { adoptFrom, already } = hasTable
+          ? await adoptionDecision(tx, schema, options.adopt)
+          : { adoptFrom: await officialTablesDecision(tx, schema, present, options.adopt), already: undefined };
         if (adoptFrom !== undefined) await tx.query(SCHEMA_LOCK_SQL, [adoptFrom]);
         if (!hasTable && !dryRun) {
           await tx.query(
@@ -473,6 +454,30 @@ async function appliedRows(tx: Queryable, table: string): Promise<AppliedRow[]> 
 /** The oldest code level the migrations after `known` work with (unrecorded: their own version, i.e. none older). */
 function requiredLevel(applied: { version: number; compatibleFrom: number | null }[], known: number): number {
   return applied.filter((r) => r.version > known).reduce((m, r) => Math.max(m, r.compatibleFrom ?? r.version), 0);
+}
+
+/**
+ * `adopt` on a schema migrated before: the adoption it recorded (to report;
+ * refused if it names another source or was rolled back), or the schema to
+ * adopt now (refused later unless this schema is still empty).
+ */
+async function adoptionDecision(
+  tx: Queryable,
+  schema: string,
+  adopt: AdoptOption | undefined,
+): Promise<{ adoptFrom: string | undefined; already: AdoptionRecord | undefined }> {
+  if (adopt === undefined || adopt === false) return { adoptFrom: undefined, already: undefined };
+  const already = await readAdoption(tx, schema);
+  if (!already) return { adoptFrom: typeof adopt === "object" ? adopt.from : await onlyOfficialSchema(tx, schema), already: undefined };
+  if (typeof adopt === "object" && adopt.from !== already.from) {
+    throw new MigrationError(`Schema "${schema}" adopted schema "${already.from}" already, not "${adopt.from}". Nothing was changed.`, { migration: "adoption" });
+  }
+  if (already.state === "rolled-back") {
+    throw new MigrationError(`Schema "${schema}" was rolled back to the official saver in schema "${already.from}"; adopt into a new schema instead. Nothing was changed.`, {
+      migration: "adoption",
+    });
+  }
+  return { adoptFrom: undefined, already };
 }
 
 /**

@@ -332,8 +332,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (options === null || typeof options !== "object") throw new InvalidOptionsError("setup options", "expected { adopt?, retry? }");
     for (const key of Object.keys(options)) if (key !== "adopt" && key !== "retry") throw new InvalidOptionsError(key, "is not a setup() option (adopt, retry)");
     const result = await runMigrations(this.#db, this.schema, { onEvent: this.#onEvent, adopt: options.adopt, retry: options.retry, operation: "setup" });
-    this.#ready = assertSchemaCurrent(this.#db, this.schema, "saver", this.#onEvent);
-    await this.#ready;
+    this.#ready = undefined;
+    await this.#ensureReady();
     return result;
   }
 
@@ -896,7 +896,7 @@ function saverOptions(args: [PostgresSaverOptions?] | [SerializerProtocol | unde
   if (args.length >= 2 || isSerde(args[0])) {
     // The official shape: (pool, serde?, options?).
     const [serde, rest] = args as [SerializerProtocol | undefined, PostgresSaverOptions?];
-    if (serde !== undefined && serde !== null && !isSerde(serde)) {
+    if (serde != null && !isSerde(serde)) {
       throw new InvalidOptionsError("serde", "the second of three arguments is the serializer (with dumpsTyped and loadsTyped), or undefined");
     }
     options = checkOptionKeys(rest ?? {});
