@@ -61,7 +61,14 @@ const ROLLED_BACK = `${TRIGGER_PREFIX}rolled_back`;
 /** Transaction-local switch: `off` while our own statements write the other side. */
 export const BRIDGE_SETTING = "langgraph_checkpoint_pg.bridge";
 
-/** SQLSTATEs our triggers raise. */
+/**
+ * SQLSTATEs the adoption's triggers raise.
+ *
+ * @example
+ * ```ts
+ * catch (e) { if ((e as { code?: string }).code === ADOPTION_SQLSTATE.threadMovedOn) retryOnAnUpgradedInstance(); }
+ * ```
+ */
 export const ADOPTION_SQLSTATE = {
   /** An official write on a thread our saver has continued since the switch. */
   threadMovedOn: "LGB01",

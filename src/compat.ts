@@ -41,7 +41,14 @@ export interface MigrationCompatibility {
   why: string;
 }
 
-/** By migration version (1-based: `0000_init` is 1). Released entries never change. */
+/**
+ * By migration version (1-based: `0000_init` is 1). Released entries never change.
+ *
+ * @example
+ * ```ts
+ * COMPATIBILITY[6]; // { compatibleFrom: 6, why: "0005_heads_table moves the lineage heads ..." }
+ * ```
+ */
 export const COMPATIBILITY: Readonly<Record<number, MigrationCompatibility>> = {
   1: { compatibleFrom: 1, why: "0000_init creates the tables" },
   2: { compatibleFrom: 0, why: "0001_thread_ttl adds a nullable column; NULL means no TTL" },

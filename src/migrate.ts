@@ -118,6 +118,11 @@ export interface TargetOptions {
  * not reachable yet or restarting, a deadlock, a serialization failure, a lock
  * wait that timed out): jittered exponential backoff between attempts. With
  * the defaults, about 30 seconds of waiting in all.
+ *
+ * @example
+ * ```ts
+ * await migrate({ pool, schema: "agents", retry: { attempts: 20, initialDelayMs: 500, maxDelayMs: 10_000 } });
+ * ```
  */
 export interface RetryOptions {
   /** Total attempts, the first included. Default 10. */
@@ -128,7 +133,14 @@ export interface RetryOptions {
   maxDelayMs?: number;
 }
 
-/** The defaults of {@link RetryOptions}. */
+/**
+ * The defaults of {@link RetryOptions}.
+ *
+ * @example
+ * ```ts
+ * await saver.setup({ retry: { ...DEFAULT_RETRY, attempts: 30 } }); // wait about two minutes
+ * ```
+ */
 export const DEFAULT_RETRY: Readonly<Required<RetryOptions>> = Object.freeze({ attempts: 10, initialDelayMs: 250, maxDelayMs: 5000 });
 
 /**
@@ -139,6 +151,11 @@ export const DEFAULT_RETRY: Readonly<Required<RetryOptions>> = Object.freeze({ a
  * - `{ from: "public" }`: adopt the official tables of that schema (see
  *   README, "Switching"); `true`: the one schema that holds them;
  * - `false`: ignore them and start empty beside them.
+ *
+ * @example
+ * ```ts
+ * await migrate({ pool, schema: "langgraph", adopt: { from: "public" } });
+ * ```
  */
 export type AdoptOption = boolean | { from: string };
 

@@ -122,7 +122,14 @@ const SAVER_OPTIONS: ReadonlySet<string> = new Set([
   "preparedStatements",
 ] satisfies (keyof PostgresSaverOptions)[]);
 
-/** What `setup()` may be told. */
+/**
+ * What `setup()` may be told.
+ *
+ * @example
+ * ```ts
+ * await saver.setup({ retry: { attempts: 30 }, adopt: false });
+ * ```
+ */
 export interface SetupOptions {
   /**
    * The official LangGraph saver's tables: adopt them (`true`, or `{ from:
