@@ -141,7 +141,8 @@ END`)}`;
 /**
  * The official tables of every schema in the database (their
  * `checkpoint_migrations` and `checkpoints` tables), except schemas already
- * adopted by this package (their tables carry our triggers). Reads only.
+ * adopted by this package (their tables carry our triggers, or an earlier
+ * release converted them in place). Reads only.
  *
  * @example
  * ```ts
@@ -157,6 +158,8 @@ export async function findOfficialTables(tx: Queryable): Promise<OfficialTables[
        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
       WHERE c.relname = '${OFFICIAL_MIGRATIONS_TABLE}' AND c.relkind IN ('r', 'p')
         AND EXISTS (SELECT 1 FROM pg_class c2 WHERE c2.relnamespace = n.oid AND c2.relname = 'checkpoints')
+        -- Adopted in place by an earlier release (the official history kept beside ours): ours now.
+        AND NOT EXISTS (SELECT 1 FROM pg_class c4 WHERE c4.relnamespace = n.oid AND c4.relname = 'checkpointer_migrations')
       ORDER BY n.nspname`,
   );
   const found: OfficialTables[] = [];

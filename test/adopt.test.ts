@@ -232,6 +232,21 @@ describe("default setup() and migrate on a database holding the official saver's
   }
 });
 
+it("a schema an earlier release adopted in place (the official history kept beside ours) does not count as the official saver's", async () => {
+  const own = await createTestDatabase("adopt_in_place");
+  try {
+    await own.pool.query(
+      `CREATE SCHEMA converted;
+       CREATE TABLE converted.checkpoint_migrations (v integer PRIMARY KEY); INSERT INTO converted.checkpoint_migrations VALUES (0), (1), (2), (3), (4);
+       CREATE TABLE converted.checkpoints (thread_id text);
+       CREATE TABLE converted.checkpointer_migrations (version integer PRIMARY KEY)`,
+    );
+    expect((await migrate({ pool: own.pool, schema: "fresh" })).toVersion).toBe(latestVersion());
+  } finally {
+    await own.drop();
+  }
+});
+
 // ---------------------------------------------------------------------------
 // A database written by the official JS saver
 // ---------------------------------------------------------------------------
