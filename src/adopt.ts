@@ -103,6 +103,7 @@ export interface AdoptionSummary {
   sql: string;
 }
 
+/** What {@link planAdoption} returns: the statements to run, and the same as a readable plan. */
 export interface AdoptionPlan {
   from: string;
   source: "js" | "python";
@@ -120,7 +121,7 @@ function dollar(body: string): string {
   return `${tag}${body}${tag}`;
 }
 
-/** `fn` with the bridge switched off for our own writes, restored afterwards. */
+/** `statements` run with the bridge switched off (our own writes to the other side), then restored. */
 const quiet = (statements: string) => `
   prev := current_setting('${BRIDGE_SETTING}', true);
   PERFORM set_config('${BRIDGE_SETTING}', 'off', true);
