@@ -98,18 +98,7 @@ describe("a saver at the previous migration level writing while the newest migra
       await putInFlight();
       await migrate({ pool: db.pool, schema });
       // That release writes checkpoints.is_head, which 0005 drops: its statements fail from now on.
-      await new Promise<void>((resolve, reject) => {
-        const poll = setInterval(() => {
-          if (writer.errors.length >= 2) {
-            clearInterval(poll);
-            resolve();
-          }
-        }, 20);
-        writer.waitForAcks(Number.MAX_SAFE_INTEGER).catch((err: unknown) => {
-          clearInterval(poll);
-          reject(err as Error);
-        });
-      });
+      await writer.waitForErrors(2);
     } finally {
       expect((await writer.stop()).code).toBe(0);
     }

@@ -43,6 +43,8 @@ export interface Writer {
   ready: Promise<void>;
   /** Resolves once at least `n` acks arrived in all (rejects if the process ends first). */
   waitForAcks(n: number): Promise<void>;
+  /** Resolves once at least `n` failed invocations were reported (rejects if the process ends first). */
+  waitForErrors(n: number): Promise<void>;
   /** Ends stdin (the writer finishes the invocation in flight) and waits for the exit. */
   stop(): Promise<{ code: number | null; stderr: string }>;
 }
@@ -87,25 +89,27 @@ export function startWriter(kind: string, url: string, schema: string, threads: 
       resolve({ code, stderr });
     });
   });
+  /** Resolves when `condition` holds after a message; rejects if the writer exits first. */
+  const until = (condition: () => boolean, what: string) =>
+    new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (condition()) {
+          listeners.delete(check);
+          resolve();
+        } else if (exited) {
+          listeners.delete(check);
+          reject(new Error(`writer exited (${exited.code}) before ${what} (${acks.length} acks, ${errors.length} errors): ${stderr.slice(-2000)}`));
+        }
+      };
+      listeners.add(check);
+      check();
+    });
   return {
     acks,
     errors,
     ready,
-    waitForAcks(n) {
-      return new Promise((resolve, reject) => {
-        const check = () => {
-          if (acks.length >= n) {
-            listeners.delete(check);
-            resolve();
-          } else if (exited) {
-            listeners.delete(check);
-            reject(new Error(`writer exited (${exited.code}) after ${acks.length} of ${n} acks: ${stderr.slice(-2000)}`));
-          }
-        };
-        listeners.add(check);
-        check();
-      });
-    },
+    waitForAcks: (n) => until(() => acks.length >= n, `${n} acks`),
+    waitForErrors: (n) => until(() => errors.length >= n, `${n} errors`),
     async stop() {
       child.stdin.end();
       return done;
