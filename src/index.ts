@@ -6,8 +6,28 @@
  * import { PostgresSaver, migrate } from "langgraph-checkpoint-pg";
  * ```
  */
-export { PostgresSaver, ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions, type LineageMode } from "./saver.js";
-export { migrate, loadMigrations, latestVersion, schemaVersion, MIGRATIONS_TABLE, type MigrateOptions, type MigrateResult, type Migration } from "./migrate.js";
+export { PostgresSaver, ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions, type SetupOptions, type LineageMode } from "./saver.js";
+export {
+  migrate,
+  finishAdoption,
+  adoptionStatus,
+  loadMigrations,
+  latestVersion,
+  schemaVersion,
+  MIGRATIONS_TABLE,
+  DEFAULT_RETRY,
+  type MigrateOptions,
+  type MigrateResult,
+  type Migration,
+  type AdoptOption,
+  type RetryOptions,
+  type TargetOptions,
+  type FinishAdoptionOptions,
+  type FinishAdoptionResult,
+} from "./migrate.js";
+export { rollbackAdoption, type RollbackAdoptionOptions, type RollbackAdoptionResult } from "./rollback.js";
+export { ADOPTION_SQLSTATE, type AdoptionRecord, type AdoptionState, type AdoptionSummary } from "./adopt.js";
+export { COMPATIBILITY, type MigrationCompatibility } from "./compat.js";
 export { MsgpackSerializer } from "./serde.js";
 export { EncryptedSerializer, ENCRYPTED_TYPE_PREFIX, type EncryptedSerializerOptions, type EncryptionKey } from "./encryption.js";
 export { grantStatements, type GrantOptions } from "./grants.js";
@@ -15,7 +35,7 @@ export type { SaverEvent, EventHandler } from "./events.js";
 export { StateVersionError, type Upcaster, type UpcastFunction, type UpcastContext } from "./upcast.js";
 export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo } from "./embedded.js";
 export type { PGliteLike } from "./db.js";
-export { withConflictRetry, withRetry, type ConflictRetryOptions, type RetryOptions } from "./retry.js";
+export { withConflictRetry, withRetry, type ConflictRetryOptions, type WithRetryOptions } from "./retry.js";
 export {
   CheckpointerError,
   InvalidInputError,
@@ -23,14 +43,17 @@ export {
   SchemaNotMigratedError,
   SchemaTooNewError,
   MigrationError,
+  AdoptionRequiredError,
+  AdoptionRolledBackError,
   CheckpointConflictError,
   SerializationError,
   DeserializationError,
   DatabaseOperationError,
   UnconfirmedCommitError,
-  isRetryableError,
+  isRetryable,
   sqlStateOf,
   type CheckpointerErrorCode,
+  type OfficialTables,
 } from "./errors.js";
 export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts } from "./prune.js";
 export {

@@ -5,7 +5,8 @@
  * exponential backoff.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { CheckpointConflictError, InvalidOptionsError, isRetryableError } from "./errors.js";
+import { CheckpointConflictError, InvalidOptionsError, isRetryable } from "./errors.js";
+import type { RetryOptions } from "./migrate.js";
 
 export interface ConflictRetryOptions {
   /** Total attempts, the first included. Default 5. */
@@ -18,20 +19,24 @@ export interface ConflictRetryOptions {
   onRetry?: (error: CheckpointConflictError, attempt: number) => void;
 }
 
-export interface RetryOptions {
+/**
+ * Options of {@link withRetry}: the names of `migrate`'s {@link RetryOptions},
+ * with defaults for retrying an invocation through a failover, and a time budget.
+ */
+export interface WithRetryOptions extends RetryOptions {
   /** Total attempts, the first included. Default: unlimited within `maxElapsedMs`. */
   attempts?: number;
+  /** First backoff in ms; doubles each retry, with full jitter. Default 100. */
+  initialDelayMs?: number;
+  /** Cap on one backoff in ms. Default 2000. */
+  maxDelayMs?: number;
   /**
    * No retry starts later than this many ms after the first attempt began.
    * Default 60000: longer than a typical failover (a crash noticed, a standby
    * promoted, a silent link timed out).
    */
   maxElapsedMs?: number;
-  /** First backoff in ms; doubles each retry, with full jitter. Default 100. */
-  baseDelayMs?: number;
-  /** Cap on one backoff in ms. Default 2000. */
-  maxDelayMs?: number;
-  /** Which failures to retry. Default {@link isRetryableError}. */
+  /** Which failures to retry. Default {@link isRetryable}. */
   retryIf?: (error: unknown) => boolean;
   /** Called before each retry with the failure that caused it. */
   onRetry?: (error: unknown, attempt: number) => void;
@@ -60,7 +65,7 @@ export function withConflictRetry<T>(fn: () => Promise<T>, options: ConflictRetr
 }
 
 /**
- * Run `fn`; when it fails with a retryable error ({@link isRetryableError}: a
+ * Run `fn`; when it fails with a retryable error ({@link isRetryable}: a
  * lost connection, a server shutting down, restarting, read-only or failing
  * over, a timeout, a lineage conflict...), run it again until it succeeds, the
  * attempts or the time run out, or a failure is not retryable. The last
@@ -79,22 +84,31 @@ export function withConflictRetry<T>(fn: () => Promise<T>, options: ConflictRetr
  * });
  * ```
  */
-export function withRetry<T>(fn: () => Promise<T>, options: RetryOptions = {}): Promise<T> {
+export function withRetry<T>(fn: () => Promise<T>, options: WithRetryOptions = {}): Promise<T> {
   return retrying(fn, {
     attempts: options.attempts ?? Infinity,
     maxElapsedMs: options.maxElapsedMs ?? 60_000,
-    baseDelayMs: options.baseDelayMs ?? 100,
+    baseDelayMs: options.initialDelayMs ?? 100,
     maxDelayMs: options.maxDelayMs ?? 2000,
-    retryIf: options.retryIf ?? isRetryableError,
+    retryIf: options.retryIf ?? isRetryable,
     onRetry: options.onRetry,
   });
 }
 
-async function retrying<T>(fn: () => Promise<T>, o: Required<Omit<RetryOptions, "onRetry">> & Pick<RetryOptions, "onRetry">): Promise<T> {
+interface Loop {
+  attempts: number;
+  maxElapsedMs: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+  retryIf: (error: unknown) => boolean;
+  onRetry: ((error: unknown, attempt: number) => void) | undefined;
+}
+
+async function retrying<T>(fn: () => Promise<T>, o: Loop): Promise<T> {
   if (!(o.attempts >= 1) || (Number.isFinite(o.attempts) && !Number.isInteger(o.attempts))) {
     throw new InvalidOptionsError("attempts", "expected an integer >= 1");
   }
-  if (!(o.baseDelayMs >= 0) || !(o.maxDelayMs >= 0)) throw new InvalidOptionsError("baseDelayMs/maxDelayMs", "expected non-negative numbers");
+  if (!(o.baseDelayMs >= 0) || !(o.maxDelayMs >= 0)) throw new InvalidOptionsError("initialDelayMs/baseDelayMs/maxDelayMs", "expected non-negative numbers");
   if (!(o.maxElapsedMs >= 0)) throw new InvalidOptionsError("maxElapsedMs", "expected a non-negative number");
   if (typeof o.retryIf !== "function") throw new InvalidOptionsError("retryIf", "expected a function");
   const started = performance.now();

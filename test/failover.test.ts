@@ -40,7 +40,7 @@ import {
   DatabaseOperationError,
   InvalidInputError,
   InvalidOptionsError,
-  isRetryableError,
+  isRetryable,
   migrate,
   PostgresSaver,
   sqlStateOf,
@@ -340,7 +340,7 @@ describe.skipIf(!canReplicate)("failover behind a stable address", () => {
       expect(error).toBeInstanceOf(DatabaseOperationError);
       expect((error as DatabaseOperationError).sqlState).toBe("25006");
       expect((error as DatabaseOperationError).retryable).toBe(true);
-      expect(isRetryableError(error)).toBe(true);
+      expect(isRetryable(error)).toBe(true);
       const after = (await pool.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
       expect(after).not.toBe(pid);
     } finally {
@@ -471,7 +471,7 @@ describe("what counts as a SQLSTATE, and what is retryable", () => {
       const [epipe] = (await once(child.stdin, "error")) as [NodeJS.ErrnoException];
       expect(epipe.code).toBe("EPIPE");
       expect(sqlStateOf(epipe)).toBeUndefined();
-      expect(isRetryableError(epipe)).toBe(true);
+      expect(isRetryable(epipe)).toBe(true);
       const error = new DatabaseOperationError("put", epipe);
       expect(error.sqlState).toBeUndefined();
       expect(error.retryable).toBe(true);
@@ -490,7 +490,7 @@ describe("what counts as a SQLSTATE, and what is retryable", () => {
     }
     expect((ebadf as NodeJS.ErrnoException).code).toBe("EBADF");
     expect(sqlStateOf(ebadf)).toBeUndefined();
-    expect(isRetryableError(ebadf)).toBe(false);
+    expect(isRetryable(ebadf)).toBe(false);
   });
 
   it("a refused connection is a retryable connection error naming its code", async () => {
@@ -568,7 +568,7 @@ describe("withRetry", () => {
         if (calls < 3) throw conflict();
         return "done";
       },
-      { baseDelayMs: 1, onRetry: (err, attempt) => seen.push([err, attempt]) },
+      { initialDelayMs: 1, onRetry: (err, attempt) => seen.push([err, attempt]) },
     );
     expect(result).toBe("done");
     expect(calls).toBe(3);
@@ -596,10 +596,10 @@ describe("withRetry", () => {
       calls++;
       throw conflict();
     };
-    await expect(withRetry(failing, { attempts: 4, baseDelayMs: 1 })).rejects.toBeInstanceOf(CheckpointConflictError);
+    await expect(withRetry(failing, { attempts: 4, initialDelayMs: 1 })).rejects.toBeInstanceOf(CheckpointConflictError);
     expect(calls).toBe(4);
     calls = 0;
-    await expect(withRetry(failing, { maxElapsedMs: 0, baseDelayMs: 10 })).rejects.toBeInstanceOf(CheckpointConflictError);
+    await expect(withRetry(failing, { maxElapsedMs: 0, initialDelayMs: 10 })).rejects.toBeInstanceOf(CheckpointConflictError);
     expect(calls).toBe(1);
   });
 
@@ -612,11 +612,11 @@ describe("withRetry", () => {
           calls++;
           throw boom;
         },
-        { attempts: 3, baseDelayMs: 1, retryIf: (err) => err === boom },
+        { attempts: 3, initialDelayMs: 1, retryIf: (err) => err === boom },
       ),
     ).rejects.toBe(boom);
     expect(calls).toBe(3);
-    for (const options of [{ attempts: 0 }, { attempts: 1.5 }, { baseDelayMs: -1 }, { maxElapsedMs: Number.NaN }, { retryIf: "yes" as never }]) {
+    for (const options of [{ attempts: 0 }, { attempts: 1.5 }, { initialDelayMs: -1 }, { maxElapsedMs: Number.NaN }, { retryIf: "yes" as never }]) {
       await expect(withRetry(async () => 1, options)).rejects.toBeInstanceOf(InvalidOptionsError);
     }
   });
