@@ -35,7 +35,7 @@ export type { SaverEvent, EventHandler } from "./events.js";
 export { StateVersionError, type Upcaster, type UpcastFunction, type UpcastContext } from "./upcast.js";
 export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo } from "./embedded.js";
 export type { PGliteLike } from "./db.js";
-export { withConflictRetry, type ConflictRetryOptions } from "./retry.js";
+export { withConflictRetry, withRetry, type ConflictRetryOptions, type WithRetryOptions } from "./retry.js";
 export {
   CheckpointerError,
   InvalidInputError,
@@ -49,7 +49,9 @@ export {
   SerializationError,
   DeserializationError,
   DatabaseOperationError,
+  UnconfirmedCommitError,
   isRetryable,
+  sqlStateOf,
   type CheckpointerErrorCode,
   type OfficialTables,
 } from "./errors.js";

@@ -39,6 +39,7 @@ import {
   sqlStateOf,
 } from "./errors.js";
 import { emit, type EventHandler } from "./events.js";
+import { InFlight } from "./inflight.js";
 import { decodeMetadata, encodeMetadata, projectJson } from "./metadata.js";
 import { assertSchemaCurrent, latestVersion, runMigrations, schemaLevel, type AdoptOption, type MigrateResult, type RetryOptions } from "./migrate.js";
 import { buildQueries, type ListWhere, type Queries, type ReadRow } from "./queries.js";
@@ -150,21 +151,34 @@ export interface SetupOptions {
 export const ALLOW_FORK_KEY = "allow_fork";
 
 /**
- * Defaults for pools the saver creates: nothing waits forever. A caller
- * waiting for a free client gives up after 10 s, a statement after 60 s (70 s
- * on the client if the link stalls), a lock wait after 10 s; dead peers are
- * found by TCP keepalive. Override any of them with the `pool` option.
+ * Defaults for pools the saver creates (spread them into a pool you make):
+ * nothing waits forever, and a dead or silent server is noticed in seconds.
+ * - connecting, or waiting for a free client: 5 s (`connectionTimeoutMillis`);
+ * - a statement: 20 s on the server (`statement_timeout`), 25 s on the client
+ *   (`query_timeout`: the server's own timeout cannot fire when the link is
+ *   silent); a lock wait 10 s; an idle transaction 60 s;
+ * - TCP keepalive probes after 10 s without traffic (`keepAliveInitialDelayMillis`;
+ *   Node then probes every second, 10 times), so a connection to a host that
+ *   died or dropped off the network fails within about 20 s, also one waiting
+ *   for an answer (a statement the dead host never received is left to
+ *   `query_timeout`). Without an initial delay the OS default applies: 2 hours.
+ * Override any of them with the `pool` option.
+ *
+ * @example
+ * ```ts
+ * const pool = new pg.Pool({ ...BOUNDED_POOL, connectionString: process.env.DATABASE_URL, max: 20 });
+ * const saver = new PostgresSaver(pool);
+ * ```
  */
 export const BOUNDED_POOL: pg.PoolConfig = {
   application_name: "langgraph-checkpoint-pg",
-  connectionTimeoutMillis: 10_000,
-  statement_timeout: 60_000,
+  connectionTimeoutMillis: 5_000,
+  statement_timeout: 20_000,
   lock_timeout: 10_000,
   idle_in_transaction_session_timeout: 60_000,
-  // Client side, above statement_timeout: a link that stalls (the answer never
-  // comes back) would otherwise hang the caller; pg then drops that client.
-  query_timeout: 70_000,
+  query_timeout: 25_000,
   keepAlive: true,
+  keepAliveInitialDelayMillis: 10_000,
 };
 
 /**
@@ -206,6 +220,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
   readonly #versioning: StateVersioning | undefined;
   /** Statement text -> prepared statement name. */
   readonly #names: Map<string, string>;
+  readonly #inFlight = new InFlight();
   #ready: Promise<void> | undefined;
 
   /**
@@ -427,6 +442,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
     // LangGraph's contract (and its conformance suite): no thread, no tuple.
     if (threadId === undefined) return undefined;
     const ns = checkpointNs ?? "";
+    // After a failed invocation, writes of that run may still be on their way: a retry must start
+    // from the head they make (see InFlight).
+    await this.#inFlight.settled(InFlight.keyOf(config));
     const res = checkpointId
       ? await this.#query<ReadRow>("getById", [threadId, ns, checkpointId], "getTuple")
       : await this.#query<ReadRow>("getHead", [threadId, ns], "getTuple");
@@ -487,7 +505,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * const next = await saver.put(config, checkpoint, { source: "loop", step: 1, parents: {} }, { messages: v });
    * ```
    */
-  async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+  put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    return this.#inFlight.track(InFlight.keyOf(config), this.#put(config, checkpoint, metadata, newVersions));
+  }
+
+  async #put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const started = performance.now();
     const { threadId, checkpointNs, checkpointId: parentId } = readConfig(config, "put");
     const ns = checkpointNs ?? "";
@@ -561,7 +583,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
       ).rows[0]!;
       if (row.ok && row.moved === 0) {
         if (attempt < MAX_PUT_ATTEMPTS) continue;
-        throw new DatabaseOperationError("put", new Error(`the head of lineage ${JSON.stringify(ns)} kept changing under ${MAX_PUT_ATTEMPTS} attempts`));
+        throw new DatabaseOperationError("put", new Error(`the head of lineage ${JSON.stringify(ns)} kept changing under ${MAX_PUT_ATTEMPTS} attempts`), { retryable: true });
       }
       let head = row.head_id ?? undefined;
       if (!row.ok) {
@@ -611,7 +633,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * await saver.putWrites(config, [["messages", [msg]]], taskId, taskPath);
    * ```
    */
-  async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+  putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+    return this.#inFlight.track(InFlight.keyOf(config), this.#putWrites(config, writes, taskId, taskPath));
+  }
+
+  async #putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string): Promise<void> {
     const started = performance.now();
     const { threadId, checkpointNs, checkpointId } = readConfig(config, "putWrites");
     if (checkpointId === undefined) {
@@ -769,7 +795,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
           // The upcast values of channels without a version are stored again too.
           const unversioned = await this.#encodeUnversioned(cp.channel_values, cp.channel_versions, "upgradeState channel_values (channels without a version)");
           const updated = await tx.query(q.rewriteCheckpoint, [...key, row.row_version, stored, versioning.stateVersion, unversioned.type, unversioned.bytes]);
-          if (updated.rows.length === 0) throw new DatabaseOperationError("upgradeState", new Error("a checkpoint changed during its rewrite"));
+          if (updated.rows.length === 0) throw new DatabaseOperationError("upgradeState", new Error("a checkpoint changed during its rewrite"), { retryable: true });
           for (const [from, to] of renames) await tx.query(q.renameWrites, [...key, from, to]);
           cursor = [row.thread_id, row.checkpoint_ns, row.checkpoint_id];
         }
