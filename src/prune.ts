@@ -54,7 +54,7 @@ import {
   InvalidOptionsError,
 } from "./errors.js";
 import { assertSchemaCurrent } from "./migrate.js";
-import { checkSchemaName, LIMITS, quoteIdent } from "./validate.js";
+import { checkSchemaName, LIMITS, LONE_SURROGATE, quoteIdent } from "./validate.js";
 
 /** Options of {@link prune}. Plain data (durations as `"30d"` strings or milliseconds), so a CLI can pass its flags through. */
 export interface PruneOptions {
@@ -329,6 +329,8 @@ const encoder = new TextEncoder();
 function checkThreadId(id: unknown, option: string): void {
   if (typeof id !== "string" || id === "") throw new InvalidOptionsError(option, `expected a non-empty string, got ${describe(id)}`);
   if (id.includes("\u0000")) throw new InvalidOptionsError(option, "must not contain NUL (\\u0000) characters");
+  // Sent as UTF-8, half a character becomes U+FFFD: it would name (and prune) another thread.
+  if (LONE_SURROGATE.test(id)) throw new InvalidOptionsError(option, "is not valid Unicode (a lone surrogate: half of a character)");
   if (encoder.encode(id).length > LIMITS.thread_id) throw new InvalidOptionsError(option, `is longer than ${LIMITS.thread_id} bytes (UTF-8)`);
 }
 

