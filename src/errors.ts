@@ -138,8 +138,9 @@ export class SchemaTooNewError extends CheckpointerError {
  */
 export class MigrationError extends CheckpointerError {
   readonly migration: string | undefined;
-  constructor(message: string, options?: { cause?: unknown; migration?: string }) {
-    super("MIGRATION_FAILED", message, { cause: options?.cause });
+  /** `retryable` is true when the cause was a lost connection or a transient failure (nothing was applied). */
+  constructor(message: string, options?: { cause?: unknown; migration?: string; retryable?: boolean }) {
+    super("MIGRATION_FAILED", message, { cause: options?.cause, retryable: options?.retryable });
     this.migration = options?.migration;
   }
 }
@@ -267,7 +268,8 @@ export function sqlStateOf(err: unknown): string | undefined {
 // 57014 query_canceled (statement_timeout), 55P03 lock_not_available (lock_timeout).
 const RETRYABLE_SQLSTATE = /^(08...|40001|40P01|57P0[123]|53300|57014|55P03)$/;
 
-function isRetryable(err: unknown): boolean {
+/** True when repeating the operation that failed with `err` (a driver error) may succeed. */
+export function isRetryable(err: unknown): boolean {
   const state = sqlStateOf(err);
   if (state) return RETRYABLE_SQLSTATE.test(state);
   // No SQLSTATE: a socket-level failure (ECONNRESET, ECONNREFUSED, "Connection terminated").

@@ -17,7 +17,7 @@ import { readFileSync } from "node:fs";
 import pg from "pg";
 import { planAdoption, type AdoptionSummary } from "./adopt.js";
 import { dbOf, type Db, type PGliteLike, type Queryable } from "./db.js";
-import { DatabaseOperationError, InvalidOptionsError, MigrationError, SchemaNotMigratedError, SchemaTooNewError, sqlStateOf } from "./errors.js";
+import { DatabaseOperationError, InvalidOptionsError, isRetryable, MigrationError, SchemaNotMigratedError, SchemaTooNewError, sqlStateOf } from "./errors.js";
 import { emit, type EventHandler } from "./events.js";
 import { checkSchemaName, quoteIdent } from "./validate.js";
 
@@ -127,8 +127,12 @@ export async function migrate(options: MigrateOptions = {}): Promise<MigrateResu
   }
   const own = options.pool ? undefined : new pg.Client({ connectionString: options.connectionString, application_name: "langgraph-checkpoint-pg:migrate" });
   if (own) {
+    // A connection dying (e.g. while queued on the migration lock) also emits
+    // 'error'; unheard, that crashes the process. The query in flight rejects
+    // with it anyway, so listening is all that is needed.
+    own.on("error", () => undefined);
     await own.connect().catch((cause: unknown) => {
-      throw new MigrationError("could not connect to run migrations", { cause });
+      throw new MigrationError("could not connect to run migrations", { cause, retryable: isRetryable(cause) });
     });
   }
   const target = own ?? options.pool!;
@@ -221,7 +225,7 @@ export async function runMigrations(db: Db, schema: string, options: { dryRun?: 
       current
         ? `migration ${current.version} (${current.name}) failed on schema "${schema}" (SQLSTATE ${sqlStateOf(err) ?? "none"}); nothing was applied`
         : `migrating schema "${schema}" failed (SQLSTATE ${sqlStateOf(err) ?? "none"}); nothing was applied`,
-      { cause: err, migration: current?.name },
+      { cause: err, migration: current?.name, retryable: isRetryable(err) },
     );
   }
 }

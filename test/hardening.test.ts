@@ -11,6 +11,7 @@ import { uuid6 } from "@langchain/langgraph-checkpoint";
 import { beforeAll, describe, expect, it } from "vitest";
 import { InvalidOptionsError, migrate, MsgpackSerializer, PostgresSaver, prune } from "../src/index.js";
 import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
+import { runScript } from "./helpers/cli.js";
 import { withTestDatabase } from "./helpers/db.js";
 
 const db = withTestDatabase("hardening");
@@ -111,5 +112,46 @@ describe("row 10: prune({ threadIds }) validates ids like every other id", () =>
     expect(error).toBeInstanceOf(InvalidOptionsError);
     expect((error as InvalidOptionsError).option).toBe("threadIds[1]");
     expect(await count()).toBe(4);
+  });
+});
+
+/** Polls `probe` until it returns a value (not undefined); fails after `timeoutMs`. */
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe("row 3: a connection the library opened dies: a typed, retryable rejection, never a crash", () => {
+  it("migrate({ connectionString }) killed while queued on the migration lock (child process)", async () => {
+    const schema = "lock_wait";
+    const holder = await db.pool.connect();
+    try {
+      await holder.query("BEGIN");
+      await holder.query("SELECT pg_advisory_xact_lock(hashtext('langgraph-checkpoint-pg:migrate'), hashtext(current_database() || '.' || $1))", [schema]);
+      const child = runScript("test/fixtures/hardening/migrate.ts", [db.url, schema]);
+      const pid = await waitFor("the child's migration to queue on the lock", async () => {
+        const { rows } = await db.pool.query(
+          "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'langgraph-checkpoint-pg:migrate' AND wait_event_type = 'Lock'",
+        );
+        return rows[0]?.pid as number | undefined;
+      });
+      await db.pool.query("SELECT pg_terminate_backend($1)", [pid]);
+      const run = await child;
+      expect(run.stderr).not.toMatch(/Unhandled|uncaught/i);
+      expect({ code: run.code, result: JSON.parse(run.stdout.trim()) }).toEqual({
+        code: 0,
+        result: { ok: false, name: "MigrationError", code: "MIGRATION_FAILED", retryable: true },
+      });
+    } finally {
+      await holder.query("ROLLBACK");
+      holder.release();
+    }
+    // Nothing was applied; a retry succeeds.
+    expect((await migrate({ pool: db.pool, schema })).fromVersion).toBe(0);
   });
 });
