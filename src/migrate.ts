@@ -18,7 +18,7 @@ import pg from "pg";
 import { planAdoption, type AdoptionSummary } from "./adopt.js";
 import { dbOf, type Db, type PGliteLike, type Queryable } from "./db.js";
 import { DatabaseOperationError, InvalidOptionsError, isRetryable, MigrationError, SchemaNotMigratedError, SchemaTooNewError, sqlStateOf } from "./errors.js";
-import { emit, type EventHandler } from "./events.js";
+import { guard, type EventHandler, type HandlerErrorHandler } from "./events.js";
 import { checkSchemaName, quoteIdent } from "./validate.js";
 
 /** Name of the table, inside the target schema, that records applied migrations. */
@@ -83,7 +83,10 @@ export interface MigrateOptions {
   schema?: string;
   /** Report what would run, change nothing. */
   dryRun?: boolean;
+  /** Receives the `migrate` event; may be async. Its failures never change the outcome. */
   onEvent?: EventHandler;
+  /** Receives every error `onEvent` throws or rejects with (default: the first one, on stderr). */
+  onHandlerError?: HandlerErrorHandler;
 }
 
 export interface MigrateResult {
@@ -145,7 +148,7 @@ export async function migrate(options: MigrateOptions = {}): Promise<MigrateResu
 }
 
 /** The migration run itself, on any driver: one transaction, under the lock. */
-export async function runMigrations(db: Db, schema: string, options: { dryRun?: boolean; onEvent?: EventHandler } = {}): Promise<MigrateResult> {
+export async function runMigrations(db: Db, schema: string, options: { dryRun?: boolean; onEvent?: EventHandler; onHandlerError?: HandlerErrorHandler } = {}): Promise<MigrateResult> {
   const migrations = loadMigrations();
   const started = performance.now();
   const q = quoteIdent(schema);
@@ -209,7 +212,7 @@ export async function runMigrations(db: Db, schema: string, options: { dryRun?: 
       },
       { rollback: options.dryRun ?? false },
     );
-    emit(options.onEvent, {
+    guard(options.onEvent, "onEvent", options.onHandlerError)?.({
       type: "migrate",
       schema,
       applied: result.applied.map((m) => m.name),

@@ -53,6 +53,7 @@ import {
   DatabaseOperationError,
   InvalidOptionsError,
 } from "./errors.js";
+import { guard, type HandlerErrorHandler } from "./events.js";
 import { assertSchemaCurrent } from "./migrate.js";
 import { checkSchemaName, LIMITS, LONE_SURROGATE, quoteIdent } from "./validate.js";
 
@@ -102,8 +103,14 @@ export interface PruneOptions {
   chunkSize?: number;
   /** How long one statement may wait for a row lock before the round is retried later. Default `"500ms"`. */
   lockTimeout?: string | number;
-  /** Called after each batch with running totals. Exceptions it throws are reported as warnings, never break the prune. */
-  onProgress?: (progress: PruneProgress) => void;
+  /**
+   * Called after each batch with running totals; may be async. What it throws
+   * or rejects with never breaks the prune: it goes to `onHandlerError`, or
+   * (the first one) to stderr.
+   */
+  onProgress?: (progress: PruneProgress) => unknown;
+  /** Receives every error `onProgress` throws or rejects with. */
+  onHandlerError?: HandlerErrorHandler;
   /** Stop after the current batch; the result then has `aborted: true`. */
   signal?: AbortSignal;
 }
@@ -287,6 +294,7 @@ function readOptions(options: PruneOptions): Settings {
   const batchSize = optionalInt(o.batchSize, "batchSize", 1, 10_000) ?? DEFAULTS.batchSize;
   const chunkSize = optionalInt(o.chunkSize, "chunkSize", 1, 1_000_000) ?? DEFAULTS.chunkSize;
   if (o.onProgress !== undefined && typeof o.onProgress !== "function") throw new InvalidOptionsError("onProgress", "expected a function");
+  if (o.onHandlerError !== undefined && typeof o.onHandlerError !== "function") throw new InvalidOptionsError("onHandlerError", "expected a function");
   if (o.signal !== undefined && (o.signal === null || typeof o.signal !== "object" || typeof o.signal.aborted !== "boolean")) {
     throw new InvalidOptionsError("signal", "expected an AbortSignal");
   }
@@ -302,7 +310,7 @@ function readOptions(options: PruneOptions): Settings {
     batchSize,
     chunkSize,
     lockTimeoutMs: Math.max(1, Math.round(lockTimeoutMs)),
-    onProgress: o.onProgress,
+    onProgress: guard(o.onProgress, "onProgress", o.onHandlerError),
     signal: o.signal,
   };
 }
@@ -672,22 +680,16 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
     threadsScanned += threads.length;
     addCounts(totals, outcome.counts);
     for (const id of outcome.skipped) if (skipped.length < 100) skipped.push(id);
-    if (o.onProgress) {
-      try {
-        o.onProgress({
-          dryRun: o.dryRun,
-          batch: batches,
-          threadsScanned,
-          lastThreadId: threads[threads.length - 1],
-          batchCounts: outcome.counts,
-          totals: { ...totals },
-          expiredThreadIds: outcome.expired,
-          elapsedMs: performance.now() - started,
-        });
-      } catch (err) {
-        process.emitWarning(`prune onProgress handler threw: ${String(err)}`, "CheckpointerPruneWarning");
-      }
-    }
+    o.onProgress?.({
+      dryRun: o.dryRun,
+      batch: batches,
+      threadsScanned,
+      lastThreadId: threads[threads.length - 1],
+      batchCounts: outcome.counts,
+      totals: { ...totals },
+      expiredThreadIds: outcome.expired,
+      elapsedMs: performance.now() - started,
+    });
   }
   return {
     ...totals,

@@ -35,7 +35,7 @@ import {
   SchemaNotMigratedError,
   sqlStateOf,
 } from "./errors.js";
-import { emit, type EventHandler } from "./events.js";
+import { emit, guard, type EventHandler, type HandlerErrorHandler } from "./events.js";
 import { decodeMetadata, encodeMetadata, projectJson } from "./metadata.js";
 import { assertSchemaCurrent, latestVersion, runMigrations, type MigrateResult } from "./migrate.js";
 import { buildQueries, type ListWhere, type Queries, type ReadRow } from "./queries.js";
@@ -63,8 +63,18 @@ export interface PostgresSaverOptions {
   serde?: SerializerProtocol;
   /** See {@link LineageMode}. Default `"branch"`. */
   lineage?: LineageMode;
-  /** Receives structured events (put, putWrites, conflict, fork, migrate, connectionError). */
+  /**
+   * Receives structured events (put, putWrites, conflict, fork, migrate,
+   * connectionError). It may be async; whatever it throws or rejects with is
+   * contained (see `onHandlerError`) and never changes an operation's outcome.
+   */
   onEvent?: EventHandler;
+  /**
+   * Receives every error the `onEvent` handler (or `upgradeState`'s
+   * `onProgress`) throws or rejects with. Default: the first error of each
+   * handler is printed on stderr as a process warning, later ones are not.
+   */
+  onHandlerError?: HandlerErrorHandler;
   /**
    * Thread time-to-live: a duration (`"30d"`, `"12h"`, or milliseconds)
    * recorded with each checkpoint. `prune()` deletes threads idle for longer
@@ -158,6 +168,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
   #close: (() => Promise<void>) | undefined;
   readonly #queries: Queries;
   readonly #onEvent: EventHandler | undefined;
+  readonly #onHandlerError: HandlerErrorHandler | undefined;
   readonly #prepared: boolean;
   readonly #leaseSeconds: number;
   readonly #ttlSeconds: number | null;
@@ -184,11 +195,14 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const lineage = options.lineage ?? "branch";
     if (lineage !== "branch" && lineage !== "linear") throw new InvalidOptionsError("lineage", 'expected "branch" or "linear"');
     if (options.onEvent !== undefined && typeof options.onEvent !== "function") throw new InvalidOptionsError("onEvent", "expected a function");
+    if (options.onHandlerError !== undefined && typeof options.onHandlerError !== "function") throw new InvalidOptionsError("onHandlerError", "expected a function");
     this.schema = checkSchemaName(options.schema ?? "public");
     this.lineage = lineage;
     this.#db = pglite ? pgliteDb(pool) : poolDb(pool as pg.Pool);
     this.#queries = buildQueries(this.schema);
-    this.#onEvent = options.onEvent;
+    // Guarded once here: a handler that throws or rejects never reaches an operation or the process.
+    this.#onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
+    this.#onHandlerError = options.onHandlerError;
     this.#prepared = options.preparedStatements ?? true;
     const lease = options.runLeaseMs ?? 300_000;
     if (typeof lease !== "number" || !Number.isFinite(lease) || lease < 0) throw new InvalidOptionsError("runLeaseMs", "expected a non-negative number of milliseconds");
@@ -661,11 +675,13 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * const { rewritten } = await saver.upgradeState({ batchSize: 200, onProgress: console.log });
    * ```
    */
-  async upgradeState(options: { batchSize?: number; onProgress?: (p: { rewritten: number }) => void } = {}): Promise<{ rewritten: number }> {
+  async upgradeState(options: { batchSize?: number; onProgress?: (p: { rewritten: number }) => unknown } = {}): Promise<{ rewritten: number }> {
     const versioning = this.#versioning;
     if (!versioning) throw new InvalidOptionsError("stateVersion", "upgradeState needs the saver's stateVersion (and upcasters)");
     const batchSize = options.batchSize ?? 100;
     if (!Number.isInteger(batchSize) || batchSize < 1) throw new InvalidOptionsError("batchSize", "expected a positive integer");
+    if (options.onProgress !== undefined && typeof options.onProgress !== "function") throw new InvalidOptionsError("onProgress", "expected a function");
+    const onProgress = guard(options.onProgress, "onProgress", this.#onHandlerError);
     await this.#ensureReady();
     const q = this.#queries;
     let cursor: [string, string, string] = ["", "", ""];
@@ -705,7 +721,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
         rewritten += batch.length;
         return batch.length < batchSize;
       });
-      options.onProgress?.({ rewritten });
+      onProgress?.({ rewritten });
       if (done) return { rewritten };
     }
   }

@@ -155,3 +155,26 @@ describe("row 3: a connection the library opened dies: a typed, retryable reject
     expect((await migrate({ pool: db.pool, schema })).fromVersion).toBe(0);
   });
 });
+
+describe("row 4: onEvent / onProgress handlers that throw or reject are contained", () => {
+  it("the operations' outcomes are unchanged, the process does not crash, stderr reports each handler once (child process)", async () => {
+    const run = await runScript("test/fixtures/hardening/handlers.ts", [db.url, "handlers"]);
+    expect(run.stderr).not.toMatch(/Unhandled|uncaught/i);
+    expect(run.code).toBe(0);
+    const out = JSON.parse(run.stdout.trim()) as { results: unknown[]; received: string[]; count: number };
+    // migrate, then each saver's put/putWrites/getTuple (one pending write), prune's threads, upgradeState's rewrites.
+    expect(out.results).toEqual([expect.any(Number), 1, 1, 1, 1, 4, 0]);
+    // onHandlerError got every failure of its saver's handler (a put and a putWrites event), each with its event type.
+    expect(out.received).toEqual(["onEvent:put:reported onEvent failed", "onEvent:putWrites:reported onEvent failed"]);
+    expect(out.count).toBe(2);
+    // Without onHandlerError: one warning per failing handler, however often it failed.
+    const warnings = run.stderr.split("\n").filter((line) => line.includes("CheckpointerHandlerWarning"));
+    const about = (text: string) => warnings.filter((w) => w.includes(text)).length;
+    expect(about("migrate onEvent failed")).toBe(1);
+    expect(about("saver onEvent failed")).toBe(1); // failed on 6 events of two puts
+    expect(about("sync onEvent failed")).toBe(1);
+    expect(about("progress failed")).toBe(1); // prune's and upgradeState's: the same function
+    expect(about("onHandlerError handler failed")).toBe(1);
+    expect(warnings).toHaveLength(5);
+  });
+});
