@@ -36,7 +36,8 @@ import {
   sqlStateOf,
 } from "./errors.js";
 import { emit, guard, type EventHandler, type HandlerErrorHandler } from "./events.js";
-import { decodeMetadata, encodeMetadata, projectJson } from "./metadata.js";
+import { readFilter } from "./filter.js";
+import { decodeMetadata, encodeMetadata } from "./metadata.js";
 import { assertSchemaCurrent, latestVersion, runMigrations, type MigrateResult } from "./migrate.js";
 import { buildQueries, type ListWhere, type Queries, type ReadRow } from "./queries.js";
 import { MsgpackSerializer } from "./serde.js";
@@ -395,26 +396,20 @@ export class PostgresSaver extends BaseCheckpointSaver {
       throw new InvalidInputError("list options.limit", "expected a non-negative integer");
     }
     const beforeId = before ? readConfig(before, "list options.before", false).checkpointId : undefined;
-    if (filter !== undefined && filter !== null && (typeof filter !== "object" || Array.isArray(filter))) {
-      throw new InvalidInputError("list options.filter", "expected an object of metadata key/value pairs");
-    }
-    const entries = Object.entries(filter ?? {}).filter(([, v]) => v !== undefined);
-    const where: ListWhere = { threadId, checkpointNs, checkpointId, before: beforeId, limit: 0 };
-    if (entries.length > 0) {
-      where.filter = {
-        json: projectJson(Object.fromEntries(entries)),
-        keys: entries.map(([k]) => k),
-        values: entries.map(([, v]) => JSON.stringify(projectJson(v))),
-      };
-    }
+    const metadataFilter = readFilter(filter, "list options.filter");
+    const where: ListWhere = { threadId, checkpointNs, checkpointId, before: beforeId, limit: 0, filter: metadataFilter?.sql };
     let remaining = limit ?? Number.POSITIVE_INFINITY;
     while (remaining > 0) {
       where.limit = Math.min(remaining, LIST_PAGE);
       const { text, values } = this.#queries.listPage(where);
       const res = await this.#run<ReadRow>(text, values, "list");
       const tuples = await this.#toTuples(res.rows);
-      for (const t of tuples) yield t;
-      remaining -= tuples.length;
+      for (const t of tuples) {
+        // The SQL filter ran on the JSONB projection: only exact matches count.
+        if (metadataFilter && !metadataFilter.matches(t.metadata)) continue;
+        yield t;
+        if (--remaining === 0) return;
+      }
       if (tuples.length < where.limit) return;
       const last = tuples[tuples.length - 1]!.config.configurable!;
       where.cursor = [last.checkpoint_id, last.thread_id, last.checkpoint_ns];

@@ -9,7 +9,7 @@ import { HumanMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { uuid6 } from "@langchain/langgraph-checkpoint";
 import { beforeAll, describe, expect, it } from "vitest";
-import { InvalidOptionsError, migrate, MsgpackSerializer, PostgresSaver, prune } from "../src/index.js";
+import { InvalidInputError, InvalidOptionsError, migrate, MsgpackSerializer, PostgresSaver, prune } from "../src/index.js";
 import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
 import { runScript } from "./helpers/cli.js";
 import { withTestDatabase } from "./helpers/db.js";
@@ -176,5 +176,75 @@ describe("row 4: onEvent / onProgress handlers that throw or reject are containe
     expect(about("progress failed")).toBe(1); // prune's and upgradeState's: the same function
     expect(about("onHandlerError handler failed")).toBe(1);
     expect(warnings).toHaveLength(5);
+  });
+});
+
+describe("row 7: list() metadata filters match exactly", () => {
+  const thread = "filters";
+  const ids: Record<string, string> = {};
+  beforeAll(async () => {
+    // Oldest first: each impostor is newer than the row it imitates, so `limit: 1` meets it first.
+    const metas: [string, Record<string, unknown>][] = [
+      ["nul", { tag: "a\u0000b" }],
+      ["fffd", { tag: "a\uFFFDb" }],
+      ["lone", { tag: "a\uD800b" }],
+      ["bigint", { tag: 5n }],
+      ["five", { tag: "5" }],
+      ["date", { when: new Date(0) }],
+      ["iso", { when: new Date(0).toISOString() }],
+      ["nulKey", { "k\u0000ey": 1 }],
+      ["fffdKey", { "k\uFFFDey": 1 }],
+    ];
+    let config = cfg(thread);
+    for (const [name, extra] of metas) {
+      const cp = makeCheckpoint();
+      ids[name] = cp.id;
+      config = await saver.put(config, cp, meta(0, extra), {});
+    }
+  });
+  const list = async (filter: Record<string, unknown>, limit?: number) => {
+    const out: string[] = [];
+    for await (const t of saver.list(cfg(thread), { filter, limit })) out.push(Object.keys(ids).find((k) => ids[k] === t.checkpoint.id)!);
+    return out;
+  };
+
+  it("NUL, U+FFFD and lone surrogates in values are told apart, also with limit 1 (paging goes on past look-alikes)", async () => {
+    expect(await list({ tag: "a\u0000b" }, 1)).toEqual(["nul"]);
+    expect(await list({ tag: "a\u0000b" })).toEqual(["nul"]);
+    expect(await list({ tag: "a\uFFFDb" })).toEqual(["fffd"]);
+    expect(await list({ tag: "a\uD800b" }, 1)).toEqual(["lone"]);
+  });
+
+  it("a key holding NUL is matched exactly, without a SQLSTATE error", async () => {
+    expect(await list({ "k\u0000ey": 1 })).toEqual(["nulKey"]);
+    expect(await list({ "k\uFFFDey": 1 })).toEqual(["fffdKey"]);
+  });
+
+  it("a string never matches a bigint or a Date stored under the same key", async () => {
+    expect(await list({ tag: "5" })).toEqual(["five"]);
+    expect(await list({ when: new Date(0).toISOString() })).toEqual(["iso"]);
+  });
+
+  it("unsupported values and nesting beyond the limit are typed errors naming the key, before any SQL", async () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 10_000; i++) deep = [deep];
+    const bad: [string, unknown][] = [
+      ["tag", 5n],
+      ["when", new Date(0)],
+      ["f", () => 1],
+      ["s", Symbol("x")],
+      ["n", Number.NaN],
+      ["m", new Map()],
+      ["nested", { a: [1, { b: 2n }] }],
+      ["deep", deep],
+    ];
+    for (const [key, value] of bad) {
+      const error = await list({ [key]: value }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidInputError);
+      expect((error as InvalidInputError).field).toBe(`list options.filter[${JSON.stringify(key)}]`);
+    }
+    let ok: unknown = "x";
+    for (let i = 0; i < 64; i++) ok = { k: ok };
+    expect(await list({ tag: ok })).toEqual([]);
   });
 });
