@@ -60,6 +60,35 @@ export class InvalidInputError extends CheckpointerError {
 }
 
 /**
+ * A value, or everything one statement would carry, is larger than the saver
+ * accepts: a single serialized value above `maxValueBytes`, or a whole `put` /
+ * `putWrites` above what Postgres takes in one message (1 GiB, less 1 MiB
+ * kept for keys and framing). Found after serialization and before any SQL;
+ * nothing was written. Not retryable: the same input fails the same way.
+ * `largest` names the biggest parts (channels, writes), largest first.
+ *
+ * @example
+ * ```ts
+ * try { await saver.put(config, checkpoint, metadata, versions); }
+ * catch (e) { if (e instanceof PayloadTooLargeError) console.error(e.largest.map((p) => `${p.name}: ${p.bytes}`)); }
+ * ```
+ */
+export class PayloadTooLargeError extends InvalidInputError {
+  /** Serialized size of the value, or of the whole statement's payload. */
+  readonly bytes: number;
+  /** The limit it exceeded. */
+  readonly limit: number;
+  /** The largest parts, largest first (at most 5). */
+  readonly largest: { name: string; bytes: number }[];
+  constructor(field: string, problem: string, info: { bytes: number; limit: number; largest: { name: string; bytes: number }[] }) {
+    super(field, problem);
+    this.bytes = info.bytes;
+    this.limit = info.limit;
+    this.largest = info.largest;
+  }
+}
+
+/**
  * Bad options passed to a constructor or a plain function (`migrate`, `prune`, ...).
  *
  * @example

@@ -19,6 +19,7 @@ export { withConflictRetry, type ConflictRetryOptions } from "./retry.js";
 export {
   CheckpointerError,
   InvalidInputError,
+  PayloadTooLargeError,
   InvalidOptionsError,
   SchemaNotMigratedError,
   SchemaTooNewError,

@@ -32,6 +32,7 @@ import {
   DatabaseOperationError,
   InvalidInputError,
   InvalidOptionsError,
+  PayloadTooLargeError,
   SchemaNotMigratedError,
   sqlStateOf,
 } from "./errors.js";
@@ -104,8 +105,11 @@ export interface PostgresSaverOptions {
   upcasters?: Record<number, Upcaster>;
   /**
    * Largest serialized channel value or write accepted, in bytes. A larger
-   * one is refused before any SQL with an {@link InvalidInputError} naming the
-   * channel. Default 64 MiB.
+   * one is refused before any SQL with a {@link PayloadTooLargeError} naming
+   * the channel. Default 64 MiB (67108864); at most 1 GiB - 1 MiB. Whatever
+   * this is, one `put` or `putWrites` carries at most 1 GiB - 1 MiB in all
+   * (Postgres takes no larger message): a larger one is refused the same way,
+   * naming its largest channels.
    */
   maxValueBytes?: number;
   /**
@@ -143,6 +147,12 @@ export const BOUNDED_POOL: pg.PoolConfig = {
  * in between each time could need another).
  */
 const MAX_PUT_ATTEMPTS = 10;
+
+/**
+ * What one statement may carry in all: Postgres refuses a protocol message over
+ * 1 GiB; 1 MiB is kept for ids, names and framing (which are also counted).
+ */
+const MAX_STATEMENT_BYTES = 1024 ** 3 - 1024 ** 2;
 
 /** Page size of `list` when no limit is given: memory stays bounded on long threads. */
 const LIST_PAGE = 100;
@@ -210,7 +220,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
     this.#leaseSeconds = lease / 1000;
     this.#versioning = checkVersioning(options.stateVersion, options.upcasters);
     this.#maxValueBytes = options.maxValueBytes ?? 64 * 1024 * 1024;
-    if (!Number.isInteger(this.#maxValueBytes) || this.#maxValueBytes < 1) throw new InvalidOptionsError("maxValueBytes", "expected a positive integer");
+    if (!Number.isInteger(this.#maxValueBytes) || this.#maxValueBytes < 1 || this.#maxValueBytes > MAX_STATEMENT_BYTES) {
+      throw new InvalidOptionsError("maxValueBytes", `expected a positive integer up to ${MAX_STATEMENT_BYTES} (Postgres stores no larger value)`);
+    }
     this.#ttlSeconds = options.ttl === undefined ? null : Math.max(1, Math.ceil(parseDuration(options.ttl, "ttl") / 1000));
     this.#names = new Map();
     // An idle client dying (e.g. a Postgres restart) makes pg.Pool emit 'error';
@@ -478,9 +490,19 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const tasks = values[TASKS];
     const hasPendingTasks =
       Object.keys(values).some((ch) => ch === "__start__" || ch.startsWith("branch:to:")) || (Array.isArray(tasks) && tasks.length > 0);
+    // Serialized here (pg would do the same), so the size check counts exactly what is sent.
+    const storedJson = JSON.stringify(stored);
+    const metaJson = JSON.stringify(meta.json);
+    checkStatementSize("put checkpoint", [
+      ...channels.map((channel, i) => ({ name: `channel ${JSON.stringify(channel)}`, bytes: payloads[i]?.byteLength ?? 0 })),
+      { name: "channels without a version", bytes: unversioned.bytes?.byteLength ?? 0 },
+      { name: "metadata", bytes: Buffer.byteLength(metaJson) + (meta.raw?.byteLength ?? 0) },
+      { name: "the checkpoint without its values", bytes: Buffer.byteLength(storedJson) },
+      { name: "ids, channel names and versions", bytes: keyBytes([threadId!, ns, id, parentId ?? "", ...channels, ...versions, ...types]) },
+    ]);
     const packed = pack(payloads);
     const params = [
-      threadId, ns, id, parentId ?? null, stored, meta.json, meta.raw, linear, channels, versions, types, packed.offsets,
+      threadId, ns, id, parentId ?? null, storedJson, metaJson, meta.raw, linear, channels, versions, types, packed.offsets,
       startsRun, this.#leaseSeconds, this.#ttlSeconds, this.#versioning?.stateVersion ?? null, hasPendingTasks, packed.lengths, packed.bytes,
       unversioned.type, unversioned.bytes,
     ];
@@ -574,6 +596,10 @@ export class PostgresSaver extends BaseCheckpointSaver {
         this.#checkSize(`putWrites writes[${i}] (channel ${JSON.stringify(channel)})`, payloads[i]!);
       }),
     );
+    checkStatementSize("putWrites writes", [
+      ...channels.map((channel, i) => ({ name: `writes[${i}] (channel ${JSON.stringify(channel)})`, bytes: payloads[i]!.byteLength })),
+      { name: "ids and channel names", bytes: keyBytes([threadId!, checkpointNs ?? "", checkpointId, taskId, taskPath, ...channels, ...types]) },
+    ]);
     const packed = pack(payloads);
     await this.#query(
       "putWrites",
@@ -761,7 +787,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
 
   #checkSize(field: string, bytes: Uint8Array): void {
     if (bytes.byteLength > this.#maxValueBytes) {
-      throw new InvalidInputError(field, `serializes to ${bytes.byteLength} bytes; the limit (maxValueBytes) is ${this.#maxValueBytes}`);
+      throw new PayloadTooLargeError(field, `serializes to ${bytes.byteLength} bytes; the limit (maxValueBytes) is ${this.#maxValueBytes}`, {
+        bytes: bytes.byteLength,
+        limit: this.#maxValueBytes,
+        largest: [{ name: field, bytes: bytes.byteLength }],
+      });
     }
   }
 
@@ -829,6 +859,33 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (upcast && this.#versioning) upcastTuple(tuple, head.n, this.#versioning);
     return tuple;
   }
+}
+
+/**
+ * Refuse, before any SQL, a statement whose parts add up to more than Postgres
+ * takes in one message; the error names the largest parts.
+ */
+function checkStatementSize(field: string, parts: { name: string; bytes: number }[]): void {
+  let total = 0;
+  for (const p of parts) total += p.bytes;
+  if (total <= MAX_STATEMENT_BYTES) return;
+  const largest = parts
+    .filter((p) => p.bytes > 0)
+    .sort((a, b) => b.bytes - a.bytes)
+    .slice(0, 5);
+  throw new PayloadTooLargeError(
+    field,
+    `all values together serialize to ${total} bytes; one statement carries at most ${MAX_STATEMENT_BYTES} (Postgres refuses larger messages). ` +
+      `Largest: ${largest.map((p) => `${p.name} (${p.bytes} bytes)`).join(", ")}. Store large data elsewhere and keep a reference in the state.`,
+    { bytes: total, limit: MAX_STATEMENT_BYTES, largest },
+  );
+}
+
+/** An upper bound of the bytes strings take on the wire (UTF-8: at most 3 per UTF-16 unit, plus array quoting). */
+function keyBytes(strings: readonly string[]): number {
+  let n = 0;
+  for (const s of strings) n += s.length * 3 + 4;
+  return n;
 }
 
 /**

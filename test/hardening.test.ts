@@ -9,7 +9,8 @@ import { HumanMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { uuid6 } from "@langchain/langgraph-checkpoint";
 import { beforeAll, describe, expect, it } from "vitest";
-import { InvalidInputError, InvalidOptionsError, migrate, MsgpackSerializer, PostgresSaver, prune } from "../src/index.js";
+import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
+import { InvalidInputError, InvalidOptionsError, migrate, MsgpackSerializer, PayloadTooLargeError, PostgresSaver, prune } from "../src/index.js";
 import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
 import { runScript } from "./helpers/cli.js";
 import { withTestDatabase } from "./helpers/db.js";
@@ -246,5 +247,49 @@ describe("row 7: list() metadata filters match exactly", () => {
     let ok: unknown = "x";
     for (let i = 0; i < 64; i++) ok = { k: ok };
     expect(await list({ tag: ok })).toEqual([]);
+  });
+});
+
+describe("row 6: sizes are checked after serialization and before any SQL", () => {
+  const MB = 1024 * 1024;
+  /** Every value serializes to the same 400 MB of zeros (one buffer, shared: the test stays light). */
+  class Huge implements SerializerProtocol {
+    readonly bytes = new Uint8Array(400 * MB);
+    async dumpsTyped(): Promise<[string, Uint8Array]> {
+      return ["msgpack", this.bytes];
+    }
+    async loadsTyped(): Promise<unknown> {
+      return null;
+    }
+  }
+
+  it("a put or putWrites over 1 GiB in all: a non-retryable typed error naming the largest channels, no connection taken", async () => {
+    const huge = new PostgresSaver(db.pool, { serde: new Huge(), maxValueBytes: 512 * MB });
+    let checkouts = 0;
+    const count = () => checkouts++;
+    db.pool.on("acquire", count);
+    try {
+      const cp = makeCheckpoint({ a: 1, b: 2, c: 3, small: 4 }, { a: "1", b: "1", c: "1", small: "1" });
+      const put = await huge.put(cfg("huge"), cp, meta(-1), { a: "1", b: "1", c: "1" }).catch((e: unknown) => e);
+      expect(put).toBeInstanceOf(PayloadTooLargeError);
+      const error = put as PayloadTooLargeError;
+      expect(error).toMatchObject({ code: "INVALID_INPUT", retryable: false, field: "put checkpoint", limit: 1024 * MB - MB });
+      expect(error.bytes).toBeGreaterThan(1200 * MB);
+      expect(error.largest.slice(0, 3).map((p) => p.name).sort()).toEqual(['channel "a"', 'channel "b"', 'channel "c"']);
+      expect(error.message).toMatch(/channel "a" \(419430400 bytes\)/);
+
+      const writes = await huge.putWrites({ configurable: { thread_id: "huge", checkpoint_ns: "", checkpoint_id: cp.id } }, [["a", 1], ["b", 2], ["c", 3]], "task").catch((e: unknown) => e);
+      expect(writes).toBeInstanceOf(PayloadTooLargeError);
+      expect((writes as PayloadTooLargeError).largest.map((p) => p.name)).toContain('writes[2] (channel "c")');
+      expect(checkouts).toBe(0);
+    } finally {
+      db.pool.off("acquire", count);
+    }
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM checkpoints WHERE thread_id = 'huge'")).rows[0].n).toBe(0);
+  });
+
+  it("maxValueBytes defaults to 64 MiB and cannot exceed what one statement carries", () => {
+    expect(() => new PostgresSaver(db.pool, { maxValueBytes: 1024 * MB })).toThrow(InvalidOptionsError);
+    expect(() => new PostgresSaver(db.pool, { maxValueBytes: 1024 * MB - MB })).not.toThrow();
   });
 });
