@@ -17,7 +17,8 @@ export type CheckpointerErrorCode =
   | "DATABASE_ERROR"
   | "DATA_DIR_LOCKED"
   | "UPCASTER_MISSING"
-  | "STATE_VERSION_TOO_NEW";
+  | "STATE_VERSION_TOO_NEW"
+  | "HISTORY_CORRUPT";
 
 /**
  * Base class of every error thrown by this package.
@@ -227,6 +228,37 @@ export class CheckpointConflictError extends CheckpointerError {
     this.checkpointNs = info.checkpointNs;
     this.expectedParent = info.expectedParent;
     this.actualHead = info.actualHead;
+  }
+}
+
+/**
+ * A walk over a thread's parent links found them broken: a cycle (a
+ * checkpoint is its own ancestor) or, where the walk needs it, a parent that
+ * does not exist. Only a corrupted or hand-edited row does this; the walk
+ * stops (it never runs on), and nothing was changed. Not retryable.
+ *
+ * @example
+ * ```ts
+ * catch (e) { if (e instanceof HistoryCorruptError) console.error(e.threadId, e.checkpointId, e.reason); }
+ * ```
+ */
+export class HistoryCorruptError extends CheckpointerError {
+  readonly threadId: string;
+  readonly checkpointNs: string;
+  /** Where the walk stopped: a checkpoint on the cycle, or the one whose parent is missing. */
+  readonly checkpointId: string;
+  readonly reason: "cycle" | "missing-parent";
+  constructor(info: { threadId: string; checkpointNs: string; checkpointId: string; reason: "cycle" | "missing-parent"; operation: string }) {
+    super(
+      "HISTORY_CORRUPT",
+      `${info.operation}: the parent links of thread ${JSON.stringify(info.threadId)} namespace ${JSON.stringify(info.checkpointNs)} are broken at checkpoint ` +
+        `${JSON.stringify(info.checkpointId)}: ${info.reason === "cycle" ? "they form a cycle" : "its parent does not exist"}. ` +
+        "A row was changed by hand or corrupted; see its rows with `langgraph-checkpoint-pg export <thread>`.",
+    );
+    this.threadId = info.threadId;
+    this.checkpointNs = info.checkpointNs;
+    this.checkpointId = info.checkpointId;
+    this.reason = info.reason;
   }
 }
 

@@ -28,6 +28,7 @@ export {
   SerializationError,
   DeserializationError,
   DatabaseOperationError,
+  HistoryCorruptError,
   type CheckpointerErrorCode,
 } from "./errors.js";
 export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts } from "./prune.js";

@@ -13,7 +13,7 @@
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { dbOf, type Db, type PGliteLike, type Row } from "./db.js";
-import { CheckpointerError, DatabaseOperationError, InvalidInputError, sqlStateOf } from "./errors.js";
+import { CheckpointerError, DatabaseOperationError, HistoryCorruptError, InvalidInputError, sqlStateOf } from "./errors.js";
 import { MIGRATIONS_TABLE, assertSchemaCurrent, latestVersion, loadMigrations } from "./migrate.js";
 import { MsgpackSerializer } from "./serde.js";
 import { LIMITS, checkKey, checkSchemaName, quoteIdent } from "./validate.js";
@@ -377,8 +377,33 @@ export async function history(options: InspectOptions & { threadId: string; chec
     for (const c of lineage.checkpoints) {
       if (c.parentCheckpointId !== null) byId.get(`${lineage.checkpointNs}\u0000${c.parentCheckpointId}`)?.children.push(c.checkpointId);
     }
+    const loop = findCycle(lineage.checkpoints);
+    if (loop !== undefined) throw new HistoryCorruptError({ threadId, checkpointNs: lineage.checkpointNs, checkpointId: loop, reason: "cycle", operation: "history" });
   }
   return [...lineages.values()];
+}
+
+/**
+ * A checkpoint on a cycle of parent links, if there is one. Each checkpoint
+ * has at most one parent, so following parents from every start, marking the
+ * current path, finds any cycle in one pass. A parent that is not stored (a
+ * pruned ancestor) simply ends a path: that is what pruning leaves.
+ */
+function findCycle(checkpoints: HistoryEntry[]): string | undefined {
+  const parentOf = new Map(checkpoints.map((c) => [c.checkpointId, c.parentCheckpointId]));
+  const state = new Map<string, "on-path" | "done">();
+  for (const start of parentOf.keys()) {
+    const path: string[] = [];
+    let id: string | null | undefined = start;
+    while (id !== null && id !== undefined && parentOf.has(id) && !state.has(id)) {
+      state.set(id, "on-path");
+      path.push(id);
+      id = parentOf.get(id);
+    }
+    if (id !== null && id !== undefined && state.get(id) === "on-path") return id;
+    for (const p of path) state.set(p, "done");
+  }
+  return undefined;
 }
 
 // ---------------------------------------------------------------------------

@@ -51,6 +51,7 @@ import { parseDuration } from "./duration.js";
 import {
   CheckpointerError,
   DatabaseOperationError,
+  HistoryCorruptError,
   InvalidOptionsError,
 } from "./errors.js";
 import { guard, type HandlerErrorHandler } from "./events.js";
@@ -534,6 +535,30 @@ walk (thread_id, checkpoint_ns, checkpoint_id, parent_id, still) AS (
    WHERE cardinality(w.still) > 0
 ),
 kept AS MATERIALIZED (SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM walk),
+-- A walk that needed a parent and found none, or went around a cycle. A cycle has a step to a
+-- parent with a greater id (LangGraph's ids grow with time): only from those, follow the parents,
+-- bounded by the lineage's size, and see whether the start comes back.
+suspect AS MATERIALIZED (
+  SELECT DISTINCT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.parent_id FROM walk w
+   WHERE pg_catalog.cardinality(w.still) > 0 AND w.parent_id >= w.checkpoint_id
+),
+around (thread_id, checkpoint_ns, start_id, at_id, hops) AS (
+  SELECT s.thread_id, s.checkpoint_ns, s.checkpoint_id, s.parent_id, 1 FROM suspect s
+  UNION ALL
+  SELECT a.thread_id, a.checkpoint_ns, a.start_id, c.parent_checkpoint_id, a.hops + 1
+    FROM around a JOIN ${cp} c ON c.thread_id = a.thread_id AND c.checkpoint_ns = a.checkpoint_ns AND c.checkpoint_id = a.at_id
+   WHERE a.at_id <> a.start_id AND c.parent_checkpoint_id IS NOT NULL
+     AND a.hops <= (SELECT pg_catalog.count(*) FROM ${cp} x WHERE x.thread_id = a.thread_id AND x.checkpoint_ns = a.checkpoint_ns)
+),
+broken AS MATERIALIZED (
+  SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, 'missing-parent' AS reason FROM walk w
+   WHERE pg_catalog.cardinality(w.still) > 0 AND w.parent_id IS NOT NULL
+     AND NOT EXISTS (SELECT 1 FROM ${cp} p WHERE p.thread_id = w.thread_id AND p.checkpoint_ns = w.checkpoint_ns AND p.checkpoint_id = w.parent_id)
+  UNION ALL
+  SELECT a.thread_id, a.checkpoint_ns, a.start_id, 'cycle' FROM around a
+   WHERE a.at_id = a.start_id OR a.hops > (SELECT pg_catalog.count(*) FROM ${cp} x WHERE x.thread_id = a.thread_id AND x.checkpoint_ns = a.checkpoint_ns)
+   LIMIT 1
+),
 victims AS MATERIALIZED (
   SELECT v.thread_id, v.checkpoint_ns, v.checkpoint_id, v.bytes,
          row_number() OVER (ORDER BY v.thread_id, v.checkpoint_ns, v.checkpoint_id) AS rn
@@ -598,7 +623,8 @@ SELECT (SELECT count(*) FROM gone_c)::int AS checkpoints, (SELECT coalesce(sum(b
        (SELECT count(*) FROM gone_w)::int AS writes, (SELECT coalesce(sum(bytes), 0) FROM gone_w)::bigint AS write_bytes,
        (SELECT count(*) FROM gone_b)::int AS blobs, (SELECT coalesce(sum(bytes), 0) FROM gone_b)::bigint AS blob_bytes,
        ARRAY(SELECT thread_id FROM more) AS more_threads, ARRAY(SELECT checkpoint_ns FROM more) AS more_ns,
-       ($10::int IS NOT NULL AND ((SELECT count(*) FROM orphan_writes) >= $10::int OR (SELECT count(*) FROM unreferenced) >= $10::int)) AS more_garbage`;
+       ($10::int IS NOT NULL AND ((SELECT count(*) FROM orphan_writes) >= $10::int OR (SELECT count(*) FROM unreferenced) >= $10::int)) AS more_garbage,
+       (SELECT pg_catalog.row_to_json(b) FROM (SELECT thread_id, checkpoint_ns, checkpoint_id, reason FROM broken LIMIT 1) b) AS broken`;
 
   return { threadPage, claim, idleThreads, expire, round };
 }
@@ -606,6 +632,8 @@ SELECT (SELECT count(*) FROM gone_c)::int AS checkpoints, (SELECT coalesce(sum(b
 type Sql = ReturnType<typeof buildSql>;
 
 interface RoundRow {
+  /** Set when a keep-set walk met broken parent links (see `broken` in the round statement). */
+  broken?: { thread_id: string; checkpoint_ns: string; checkpoint_id: string; reason: "cycle" | "missing-parent" } | null;
   checkpoints: number;
   checkpoint_bytes: string | number;
   writes: number;
@@ -737,7 +765,7 @@ async function dryBatch(db: Db, sql: Sql, rules: Rules, threads: string[]): Prom
         const gone = new Set(expired);
         const rest = threads.filter((t) => !gone.has(t));
         if (rest.length > 0) {
-          const row = (await tx.query<RoundRow>(sql.round(true), roundParams(rules, rest, null, rules.pruneCheckpoints, null, true, null))).rows[0]!;
+          const row = checkWalk((await tx.query<RoundRow>(sql.round(true), roundParams(rules, rest, null, rules.pruneCheckpoints, null, true, null))).rows[0]!);
           addRows(counts, row);
         }
         return { counts, expired, skipped: [] };
@@ -778,6 +806,13 @@ interface ClaimRow {
   thread_id: string;
   locked_ns: string[];
   head_ns: string[];
+}
+
+/** A walk over broken parent links stops the prune (its transaction rolls back): nothing is deleted on a guess. */
+function checkWalk<R extends RoundRow>(row: R): R {
+  const b = row.broken;
+  if (b) throw new HistoryCorruptError({ threadId: b.thread_id, checkpointNs: b.checkpoint_ns, checkpointId: b.checkpoint_id, reason: b.reason, operation: "prune" });
+  return row;
 }
 
 interface RoundResult extends RoundRow {
@@ -928,7 +963,7 @@ async function realBatch(db: Db, sql: Sql, o: Settings, rules: Rules, threads: s
 
 async function deleteRound(tx: Queryable, sql: Sql, rules: Rules, o: Settings, lineages: Lineage[]): Promise<RoundResult> {
   const threads = [...new Set(lineages.map((l) => l.thread))];
-  return (await tx.query<RoundResult>(sql.round(false), roundParams(rules, threads, lineages, true, o.chunkSize, false, null))).rows[0]!;
+  return checkWalk((await tx.query<RoundResult>(sql.round(false), roundParams(rules, threads, lineages, true, o.chunkSize, false, null))).rows[0]!);
 }
 
 function moreOf(row: RoundResult): Lineage[] {

@@ -289,34 +289,54 @@ DELETE FROM ${checkpoints} WHERE thread_id = $1`,
      * all requested channels; each channel stops at the nearest ancestor holding
      * a non-empty blob for it (its seed). Returns per ancestor (depth 0 = parent
      * of the target) kind 1 seed blobs and kind 2 writes of still-walking channels.
+     * The walk is bounded: a step to a parent with a greater id (never the case
+     * for LangGraph's time-ordered ids, so never paid for) is taken only while
+     * the walk is shorter than the lineage has checkpoints, so a cycle ends it.
+     * A kind 0 row says why a walk that still needed parents stopped (`type`:
+     * cycle or missing-parent) at `checkpoint_id`.
      * $1 thread, $2 ns, $3 target id|null (null: the head), $4 channels text[].
      */
     deltaHistory: `
 WITH RECURSIVE target AS (
-  SELECT parent_checkpoint_id FROM ${checkpoints}
+  SELECT checkpoint_id, parent_checkpoint_id FROM ${checkpoints}
    WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = coalesce($3::text, ${headOf})
 ), chain AS (
   SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, 0 AS depth, $4::text[] AS walking,
-         ARRAY(SELECT ch FROM unnest($4::text[]) ch
+         ARRAY(SELECT ch FROM pg_catalog.unnest($4::text[]) ch
                 WHERE NOT EXISTS (SELECT 1 FROM ${blobs} b WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ch
                                     AND b.version = c.checkpoint -> 'channel_versions' ->> ch AND b.type <> 'empty')) AS still
     FROM ${checkpoints} c, target t
    WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = t.parent_checkpoint_id
   UNION ALL
   SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, chain.depth + 1, chain.still,
-         ARRAY(SELECT ch FROM unnest(chain.still) ch
+         ARRAY(SELECT ch FROM pg_catalog.unnest(chain.still) ch
                 WHERE NOT EXISTS (SELECT 1 FROM ${blobs} b WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ch
                                     AND b.version = c.checkpoint -> 'channel_versions' ->> ch AND b.type <> 'empty'))
     FROM chain JOIN ${checkpoints} c
       ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = chain.parent_checkpoint_id
-   WHERE cardinality(chain.still) > 0
+   WHERE pg_catalog.cardinality(chain.still) > 0
+     AND (c.checkpoint_id < chain.checkpoint_id
+          OR chain.depth < (SELECT pg_catalog.count(*) FROM ${checkpoints} x WHERE x.thread_id = $1 AND x.checkpoint_ns = $2))
+), stopped AS (
+  SELECT chain.checkpoint_id, chain.parent_checkpoint_id FROM chain
+   WHERE pg_catalog.cardinality(chain.still) > 0 AND chain.parent_checkpoint_id IS NOT NULL
+     AND chain.depth = (SELECT pg_catalog.max(depth) FROM chain)
+  UNION ALL
+  SELECT t.checkpoint_id, t.parent_checkpoint_id FROM target t
+   WHERE t.parent_checkpoint_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM chain)
 )
-SELECT 1 AS kind, chain.depth, b.channel, NULL::text AS task_id, NULL::text AS task_path, NULL::int AS idx, b.type, b.value
+SELECT 0 AS kind, NULL::int AS depth, s.checkpoint_id, NULL::text AS channel, NULL::text AS version, NULL::text AS task_id,
+       NULL::text AS task_path, NULL::int AS idx,
+       CASE WHEN EXISTS (SELECT 1 FROM ${checkpoints} p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = s.parent_checkpoint_id)
+            THEN 'cycle' ELSE 'missing-parent' END AS type, NULL::bytea AS value
+  FROM stopped s
+UNION ALL
+SELECT 1, chain.depth, chain.checkpoint_id, b.channel, b.version, NULL, NULL, NULL, b.type, b.value
   FROM chain JOIN ${blobs} b
     ON b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ANY (chain.walking) AND NOT (b.channel = ANY (chain.still))
    AND b.version = chain.checkpoint -> 'channel_versions' ->> b.channel
 UNION ALL
-SELECT 2, chain.depth, w.channel, w.task_id, w.task_path, w.idx, w.type, w.value
+SELECT 2, chain.depth, chain.checkpoint_id, w.channel, NULL, w.task_id, w.task_path, w.idx, w.type, w.value
   FROM chain JOIN ${writes} w
     ON w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = chain.checkpoint_id AND w.channel = ANY (chain.walking)`,
   };

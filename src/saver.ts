@@ -30,6 +30,7 @@ import {
   CheckpointConflictError,
   CheckpointerError,
   DatabaseOperationError,
+  HistoryCorruptError,
   InvalidInputError,
   InvalidOptionsError,
   PayloadTooLargeError,
@@ -659,13 +660,25 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const res = await this.#query<{
       kind: number;
       depth: number;
+      checkpoint_id: string;
       channel: string;
+      version: string | null;
       task_id: string | null;
       task_path: string | null;
       idx: number | null;
       type: string;
       value: Buffer | null;
     }>("deltaHistory", [threadId, checkpointNs ?? "", checkpointId ?? null, channels], "getDeltaChannelHistory");
+    const stopped = res.rows.find((r) => r.kind === 0);
+    if (stopped) {
+      throw new HistoryCorruptError({
+        threadId: threadId!,
+        checkpointNs: checkpointNs ?? "",
+        checkpointId: stopped.checkpoint_id,
+        reason: stopped.type === "cycle" ? "cycle" : "missing-parent",
+        operation: "getDeltaChannelHistory",
+      });
+    }
     const result: Record<string, DeltaChannelHistory> = {};
     for (const ch of channels) result[ch] = { writes: [] };
     const writeRows = res.rows.filter((r) => r.kind === 2);

@@ -8,9 +8,13 @@
 import { HumanMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { uuid6 } from "@langchain/langgraph-checkpoint";
-import { beforeAll, describe, expect, it } from "vitest";
+import { DeltaValue, END, START, StateGraph, StateSchema } from "@langchain/langgraph";
+import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
-import { InvalidInputError, InvalidOptionsError, migrate, MsgpackSerializer, PayloadTooLargeError, PostgresSaver, prune } from "../src/index.js";
+import { history, HistoryCorruptError, InvalidInputError, InvalidOptionsError, migrate, MsgpackSerializer, PayloadTooLargeError, PostgresSaver, prune } from "../src/index.js";
 import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
 import { runScript } from "./helpers/cli.js";
 import { withTestDatabase } from "./helpers/db.js";
@@ -291,5 +295,82 @@ describe("row 6: sizes are checked after serialization and before any SQL", () =
   it("maxValueBytes defaults to 64 MiB and cannot exceed what one statement carries", () => {
     expect(() => new PostgresSaver(db.pool, { maxValueBytes: 1024 * MB })).toThrow(InvalidOptionsError);
     expect(() => new PostgresSaver(db.pool, { maxValueBytes: 1024 * MB - MB })).not.toThrow();
+  });
+});
+
+describe("row 9: walks over parent links are bounded; a cycle or a missing parent is a typed error naming the thread", () => {
+  // Bounded statements, so that an unbounded walk fails (57014) instead of running forever.
+  let pool: pg.Pool;
+  let walker: PostgresSaver;
+  beforeAll(() => {
+    pool = new pg.Pool({ connectionString: db.url, statement_timeout: 20_000, max: 2 });
+    walker = new PostgresSaver(pool);
+  });
+  afterAll(async () => {
+    await pool.end();
+  });
+
+  /** A DeltaChannel that never snapshots: every read walks to the root. */
+  function deltaGraph(checkpointer: BaseCheckpointSaver) {
+    const State = new StateSchema({
+      log: new DeltaValue(z.array(z.string()).default(() => []), {
+        inputSchema: z.string(),
+        reducer: (current: string[], writes: string[]) => [...current, ...writes],
+        snapshotFrequency: 1000,
+      }),
+      word: z.string().optional(),
+    });
+    return new StateGraph(State)
+      .addNode("a", (st) => ({ log: `a:${st.word}` }))
+      .addEdge(START, "a")
+      .addEdge("a", END)
+      .compile({ checkpointer });
+  }
+
+  /** A thread of 3 runs whose root's parent link is then pointed at its head (a cycle) or at nothing. */
+  async function broken(how: "cycle" | "missing-parent"): Promise<{ thread: string; ids: string[] }> {
+    const thread = `walk-${how}-${uuid6(-3)}`;
+    const graph = deltaGraph(walker);
+    for (const word of ["x", "y", "z"]) await graph.invoke({ word }, cfg(thread));
+    const { rows } = await db.pool.query<{ checkpoint_id: string; parent_checkpoint_id: string | null }>(
+      "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = '' ORDER BY checkpoint_id",
+      [thread],
+    );
+    const root = rows.find((r) => r.parent_checkpoint_id === null)!.checkpoint_id;
+    const head = (await db.pool.query("SELECT checkpoint_id FROM checkpoint_heads WHERE thread_id = $1 AND checkpoint_ns = ''", [thread])).rows[0].checkpoint_id as string;
+    await db.pool.query("UPDATE checkpoints SET parent_checkpoint_id = $3 WHERE thread_id = $1 AND checkpoint_id = $2", [
+      thread,
+      root,
+      how === "cycle" ? head : "no-such-checkpoint",
+    ]);
+    return { thread, ids: rows.map((r) => r.checkpoint_id) };
+  }
+
+  for (const how of ["cycle", "missing-parent"] as const) {
+    it(`${how}: getDeltaChannelHistory (and so getState) throws HistoryCorruptError naming the thread`, async () => {
+      const { thread } = await broken(how);
+      const error = await walker.getDeltaChannelHistory({ config: cfg(thread), channels: ["log"] }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(HistoryCorruptError);
+      expect(error).toMatchObject({ code: "HISTORY_CORRUPT", threadId: thread, checkpointNs: "", reason: how, retryable: false });
+      expect((error as Error).message).toContain(JSON.stringify(thread));
+      await expect(deltaGraph(walker).getState(cfg(thread))).rejects.toBeInstanceOf(HistoryCorruptError);
+    });
+
+    it(`${how}: prune stops with HistoryCorruptError and deletes nothing`, async () => {
+      const { thread, ids } = await broken(how);
+      const error = await prune({ pool, keepLast: 1, grace: 0, threadIds: [thread] }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(HistoryCorruptError);
+      expect(error).toMatchObject({ threadId: thread, reason: how });
+      await expect(prune({ pool, keepLast: 1, grace: 0, threadIds: [thread], dryRun: true })).rejects.toBeInstanceOf(HistoryCorruptError);
+      expect((await db.pool.query("SELECT count(*)::int AS n FROM checkpoints WHERE thread_id = $1", [thread])).rows[0].n).toBe(ids.length);
+    });
+  }
+
+  it("history(): a cycle is HistoryCorruptError; a parent that is not stored (pruned) is not", async () => {
+    const { thread: cyclic } = await broken("cycle");
+    await expect(history({ pool, threadId: cyclic })).rejects.toMatchObject({ code: "HISTORY_CORRUPT", threadId: cyclic, reason: "cycle" });
+    const { thread: orphaned, ids } = await broken("missing-parent");
+    const [lineage] = await history({ pool, threadId: orphaned });
+    expect(lineage!.checkpoints.map((c) => c.checkpointId)).toEqual(ids);
   });
 });
