@@ -60,6 +60,18 @@ export type SaverEvent =
       durationMs: number;
     }
   | {
+      /**
+       * Linear mode: a run's put or putWrites failed, and the run lease it held
+       * on the lineage's head was released, so new input is accepted at once.
+       */
+      type: "leaseReleased";
+      threadId: string;
+      checkpointNs: string;
+      checkpointId: string;
+      /** 1 when released right after the failure; more when it had to be retried. */
+      attempts: number;
+    }
+  | {
       /** A pooled connection failed while idle; the pool replaces it. */
       type: "connectionError";
       message: string;

@@ -233,6 +233,21 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
        task_path = EXCLUDED.task_path, row_version = w.row_version + 1
  WHERE EXCLUDED.idx < 0`,
 
+    /**
+     * Linear mode, after a run failed: end its lease on the lineage, if the head
+     * is still one the run left ($3) with tasks to run. `moved_at` is what the
+     * lease is measured from; -infinity makes it expired. NOWAIT: a put holding
+     * the row is another writer at work, and the caller retries later.
+     * $1 thread, $2 namespace, $3 candidate head ids. Returns the released head.
+     */
+    releaseLease: `
+UPDATE ${heads} SET moved_at = '-infinity'
+ WHERE (thread_id, checkpoint_ns) IN (SELECT thread_id, checkpoint_ns FROM ${heads}
+                                       WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY ($3::text[])
+                                         AND has_pending_tasks AND moved_at > '-infinity'
+                                         FOR UPDATE NOWAIT)
+RETURNING checkpoint_id`,
+
     /** $1 thread, $2 namespace: the current head id (for conflict reports only). */
     headId: `SELECT checkpoint_id FROM ${heads} WHERE thread_id = $1 AND checkpoint_ns = $2`,
 

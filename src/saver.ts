@@ -155,6 +155,16 @@ const MAX_PUT_ATTEMPTS = 10;
  */
 const MAX_STATEMENT_BYTES = 1024 ** 3 - 1024 ** 2;
 
+/** A run lease to release after a failed put or putWrites (linear mode). */
+interface PendingRelease {
+  threadId: string;
+  checkpointNs: string;
+  /** The checkpoints the failed run may have left as the head. */
+  heads: string[];
+  failedAt: number;
+  attempt: number;
+}
+
 /** Page size of `list` when no limit is given: memory stays bounded on long threads. */
 const LIST_PAGE = 100;
 
@@ -189,6 +199,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
   /** Statement text -> prepared statement name. */
   readonly #names: Map<string, string>;
   #ready: Promise<void> | undefined;
+  /** Lease releases waiting to be retried (see #afterRunFailure); end() stops them. */
+  readonly #releases = new Set<NodeJS.Timeout>();
+  #closed = false;
 
   /**
    * @param pool A `pg.Pool`, or a PGlite instance, that the caller owns: {@link end} never closes it.
@@ -326,6 +339,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   async end(): Promise<void> {
+    this.#closed = true;
+    for (const timer of this.#releases) clearTimeout(timer);
+    this.#releases.clear();
     const close = this.#close;
     this.#close = undefined;
     await close?.();
@@ -439,6 +455,82 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    try {
+      return await this.#put(config, checkpoint, metadata, newVersions);
+    } catch (err) {
+      // A put that starts a run does not own its parent's lease (another run may): only its own checkpoint's.
+      const source = (metadata as { source?: unknown } | undefined)?.source;
+      const startsRun = source === "input" || source === "update";
+      await this.#afterRunFailure(err, config, startsRun ? [checkpoint?.id] : [config?.configurable?.checkpoint_id, checkpoint?.id]);
+      throw err;
+    }
+  }
+
+  /**
+   * Store the writes a task produced from a checkpoint (one statement).
+   *
+   * @example
+   * ```ts
+   * await saver.putWrites(config, [["messages", [msg]]], taskId, taskPath);
+   * ```
+   */
+  async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+    try {
+      await this.#putWrites(config, writes, taskId, taskPath);
+    } catch (err) {
+      await this.#afterRunFailure(err, config, [config?.configurable?.checkpoint_id]);
+      throw err;
+    }
+  }
+
+  /**
+   * Linear mode: a failed put or putWrites ends its run (LangGraph stops the
+   * invocation), but the lineage's head still has tasks left, which would keep
+   * new input out for `runLeaseMs`. Release the lease of the head this run
+   * left, if it is still the head: now, or, when that fails (the database is
+   * what failed), again in the background until it works or the lease ran out.
+   * A conflict means another run holds the lineage: nothing to release.
+   */
+  async #afterRunFailure(err: unknown, config: RunnableConfig, ids: unknown[]): Promise<void> {
+    if (this.lineage !== "linear" || err instanceof CheckpointConflictError || err instanceof SchemaNotMigratedError) return;
+    let key: ReturnType<typeof readConfig>;
+    try {
+      key = readConfig(config, "put");
+    } catch {
+      return;
+    }
+    const heads = ids.filter((id): id is string => typeof id === "string" && id !== "");
+    if (key.threadId === undefined || heads.length === 0) return;
+    const lease = { threadId: key.threadId, checkpointNs: key.checkpointNs ?? "", heads, failedAt: Date.now(), attempt: 0 };
+    if (!(await this.#releaseLease(lease))) this.#retryRelease(lease);
+  }
+
+  /** One attempt; true when done (released, or nothing left to release). */
+  async #releaseLease(lease: PendingRelease): Promise<boolean> {
+    lease.attempt++;
+    try {
+      const { rows } = await this.#run<{ checkpoint_id: string }>(this.#queries.releaseLease, [lease.threadId, lease.checkpointNs, lease.heads], "releasing a run lease");
+      if (rows.length > 0) {
+        emit(this.#onEvent, { type: "leaseReleased", threadId: lease.threadId, checkpointNs: lease.checkpointNs, checkpointId: rows[0]!.checkpoint_id, attempts: lease.attempt });
+      }
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  #retryRelease(lease: PendingRelease): void {
+    // Until the lease would have run out anyway; backing off from 250 ms to 5 s.
+    if (this.#closed || Date.now() - lease.failedAt > this.#leaseSeconds * 1000) return;
+    const timer = setTimeout(() => {
+      this.#releases.delete(timer);
+      void this.#releaseLease(lease).then((done) => done || this.#retryRelease(lease));
+    }, Math.min(5000, 250 * 2 ** Math.min(lease.attempt, 5)));
+    timer.unref();
+    this.#releases.add(timer);
+  }
+
+  async #put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const started = performance.now();
     const { threadId, checkpointNs, checkpointId: parentId } = readConfig(config, "put");
     const ns = checkpointNs ?? "";
@@ -564,15 +656,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     }
   }
 
-  /**
-   * Store the writes a task produced from a checkpoint (one statement).
-   *
-   * @example
-   * ```ts
-   * await saver.putWrites(config, [["messages", [msg]]], taskId, taskPath);
-   * ```
-   */
-  async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+  async #putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string): Promise<void> {
     const started = performance.now();
     const { threadId, checkpointNs, checkpointId } = readConfig(config, "putWrites");
     if (checkpointId === undefined) {

@@ -8,13 +8,13 @@
 import { HumanMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { uuid6 } from "@langchain/langgraph-checkpoint";
-import { DeltaValue, END, START, StateGraph, StateSchema } from "@langchain/langgraph";
+import { Annotation, DeltaValue, END, START, StateGraph, StateSchema } from "@langchain/langgraph";
 import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
-import { history, HistoryCorruptError, InvalidInputError, InvalidOptionsError, migrate, MsgpackSerializer, PayloadTooLargeError, PostgresSaver, prune } from "../src/index.js";
+import { CheckpointConflictError, DatabaseOperationError, history, HistoryCorruptError, InvalidInputError, InvalidOptionsError, migrate, MsgpackSerializer, PayloadTooLargeError, PostgresSaver, prune, type SaverEvent } from "../src/index.js";
 import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
 import { runScript } from "./helpers/cli.js";
 import { withTestDatabase } from "./helpers/db.js";
@@ -372,5 +372,58 @@ describe("row 9: walks over parent links are bounded; a cycle or a missing paren
     const { thread: orphaned, ids } = await broken("missing-parent");
     const [lineage] = await history({ pool, threadId: orphaned });
     expect(lineage!.checkpoints.map((c) => c.checkpointId)).toEqual(ids);
+  });
+});
+
+describe("row 12: linear mode, a run that failed on a transient database error releases its lease", () => {
+  it("new input is accepted right after the failure, not after runLeaseMs", async () => {
+    const thread = `lease-${uuid6(-3)}`;
+    // Lock waits give up after 300 ms: the failure under test is a lock timeout (55P03, retryable).
+    const pool = new pg.Pool({ connectionString: db.url, lock_timeout: 300, max: 4 });
+    const holder = await db.pool.connect();
+    const events: SaverEvent[] = [];
+    try {
+      const saver = new PostgresSaver(pool, { lineage: "linear", onEvent: (e) => events.push(e) });
+      const State = Annotation.Root({ n: Annotation<number>({ reducer: (a, b) => a + b, default: () => 0 }) });
+      let block = true;
+      const graph = new StateGraph(State)
+        .addNode("work", async () => {
+          if (block) {
+            // Another session holds the lineage's head row while the step's put arrives.
+            await holder.query("BEGIN");
+            await holder.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE", [thread]);
+          }
+          return { n: 1 };
+        })
+        .addEdge(START, "work")
+        .addEdge("work", END)
+        .compile({ checkpointer: saver });
+      // "sync": the step's put is awaited, so its failure is the invocation's.
+      const failed = await graph.invoke({ n: 1 }, { ...cfg(thread), durability: "sync" }).catch((e: unknown) => e);
+      expect(failed).toBeInstanceOf(DatabaseOperationError);
+      expect(failed).toMatchObject({ sqlState: "55P03", retryable: true });
+      await holder.query("ROLLBACK");
+      // Released at once, or by a retry as soon as the row is free.
+      const released = await waitFor("the lease to be released", async () => events.find((e) => e.type === "leaseReleased"));
+      expect(released).toMatchObject({ threadId: thread, checkpointNs: "" });
+      block = false;
+      expect(await graph.invoke({ n: 10 }, cfg(thread))).toEqual({ n: 12 });
+      await saver.end();
+    } finally {
+      holder.release();
+      await pool.end();
+    }
+  });
+
+  it("a conflict (another run holds the lineage) releases nothing", async () => {
+    const thread = `lease-conflict-${uuid6(-3)}`;
+    const saver = new PostgresSaver(db.pool, { lineage: "linear" });
+    const root = makeCheckpoint({ __start__: { n: 1 } }, { __start__: "00000000000000000000000000000001.1" });
+    const head = await saver.put(cfg(thread), root, meta(-1), root.channel_versions);
+    // A second run's input on top of the unfinished first one is refused, and the first keeps its lease.
+    const intruder = makeCheckpoint({ __start__: { n: 2 } }, { __start__: "00000000000000000000000000000002.1" });
+    await expect(saver.put(head, intruder, meta(-1), intruder.channel_versions)).rejects.toBeInstanceOf(CheckpointConflictError);
+    const { rows } = await db.pool.query("SELECT moved_at > '-infinity' AS held FROM checkpoint_heads WHERE thread_id = $1", [thread]);
+    expect(rows).toEqual([{ held: true }]);
   });
 });
