@@ -310,22 +310,27 @@ const COMMANDS: Record<string, CommandSpec> = {
     },
   },
   grants: {
-    usage: "grants --role <role> [--schema <name>]",
+    usage: "grants --role <role> [--schema <name>] [--revoke-public-temp]",
     summary:
-      "Prints the GRANT statements that let an application role run every saver operation and\n" +
-      "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the three\n" +
-      "tables, SELECT on checkpointer_migrations. Run migrations as the schema owner, then run\n" +
-      "these as the owner. Needs no database connection.",
-    options: `  --role <role>         the application's role (required)`,
-    examples: `  ${BIN} grants --role agents_app --schema agents | psql "$OWNER_DATABASE_URL"`,
+      "Prints the statements that let an application role run every saver operation and\n" +
+      "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the four\n" +
+      "tables, SELECT on checkpointer_migrations; then it revokes what the role does not need\n" +
+      "(CREATE on the schema, TRUNCATE/REFERENCES/TRIGGER, TEMPORARY on the database). Run\n" +
+      "migrations as the schema owner, then run these as the owner. Needs no database connection.",
+    options: `  --role <role>         the application's role (required)
+  --revoke-public-temp  also revoke TEMPORARY on the database from PUBLIC (every role holds it
+                        through PUBLIC; affects all roles without a grant of their own; run as
+                        the database owner)`,
+    examples: `  ${BIN} grants --role agents_app --schema agents | psql "$OWNER_DATABASE_URL"
+  ${BIN} grants --role agents_app --schema agents --revoke-public-temp | psql "$DATABASE_OWNER_URL"`,
     async run(argv, io) {
-      const { values, positionals: rest } = parse("grants", argv, { ...CONNECTION_OPTIONS, role: { type: "string" } });
+      const { values, positionals: rest } = parse("grants", argv, { ...CONNECTION_OPTIONS, role: { type: "string" }, "revoke-public-temp": { type: "boolean" } });
       positionals("grants", rest, [], 0);
       if (values.role === undefined || values.role === "") throw new UsageError("--role <role> is required", "grants");
       const { grantStatements } = await import("./grants.js");
       let statements: string[];
       try {
-        statements = grantStatements({ role: values.role, schema: schemaOption("grants", values.schema) });
+        statements = grantStatements({ role: values.role, schema: schemaOption("grants", values.schema), revokePublicTemp: values["revoke-public-temp"] === true });
       } catch (err) {
         throw new UsageError(err instanceof Error ? err.message : String(err), "grants");
       }
