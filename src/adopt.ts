@@ -273,8 +273,9 @@ export async function planAdoption(tx: Queryable, schema: string): Promise<Adopt
   // Views (and rules) on the tables would block the key columns' collation change.
   const views = (
     await tx.query<{ name: string }>(
-      `SELECT DISTINCT v.oid::regclass::text AS name
+      `SELECT DISTINCT pg_catalog.format('%I.%I', vn.nspname, v.relname) AS name
          FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class
+         JOIN pg_namespace vn ON vn.oid = v.relnamespace
         WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass AND v.oid <> d.refobjid
           AND d.refobjid IN (SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                               WHERE n.nspname = $1 AND c.relname = ANY ($2::text[]))`,

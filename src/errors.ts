@@ -18,7 +18,8 @@ export type CheckpointerErrorCode =
   | "DATA_DIR_LOCKED"
   | "UPCASTER_MISSING"
   | "STATE_VERSION_TOO_NEW"
-  | "HISTORY_CORRUPT";
+  | "HISTORY_CORRUPT"
+  | "UNSAFE_SCHEMA";
 
 /**
  * Base class of every error thrown by this package.
@@ -154,6 +155,37 @@ export class SchemaTooNewError extends CheckpointerError {
     this.schema = schema;
     this.appliedVersion = appliedVersion;
     this.knownVersion = knownVersion;
+  }
+}
+
+/**
+ * The schema holds, or lets other roles create, what would run with the
+ * migrating role's rights. Nothing was changed. `roles` are the untrusted
+ * roles found (`PUBLIC` for everyone); `findings` say what each one can do.
+ *
+ * @example
+ * ```ts
+ * try { await migrate({ pool, schema: "public" }); }
+ * catch (e) { if (e instanceof UnsafeSchemaError) console.error(e.schema, e.roles, e.findings); }
+ * ```
+ */
+export class UnsafeSchemaError extends CheckpointerError {
+  readonly schema: string;
+  readonly roles: string[];
+  readonly findings: string[];
+  constructor(schema: string, migratingRole: string, findings: { text: string; role: string }[]) {
+    const roles = [...new Set(findings.map((f) => f.role))];
+    const creators = findings.some((f) => f.text.includes("may CREATE"));
+    super(
+      "UNSAFE_SCHEMA",
+      `Refusing to migrate schema "${schema}": ${findings.map((f) => f.text).join("; ")}. ` +
+        `Their code would run with the rights of ${JSON.stringify(migratingRole)}, the migrating role. ` +
+        (creators ? `Revoke it (e.g. REVOKE CREATE ON SCHEMA ${JSON.stringify(schema)} FROM PUBLIC), or ` : "") +
+        "migrate as the role that owns these objects, or have them reviewed and reassigned (ALTER ... OWNER TO). Nothing was changed.",
+    );
+    this.schema = schema;
+    this.roles = roles;
+    this.findings = findings.map((f) => f.text);
   }
 }
 

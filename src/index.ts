@@ -24,6 +24,7 @@ export {
   SchemaNotMigratedError,
   SchemaTooNewError,
   MigrationError,
+  UnsafeSchemaError,
   CheckpointConflictError,
   SerializationError,
   DeserializationError,

@@ -197,7 +197,7 @@ export async function migrationStatus(options: Omit<InspectOptions, "serde">): P
   const present = await run<{ name: string; ok: boolean }>(
     db,
     "reading the schema status",
-    `SELECT n AS name, to_regclass($1 || '.' || quote_ident(n)) IS NOT NULL AS ok FROM unnest($2::text[]) AS n`,
+    `SELECT n AS name, pg_catalog.to_regclass($1 || '.' || pg_catalog.quote_ident(n)) IS NOT NULL AS ok FROM pg_catalog.unnest($2::text[]) AS n`,
     [s, [MIGRATIONS_TABLE, "checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads"]],
   );
   const has = new Set(present.filter((r) => r.ok).map((r) => r.name));
@@ -205,7 +205,7 @@ export async function migrationStatus(options: Omit<InspectOptions, "serde">): P
     ? await run<{ version: number; name: string; sha256: string; applied_at: string }>(
         db,
         "reading applied migrations",
-        `SELECT version, name, sha256, to_json(applied_at) #>> '{}' AS applied_at FROM ${s}.${MIGRATIONS_TABLE} ORDER BY version`,
+        `SELECT version, name, sha256, pg_catalog.to_json(applied_at) #>> '{}' AS applied_at FROM ${s}.${MIGRATIONS_TABLE} ORDER BY version`,
       )
     : [];
   const applied = appliedRows.map((r) => {
@@ -216,7 +216,7 @@ export async function migrationStatus(options: Omit<InspectOptions, "serde">): P
   const rows: MigrationStatus["rows"] = {};
   for (const table of ["checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads"] as const) {
     if (!has.has(table)) continue;
-    const [r] = await run<{ n: string }>(db, "counting rows", `SELECT count(*)::text AS n FROM ${s}.${table}`);
+    const [r] = await run<{ n: string }>(db, "counting rows", `SELECT pg_catalog.count(*)::text AS n FROM ${s}.${table}`);
     rows[table] = Number(r!.n);
   }
   return {
@@ -274,15 +274,15 @@ export async function listThreads(options: InspectOptions & { limit?: number }):
     db,
     "listing threads",
     `WITH c AS (
-       SELECT thread_id, count(*) AS checkpoints, count(DISTINCT checkpoint_ns) AS namespaces, max(created_at) AS last_update,
-              sum(pg_column_size(checkpoint) + pg_column_size(metadata) + coalesce(octet_length(metadata_raw), 0)) AS bytes
-         FROM ${t.checkpoints} GROUP BY thread_id ORDER BY max(created_at) DESC, thread_id LIMIT $1
+       SELECT thread_id, pg_catalog.count(*) AS checkpoints, pg_catalog.count(DISTINCT checkpoint_ns) AS namespaces, pg_catalog.max(created_at) AS last_update,
+              pg_catalog.sum(pg_catalog.pg_column_size(checkpoint) + pg_catalog.pg_column_size(metadata) + coalesce(pg_catalog.octet_length(metadata_raw), 0)) AS bytes
+         FROM ${t.checkpoints} GROUP BY thread_id ORDER BY pg_catalog.max(created_at) DESC, thread_id LIMIT $1
      )
-     SELECT c.thread_id, c.checkpoints::text, c.namespaces::text, to_json(c.last_update) #>> '{}' AS last_update,
+     SELECT c.thread_id, c.checkpoints::text, c.namespaces::text, pg_catalog.to_json(c.last_update) #>> '{}' AS last_update,
             w.n::text AS writes, b.n::text AS blobs, (c.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0))::text AS bytes
        FROM c
-       LEFT JOIN LATERAL (SELECT count(*) AS n, sum(coalesce(octet_length(value), 0)) AS bytes FROM ${t.writes} WHERE thread_id = c.thread_id) w ON true
-       LEFT JOIN LATERAL (SELECT count(*) AS n, sum(coalesce(octet_length(value), 0)) AS bytes FROM ${t.blobs} WHERE thread_id = c.thread_id) b ON true
+       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.octet_length(value), 0)) AS bytes FROM ${t.writes} WHERE thread_id = c.thread_id) w ON true
+       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.octet_length(value), 0)) AS bytes FROM ${t.blobs} WHERE thread_id = c.thread_id) b ON true
       ORDER BY c.last_update DESC, c.thread_id`,
     [limit],
   );
@@ -349,7 +349,7 @@ export async function history(options: InspectOptions & { threadId: string; chec
     "reading thread history",
     `SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata ->> 'source' AS source, metadata ->> 'step' AS step,
             EXISTS (SELECT 1 FROM ${t.heads} h WHERE h.thread_id = c.thread_id AND h.checkpoint_ns = c.checkpoint_ns AND h.checkpoint_id = c.checkpoint_id) AS is_head,
-            to_json(created_at) #>> '{}' AS created_at
+            pg_catalog.to_json(created_at) #>> '{}' AS created_at
        FROM ${t.checkpoints} c WHERE thread_id = $1 AND ($2::text IS NULL OR checkpoint_ns = $2)
       ORDER BY checkpoint_ns, checkpoint_id`,
     [threadId, ns],
@@ -461,7 +461,7 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
     db,
     "reading a checkpoint",
     `SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, c.metadata, c.metadata_raw, h.checkpoint_id IS NOT NULL AS is_head,
-            to_json(c.created_at) #>> '{}' AS created_at, c.ttl_seconds, c.unversioned_type, c.unversioned_values
+            pg_catalog.to_json(c.created_at) #>> '{}' AS created_at, c.ttl_seconds, c.unversioned_type, c.unversioned_values
        FROM ${t.checkpoints} c
        LEFT JOIN ${t.heads} h ON h.thread_id = c.thread_id AND h.checkpoint_ns = c.checkpoint_ns AND h.checkpoint_id = c.checkpoint_id
       WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
@@ -474,7 +474,7 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
     db,
     "reading channel values",
     `SELECT b.channel, b.version, b.type, b.value FROM ${t.blobs} b
-       JOIN unnest($3::text[], $4::text[]) AS cv(channel, version) ON b.channel = cv.channel AND b.version = cv.version
+       JOIN ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[])) AS cv(channel, version) ON b.channel = cv.channel AND b.version = cv.version
       WHERE b.thread_id = $1 AND b.checkpoint_ns = $2`,
     [threadId, ns, versions.map(([c]) => c), versions.map(([, v]) => v)],
   );
@@ -674,10 +674,10 @@ export async function exportThread(options: InspectOptions & { threadId: string 
       await tx.query("SET LOCAL bytea_output = 'hex'");
       // to_jsonb: every column, including ones later migrations add; bytea as hex, timestamps to the microsecond.
       const read = (table: string, order: string, extra = "") =>
-        run<{ r: Record<string, unknown> }>(tx, "exporting a thread", `SELECT to_jsonb(x)${extra} AS r FROM ${table} x WHERE thread_id = $1 ORDER BY ${order}`, [
+        run<{ r: Record<string, unknown> }>(tx, "exporting a thread", `SELECT pg_catalog.to_jsonb(x)${extra} AS r FROM ${table} x WHERE thread_id = $1 ORDER BY ${order}`, [
           threadId,
         ]);
-      const isHead = ` || jsonb_build_object('is_head', EXISTS (SELECT 1 FROM ${t.heads} h
+      const isHead = ` || pg_catalog.jsonb_build_object('is_head', EXISTS (SELECT 1 FROM ${t.heads} h
                            WHERE h.thread_id = x.thread_id AND h.checkpoint_ns = x.checkpoint_ns AND h.checkpoint_id = x.checkpoint_id))`;
       return [
         await tableColumns(tx, schema),
@@ -825,7 +825,7 @@ export async function importThread(
           let j = i;
           let bytes = 0;
           while (j < all.length && j - i < CHUNK && (j === i || bytes + all[j]!.size <= CHUNK_BYTES)) bytes += all[j++]!.size;
-          await tx.query(`INSERT INTO ${tables[kind]} (${cols}) SELECT ${cols} FROM jsonb_populate_recordset(NULL::${tables[kind]}, $1::text::jsonb)`, [
+          await tx.query(`INSERT INTO ${tables[kind]} (${cols}) SELECT ${cols} FROM pg_catalog.jsonb_populate_recordset(NULL::${tables[kind]}, $1::text::jsonb)`, [
             JSON.stringify(all.slice(i, j).map((p) => p.row)),
           ]);
           i = j;
@@ -834,7 +834,7 @@ export async function importThread(
       await tx.query(
         `INSERT INTO ${t.heads} (thread_id, checkpoint_ns, checkpoint_id, moved_at, has_pending_tasks)
          SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.created_at, c.has_pending_tasks
-           FROM unnest($2::text[], $3::text[]) AS h(ns, id)
+           FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS h(ns, id)
            JOIN ${t.checkpoints} c ON c.thread_id = $1 AND c.checkpoint_ns = h.ns AND c.checkpoint_id = h.id`,
         [threadId, heads.ns, heads.ids],
       );
@@ -993,10 +993,10 @@ export async function threadIds(options: Omit<InspectOptions, "serde">): Promise
     "listing thread ids",
     // Writes or blobs without a checkpoint (a run killed between putWrites and put) belong to a thread too.
     `SELECT thread_id FROM (
-       SELECT thread_id, max(created_at) AS at FROM ${t.checkpoints} GROUP BY thread_id
+       SELECT thread_id, pg_catalog.max(created_at) AS at FROM ${t.checkpoints} GROUP BY thread_id
        UNION ALL SELECT DISTINCT thread_id, NULL::timestamptz FROM ${t.writes}
        UNION ALL SELECT DISTINCT thread_id, NULL::timestamptz FROM ${t.blobs}
-     ) x GROUP BY thread_id ORDER BY max(at) DESC NULLS LAST, thread_id`,
+     ) x GROUP BY thread_id ORDER BY pg_catalog.max(at) DESC NULLS LAST, thread_id`,
   );
   return rows.map((r) => r.thread_id);
 }

@@ -17,8 +17,9 @@ import { readFileSync } from "node:fs";
 import pg from "pg";
 import { planAdoption, type AdoptionSummary } from "./adopt.js";
 import { dbOf, type Db, type PGliteLike, type Queryable } from "./db.js";
-import { DatabaseOperationError, InvalidOptionsError, isRetryable, MigrationError, SchemaNotMigratedError, SchemaTooNewError, sqlStateOf } from "./errors.js";
+import { DatabaseOperationError, InvalidOptionsError, isRetryable, MigrationError, SchemaNotMigratedError, SchemaTooNewError, sqlStateOf, UnsafeSchemaError } from "./errors.js";
 import { guard, type EventHandler, type HandlerErrorHandler } from "./events.js";
+import { inspectTrust, refuse } from "./trust.js";
 import { checkSchemaName, quoteIdent } from "./validate.js";
 
 /** Name of the table, inside the target schema, that records applied migrations. */
@@ -106,7 +107,9 @@ export interface MigrateResult {
 }
 
 /** Per database and schema: two migrators of different schemas never wait for each other. */
-const LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('langgraph-checkpoint-pg:migrate'), hashtext(current_database() || '.' || $1))";
+const LOCK_SQL =
+  "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('langgraph-checkpoint-pg:migrate'), " +
+  "pg_catalog.hashtext(pg_catalog.concat(pg_catalog.current_database(), '.', $1::text)))";
 
 /**
  * Apply pending migrations to `schema`. Idempotent and safe to run from many
@@ -157,17 +160,25 @@ export async function runMigrations(db: Db, schema: string, options: { dryRun?: 
   try {
     const result = await db.transaction(
       async (tx) => {
+        // First, before any name is resolved: pg_catalog is searched before the
+        // schema (it is, when the path does not name it), so nothing created in
+        // the schema shadows a built-in; new objects still go into the schema.
+        await tx.query(`SET LOCAL search_path TO ${q}, pg_temp`);
         await tx.query(LOCK_SQL, [schema]);
-        const exists = await tx.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [schema]);
+        // Nothing another role owns or may create must run with our rights (see trust.ts).
+        const trust = await inspectTrust(tx, schema);
+        refuse(trust, schema, trust.always);
+        const exists = await tx.query("SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1", [schema]);
         if (exists.rows.length === 0 && !options.dryRun) await tx.query(`CREATE SCHEMA ${q}`);
-        const hasTable = (await tx.query<{ ok: boolean }>("SELECT to_regclass($1) IS NOT NULL AS ok", [table])).rows[0]!.ok;
+        const hasTable = (await tx.query<{ ok: boolean }>("SELECT pg_catalog.to_regclass($1) IS NOT NULL AS ok", [table])).rows[0]!.ok;
+        if (!hasTable) refuse(trust, schema, trust.whenApplying);
         if (!hasTable && !options.dryRun) {
           await tx.query(
             `CREATE TABLE ${table} (
                version integer PRIMARY KEY,
                name text NOT NULL,
                sha256 text NOT NULL,
-               applied_at timestamptz NOT NULL DEFAULT now()
+               applied_at timestamptz NOT NULL DEFAULT pg_catalog.now()
              )`,
           );
         }
@@ -189,9 +200,8 @@ export async function runMigrations(db: Db, schema: string, options: { dryRun?: 
           }
         }
         const pending = migrations.slice(fromVersion);
+        if (pending.length > 0) refuse(trust, schema, trust.whenApplying);
         if (!options.dryRun) {
-          // The generated SQL is unqualified: resolve it inside the target schema.
-          await tx.query(`SET LOCAL search_path TO ${q}, pg_catalog`);
           for (const m of pending) {
             current = m;
             // Record first: a concurrent migrator that somehow got past the lock clashes on the key.
@@ -223,7 +233,7 @@ export async function runMigrations(db: Db, schema: string, options: { dryRun?: 
     });
     return result;
   } catch (err) {
-    if (err instanceof SchemaTooNewError || err instanceof MigrationError) throw err;
+    if (err instanceof SchemaTooNewError || err instanceof MigrationError || err instanceof UnsafeSchemaError) throw err;
     throw new MigrationError(
       current
         ? `migration ${current.version} (${current.name}) failed on schema "${schema}" (SQLSTATE ${sqlStateOf(err) ?? "none"}); nothing was applied`
@@ -244,7 +254,7 @@ export async function runMigrations(db: Db, schema: string, options: { dryRun?: 
  */
 export async function schemaVersion(db: Queryable, schema: string): Promise<number> {
   try {
-    const res = await db.query<{ v: number }>(`SELECT coalesce(max(version), 0)::int AS v FROM ${quoteIdent(schema)}.${MIGRATIONS_TABLE}`);
+    const res = await db.query<{ v: number }>(`SELECT coalesce(pg_catalog.max(version), 0)::int AS v FROM ${quoteIdent(schema)}.${MIGRATIONS_TABLE}`);
     return res.rows[0]!.v;
   } catch (err) {
     // 42P01 undefined_table, 3F000 invalid_schema_name: nothing migrated yet.

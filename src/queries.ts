@@ -3,6 +3,12 @@
  * operation is ONE statement (one round trip, one commit in autocommit):
  * blobs, checkpoint row and head move in `put`; checkpoint, blobs and
  * pending writes in each read.
+ *
+ * Every function is called as `pg_catalog.<name>`: these statements resolve
+ * names through the caller's search_path, where a role that may create
+ * objects could plant a closer overload (e.g. `unnest(text[])`) that would
+ * otherwise win. Several arrays are unnested with `ROWS FROM (...)`, the form
+ * multi-argument `unnest` stands for, which only exists unqualified.
  */
 import { quoteIdent } from "./validate.js";
 
@@ -64,7 +70,7 @@ SELECT 0 AS kind, p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkp
 UNION ALL
 SELECT 1, p.thread_id, p.checkpoint_ns, p.checkpoint_id, b.channel, NULL, b.type, NULL, NULL, b.value, NULL, NULL, NULL
   FROM page p
-  CROSS JOIN LATERAL jsonb_each_text(p.checkpoint -> 'channel_versions') AS cv(channel, version)
+  CROSS JOIN LATERAL pg_catalog.jsonb_each_text(p.checkpoint -> 'channel_versions') AS cv(channel, version)
   -- A lateral lookup per (channel, version): the planner would otherwise hash
   -- all of a long thread's blobs to find the few a page needs.
   CROSS JOIN LATERAL (SELECT b.channel, b.type, b.value FROM ${blobs} b
@@ -111,7 +117,7 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
       const keys = param(where.filter.keys);
       const vals = param(where.filter.values);
       conds.push(
-        `metadata @> ${param(where.filter.json)}::jsonb AND NOT EXISTS (SELECT 1 FROM unnest(${keys}::text[], ${vals}::jsonb[]) f(k, val) WHERE metadata -> f.k IS DISTINCT FROM f.val)`,
+        `metadata @> ${param(where.filter.json)}::jsonb AND NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(${keys}::text[]), pg_catalog.unnest(${vals}::jsonb[])) f(k, val) WHERE metadata -> f.k IS DISTINCT FROM f.val)`,
       );
     }
     const order = oneLineage ? "checkpoint_id DESC" : "checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC";
@@ -174,7 +180,7 @@ WITH head AS (
            -- A new run may start only from a settled head: nothing left to run,
            -- or stopped by an interrupt or error, or idle longer than the lease.
            ELSE NOT h.has_pending_tasks
-             OR h.moved_at < now() - make_interval(secs => $14::float8)
+             OR h.moved_at < pg_catalog.now() - pg_catalog.make_interval(secs => $14::float8)
              OR EXISTS (SELECT 1 FROM ${writes} w
                          WHERE w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = h.checkpoint_id
                            AND w.channel IN ('__interrupt__', '__error__'))
@@ -187,14 +193,15 @@ WITH head AS (
   SELECT $1, $2, $3, $17 FROM decision d WHERE d.ok
   ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE
      SET checkpoint_id = EXCLUDED.checkpoint_id, has_pending_tasks = EXCLUDED.has_pending_tasks,
-         moved_at = now(), row_version = h.row_version + 1
+         moved_at = pg_catalog.now(), row_version = h.row_version + 1
    WHERE h.row_version = (SELECT head_rv FROM decision)
   RETURNING 1
 ), new_blobs AS (
   INSERT INTO ${blobs} (thread_id, checkpoint_ns, channel, version, type, value)
   SELECT $1, $2, p.channel, p.version, p.type, v.value
-    FROM unnest($9::text[], $10::text[], $11::text[], $12::int[], $18::int[]) AS p(channel, version, type, off, len)
-    CROSS JOIN LATERAL (SELECT CASE WHEN p.len < 0 THEN NULL ELSE substring($19::bytea FROM p.off + 1 FOR p.len) END AS value) AS v
+    FROM ROWS FROM (pg_catalog.unnest($9::text[]), pg_catalog.unnest($10::text[]), pg_catalog.unnest($11::text[]),
+                    pg_catalog.unnest($12::int[]), pg_catalog.unnest($18::int[])) AS p(channel, version, type, off, len)
+    CROSS JOIN LATERAL (SELECT CASE WHEN p.len < 0 THEN NULL ELSE pg_catalog.substring($19::bytea, p.off + 1, p.len) END AS value) AS v
    WHERE EXISTS (SELECT 1 FROM move)
   ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
   RETURNING 1
@@ -211,9 +218,9 @@ WITH head AS (
          unversioned_values = EXCLUDED.unversioned_values, row_version = c.row_version + 1
   RETURNING (xmax = 0) AS fresh
 )
-SELECT d.head_id, d.ok, d.parent_ok, (SELECT count(*) FROM move)::int AS moved,
-       (SELECT count(*) FROM ins WHERE fresh)::int AS inserted,
-       (SELECT count(*) FROM new_blobs)::int AS blobs
+SELECT d.head_id, d.ok, d.parent_ok, (SELECT pg_catalog.count(*) FROM move)::int AS moved,
+       (SELECT pg_catalog.count(*) FROM ins WHERE fresh)::int AS inserted,
+       (SELECT pg_catalog.count(*) FROM new_blobs)::int AS blobs
   FROM decision d`,
 
     /**
@@ -226,8 +233,9 @@ SELECT d.head_id, d.ok, d.parent_ok, (SELECT count(*) FROM move)::int AS moved,
     putWrites: `
 INSERT INTO ${writes} AS w (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value)
 SELECT $1, $2, $3, $4, $5, x.idx, x.channel, x.type, v.value
-  FROM unnest($6::int[], $7::text[], $8::text[], $9::int[], $10::int[]) AS x(idx, channel, type, off, len)
-  CROSS JOIN LATERAL (SELECT CASE WHEN x.len < 0 THEN NULL ELSE substring($11::bytea FROM x.off + 1 FOR x.len) END AS value) AS v
+  FROM ROWS FROM (pg_catalog.unnest($6::int[]), pg_catalog.unnest($7::text[]), pg_catalog.unnest($8::text[]),
+                  pg_catalog.unnest($9::int[]), pg_catalog.unnest($10::int[])) AS x(idx, channel, type, off, len)
+  CROSS JOIN LATERAL (SELECT CASE WHEN x.len < 0 THEN NULL ELSE pg_catalog.substring($11::bytea, x.off + 1, x.len) END AS value) AS v
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
    SET channel = EXCLUDED.channel, type = EXCLUDED.type, value = EXCLUDED.value,
        task_path = EXCLUDED.task_path, row_version = w.row_version + 1
@@ -274,7 +282,9 @@ RETURNING 1`,
     /** upgradeState: store blobs. $1 thread, $2 ns, $3 channels, $4 versions, $5 types, $6 values. */
     insertBlobs: `
 INSERT INTO ${blobs} (thread_id, checkpoint_ns, channel, version, type, value)
-SELECT $1, $2, b.channel, b.version, b.type, b.value FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) AS b(channel, version, type, value)
+SELECT $1, $2, b.channel, b.version, b.type, b.value
+  FROM ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
+                  pg_catalog.unnest($6::bytea[])) AS b(channel, version, type, value)
 ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING`,
 
     /** upgradeState: rename a pending write's channel. $1-$3 checkpoint key, $4 old channel, $5 new channel. */

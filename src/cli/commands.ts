@@ -52,8 +52,8 @@ export async function migrateCommand(c: Common & { dryRun: boolean }, io: Io): P
       io.out(`-- schema version ${result.fromVersion}, this code: ${latestVersion()}; ${result.applied.length} migration(s) pending. Nothing was applied.`);
       if (result.applied.length > 0) {
         io.out(
-          `-- Applied in ONE transaction, after: SELECT pg_advisory_xact_lock(...); CREATE SCHEMA IF NOT EXISTS; ` +
-            `SET LOCAL search_path TO ${quoteIdent(schema)}, pg_catalog;`,
+          `-- Applied in ONE transaction, after: SET LOCAL search_path TO ${quoteIdent(schema)}, pg_temp (pg_catalog is searched first); ` +
+            "SELECT pg_catalog.pg_advisory_xact_lock(...); a check that no other role may create in the schema or owns code it runs; CREATE SCHEMA IF NOT EXISTS;",
         );
       }
       for (const m of result.applied) {
