@@ -61,7 +61,7 @@ WITH me AS MATERIALIZED (
     FROM ns, pg_catalog.aclexplode(coalesce(ns.nspacl, pg_catalog.acldefault('n', ns.nspowner))) a
    WHERE a.privilege_type = 'CREATE' AND a.grantee <> ns.nspowner AND a.grantee NOT IN (SELECT oid FROM trusted)
   UNION ALL
-  SELECT true, pg_catalog.format('%I is not a plain table (relkind %s)', r.relname, r.relkind), r.relowner
+  SELECT true, pg_catalog.format('owns %I, which is not a plain table (relkind %s)', r.relname, r.relkind), r.relowner
     FROM rel r WHERE r.relname = 'checkpointer_migrations' AND r.relkind <> 'r'
   UNION ALL
   SELECT true, pg_catalog.format('owns %I, which has row security', r.relname), r.relowner
@@ -71,14 +71,17 @@ WITH me AS MATERIALIZED (
   UNION ALL
   SELECT false, pg_catalog.format('owns table %I', r.relname), r.relowner FROM rel r WHERE r.relowner NOT IN (SELECT oid FROM trusted)
   UNION ALL
-  SELECT false, pg_catalog.format('owns %s, the function of trigger %I on %I', p.oid::pg_catalog.regprocedure, t.tgname, r.relname), p.proowner
+  SELECT false, pg_catalog.format('owns %I.%I(%s), the function of trigger %I on %I', pn.nspname, p.proname,
+                                  pg_catalog.pg_get_function_identity_arguments(p.oid), t.tgname, r.relname), p.proowner
     FROM rel r JOIN pg_catalog.pg_trigger t ON t.tgrelid = r.oid AND NOT t.tgisinternal JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+    JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
    WHERE p.proowner NOT IN (SELECT oid FROM trusted)
   UNION ALL
-  SELECT false, pg_catalog.format('owns function %s', p.oid::pg_catalog.regprocedure), p.proowner
+  SELECT false, pg_catalog.format('owns function %I.%I(%s)', $1::text, p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid)), p.proowner
     FROM ns JOIN pg_catalog.pg_proc p ON p.pronamespace = ns.oid WHERE p.proowner NOT IN (SELECT oid FROM trusted)
   UNION ALL
-  SELECT false, pg_catalog.format('owns operator %s', o.oid::pg_catalog.regoperator), o.oprowner
+  SELECT false, pg_catalog.format('owns operator %I.%s(%s, %s)', $1::text, o.oprname, coalesce(pg_catalog.format_type(o.oprleft, NULL), 'NONE'),
+                                  pg_catalog.format_type(o.oprright, NULL)), o.oprowner
     FROM ns JOIN pg_catalog.pg_operator o ON o.oprnamespace = ns.oid WHERE o.oprowner NOT IN (SELECT oid FROM trusted)
 )
 SELECT CURRENT_USER::text AS me,
