@@ -11,6 +11,8 @@ export { migrate, loadMigrations, latestVersion, schemaVersion, MIGRATIONS_TABLE
 export { MsgpackSerializer } from "./serde.js";
 export { EncryptedSerializer, ENCRYPTED_TYPE_PREFIX, type EncryptedSerializerOptions, type EncryptionKey } from "./encryption.js";
 export { grantStatements, type GrantOptions } from "./grants.js";
+export { reencrypt, type ReencryptOptions, type ReencryptResult, type ReencryptCounts } from "./reencrypt.js";
+export type { ValueRow, RowBoundSerializer } from "./rowserde.js";
 export type { SaverEvent, EventHandler } from "./events.js";
 export { StateVersionError, type Upcaster, type UpcastFunction, type UpcastContext } from "./upcast.js";
 export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo } from "./embedded.js";

@@ -15,6 +15,8 @@ import pg from "pg";
 import { dbOf, type Db, type PGliteLike, type Row } from "./db.js";
 import { CheckpointerError, DatabaseOperationError, HistoryCorruptError, InvalidInputError, sqlStateOf } from "./errors.js";
 import { MIGRATIONS_TABLE, assertSchemaCurrent, latestVersion, loadMigrations } from "./migrate.js";
+import { decodeMetadata } from "./metadata.js";
+import { loadsForRow, type ValueRow } from "./rowserde.js";
 import { MsgpackSerializer } from "./serde.js";
 import { LIMITS, checkKey, checkSchemaName, quoteIdent } from "./validate.js";
 
@@ -138,25 +140,36 @@ function jsonSafe(value: unknown, depth: number): unknown {
   return Object.prototype.hasOwnProperty.call(obj, "$type") ? { $type: "object", value: entries } : entries;
 }
 
-/** Decode a stored value; never throws (an undecodable value is described, its bytes are kept elsewhere). */
-async function decodeStored(serde: SerializerProtocol, type: string, value: Uint8Array | null): Promise<{ ok: true; value: unknown } | { ok: false; error: string }> {
+/**
+ * Decode a value stored in `row`; never throws (an undecodable value is
+ * described, its bytes are kept elsewhere).
+ */
+async function decodeStored(
+  serde: SerializerProtocol,
+  type: string,
+  value: Uint8Array | null,
+  row: ValueRow,
+): Promise<{ ok: true; value: unknown } | { ok: false; error: string }> {
   if (type === "empty") return { ok: true, value: undefined };
   try {
-    return { ok: true, value: await serde.loadsTyped(type, value ?? new Uint8Array()) };
+    return { ok: true, value: await loadsForRow(serde, type, value ?? new Uint8Array(), row) };
   } catch (err) {
     return { ok: false, error: err instanceof Error ? err.message : String(err) };
   }
 }
 
-async function decodeSafe(serde: SerializerProtocol, type: string, value: Uint8Array | null): Promise<unknown> {
-  const d = await decodeStored(serde, type, value);
+async function decodeSafe(serde: SerializerProtocol, type: string, value: Uint8Array | null, row: ValueRow): Promise<unknown> {
+  const d = await decodeStored(serde, type, value, row);
   return d.ok ? toJsonSafe(d.value) : { $type: "undecodable", error: d.error };
 }
 
-async function decodeMetadataRow(serde: SerializerProtocol, json: unknown, raw: Uint8Array | null): Promise<unknown> {
-  if (!raw) return json;
-  const d = await decodeStored(serde, "msgpack", raw);
-  return d.ok ? d.value : json;
+/** `metadata_raw` is plain msgpack whatever the serializer (metadata is never encrypted): decoded as the saver does. */
+async function decodeMetadataRaw(json: unknown, raw: Uint8Array | null): Promise<{ ok: true; value: unknown } | { ok: false; error: string }> {
+  try {
+    return { ok: true, value: await decodeMetadata(json, raw) };
+  } catch (err) {
+    return { ok: false, error: err instanceof Error ? err.message : String(err) };
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -486,13 +499,18 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
     [threadId, ns, cp.checkpoint_id],
   );
   const blobOf = new Map(blobs.map((b) => [b.channel, b]));
-  const decode = async (type: string, value: Uint8Array | null) => {
-    const d = await decodeStored(serde, type, value);
+  const decode = async (type: string, value: Uint8Array | null, row: ValueRow) => {
+    const d = await decodeStored(serde, type, value, row);
     return d.ok ? d.value : { $type: "undecodable", error: d.error };
   };
+  const key = { threadId, checkpointNs: ns };
   const { channel_values: _none, ...checkpoint } = cp.checkpoint;
   // One map { channel: value }; if it cannot be decoded, one entry says so.
-  const unversioned = cp.unversioned_values === null ? {} : await decode(cp.unversioned_type ?? "", cp.unversioned_values);
+  const unversioned =
+    cp.unversioned_values === null
+      ? {}
+      : await decode(cp.unversioned_type ?? "", cp.unversioned_values, { table: "checkpoints", ...key, checkpointId: cp.checkpoint_id });
+  const metadata = await decodeMetadataRaw(cp.metadata, cp.metadata_raw);
   const undecodable = unversioned === null || typeof unversioned !== "object" || (unversioned as { $type?: unknown }).$type === "undecodable";
   return {
     threadId,
@@ -503,17 +521,24 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
     createdAt: cp.created_at,
     ttlSeconds: cp.ttl_seconds,
     checkpoint,
-    metadata: await decodeMetadataRow(serde, cp.metadata, cp.metadata_raw),
+    metadata: metadata.ok ? metadata.value : cp.metadata,
     channels: await Promise.all(
       versions.map(async ([channel, version]) => {
         const b = blobOf.get(channel);
         if (!b) return { channel, version, type: "missing", value: undefined };
-        return { channel, version, type: b.type, value: await decode(b.type, b.value) };
+        return { channel, version, type: b.type, value: await decode(b.type, b.value, { table: "checkpoint_blobs", ...key, channel, version: b.version }) };
       }),
     ),
     unversioned: undecodable ? [{ channel: "*", value: unversioned }] : Object.entries(unversioned).map(([channel, value]) => ({ channel, value })),
     pendingWrites: await Promise.all(
-      writes.map(async (w) => ({ taskId: w.task_id, idx: w.idx, channel: w.channel, type: w.type, taskPath: w.task_path, value: await decode(w.type, w.value) })),
+      writes.map(async (w) => ({
+        taskId: w.task_id,
+        idx: w.idx,
+        channel: w.channel,
+        type: w.type,
+        taskPath: w.task_path,
+        value: await decode(w.type, w.value, { table: "checkpoint_writes", ...key, checkpointId: cp.checkpoint_id, taskId: w.task_id, idx: w.idx }),
+      })),
     ),
   };
 }
@@ -698,15 +723,25 @@ export async function exportThread(options: InspectOptions & { threadId: string 
   const records: ExportRecord[] = [];
   for (const { r } of cps) {
     const record = toRecord("checkpoint", r) as unknown as CheckpointRecord;
-    if (typeof r.metadata_raw === "string") record.metadata_decoded = await decodeSafe(serde, "msgpack", hexToBytes(r.metadata_raw));
-    if (typeof r.unversioned_values === "string") record.unversioned_decoded = await decodeSafe(serde, String(r.unversioned_type), hexToBytes(r.unversioned_values));
+    if (typeof r.metadata_raw === "string") {
+      const d = await decodeMetadataRaw(r.metadata, hexToBytes(r.metadata_raw));
+      record.metadata_decoded = d.ok ? toJsonSafe(d.value) : { $type: "undecodable", error: d.error };
+    }
+    if (typeof r.unversioned_values === "string") {
+      const row: ValueRow = { table: "checkpoints", threadId, checkpointNs: String(r.checkpoint_ns), checkpointId: String(r.checkpoint_id) };
+      record.unversioned_decoded = await decodeSafe(serde, String(r.unversioned_type), hexToBytes(r.unversioned_values), row);
+    }
     records.push(record);
   }
   for (const [kind, rows] of [["write", writes] as const, ["blob", blobs] as const]) {
     for (const { r } of rows) {
       const record = toRecord(kind, r) as unknown as WriteRecord | BlobRecord;
       const type = String(r.type);
-      if (type !== "empty") record.decoded = await decodeSafe(serde, type, typeof r.value === "string" ? hexToBytes(r.value) : null);
+      const row: ValueRow =
+        kind === "blob"
+          ? { table: "checkpoint_blobs", threadId, checkpointNs: String(r.checkpoint_ns), channel: String(r.channel), version: String(r.version) }
+          : { table: "checkpoint_writes", threadId, checkpointNs: String(r.checkpoint_ns), checkpointId: String(r.checkpoint_id), taskId: String(r.task_id), idx: Number(r.idx) };
+      if (type !== "empty") record.decoded = await decodeSafe(serde, type, typeof r.value === "string" ? hexToBytes(r.value) : null, row);
       records.push(record);
     }
   }

@@ -31,7 +31,7 @@ export interface ListWhere {
  * its blobs and writes (`UNION ALL`), without aggregating bytea into arrays.
  *   kind 0 checkpoint: s1 parent id, s3 unversioned_type, n state_version, v metadata_raw, uv unversioned_values,
  *                      cp checkpoint, md metadata
- *   kind 1 blob:       s1 channel, s3 type, v value
+ *   kind 1 blob:       s1 channel, s2 version, s3 type, v value
  *   kind 2 write:      s1 task id, s2 channel, s3 type, s4 task path, n idx, v value
  *   kind 3 parent's pending sends (checkpoints with v < 4 only), same as kind 2
  */
@@ -68,7 +68,7 @@ SELECT 0 AS kind, p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkp
        p.unversioned_values AS uv, p.checkpoint AS cp, p.metadata AS md
   FROM page p
 UNION ALL
-SELECT 1, p.thread_id, p.checkpoint_ns, p.checkpoint_id, b.channel, NULL, b.type, NULL, NULL, b.value, NULL, NULL, NULL
+SELECT 1, p.thread_id, p.checkpoint_ns, p.checkpoint_id, b.channel, cv.version, b.type, NULL, NULL, b.value, NULL, NULL, NULL
   FROM page p
   CROSS JOIN LATERAL pg_catalog.jsonb_each_text(p.checkpoint -> 'channel_versions') AS cv(channel, version)
   -- A lateral lookup per (channel, version): the planner would otherwise hash

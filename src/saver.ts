@@ -42,6 +42,7 @@ import { readFilter } from "./filter.js";
 import { decodeMetadata, encodeMetadata } from "./metadata.js";
 import { assertSchemaCurrent, latestVersion, runMigrations, type MigrateResult } from "./migrate.js";
 import { buildQueries, type ListWhere, type Queries, type ReadRow } from "./queries.js";
+import { dumpsForRow, loadsForRow, type ValueRow } from "./rowserde.js";
 import { MsgpackSerializer } from "./serde.js";
 import { parseDuration } from "./duration.js";
 import { checkVersioning, isSyntheticVersion, realVersion, upcastTuple, type StateVersioning, type Upcaster } from "./upcast.js";
@@ -548,7 +549,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
         let type = "empty";
         let bytes: Uint8Array | null = null;
         if (Object.prototype.hasOwnProperty.call(values, channel)) {
-          [type, bytes] = await this.serde.dumpsTyped(values[channel]);
+          [type, bytes] = await dumpsForRow(this.serde, values[channel], { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v });
           this.#checkSize(`put checkpoint.channel_values[${JSON.stringify(channel)}]`, bytes);
         }
         channels.push(channel);
@@ -562,16 +563,22 @@ export class PostgresSaver extends BaseCheckpointSaver {
       Object.entries(checkpoint.channel_versions ?? {}).map(async ([channel, version]) => {
         if (!isSyntheticVersion(version) || Object.prototype.hasOwnProperty.call(newVersions ?? {}, channel)) return;
         if (!Object.prototype.hasOwnProperty.call(values, channel)) return;
-        const [type, bytes] = await this.serde.dumpsTyped(values[channel]);
+        const v = String(version);
+        const [type, bytes] = await dumpsForRow(this.serde, values[channel], { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v });
         this.#checkSize(`put checkpoint.channel_values[${JSON.stringify(channel)}]`, bytes);
         channels.push(channel);
-        versions.push(version as unknown as string);
+        versions.push(v);
         types.push(type);
         payloads.push(bytes);
       }),
     );
     const { channel_values: _omit, ...stored } = checkpoint;
-    const unversioned = await this.#encodeUnversioned(values, checkpoint.channel_versions, "put checkpoint.channel_values (channels without a version)");
+    const unversioned = await this.#encodeUnversioned(values, checkpoint.channel_versions, "put checkpoint.channel_values (channels without a version)", {
+      table: "checkpoints",
+      threadId: threadId!,
+      checkpointNs: ns,
+      checkpointId: id,
+    });
     const meta = await encodeMetadata(metadata);
     const allowFork = config.configurable?.[ALLOW_FORK_KEY] === true;
     const linear = this.lineage === "linear" && !allowFork;
@@ -677,7 +684,14 @@ export class PostgresSaver extends BaseCheckpointSaver {
         const channel = checkKey(`putWrites writes[${i}][0] (channel)`, write[0], LIMITS.channel);
         idx[i] = WRITES_IDX_MAP[channel] ?? i;
         channels[i] = channel;
-        [types[i], payloads[i]] = await this.serde.dumpsTyped(write[1]);
+        [types[i], payloads[i]] = await dumpsForRow(this.serde, write[1], {
+          table: "checkpoint_writes",
+          threadId: threadId!,
+          checkpointNs: checkpointNs ?? "",
+          checkpointId,
+          taskId,
+          idx: idx[i]!,
+        });
         this.#checkSize(`putWrites writes[${i}] (channel ${JSON.stringify(channel)})`, payloads[i]!);
       }),
     );
@@ -772,10 +786,17 @@ export class PostgresSaver extends BaseCheckpointSaver {
         b.depth - a.depth ||
         compareWritesSortKeys(writesSortKey(a.task_path ?? "", a.task_id!, a.idx!), writesSortKey(b.task_path ?? "", b.task_id!, b.idx!)),
     );
-    const decoded = await Promise.all(writeRows.map((r) => this.#decode(r.type, r.value)));
+    const ns = checkpointNs ?? "";
+    const decoded = await Promise.all(
+      writeRows.map((r) =>
+        this.#decode(r.type, r.value, { table: "checkpoint_writes", threadId: threadId!, checkpointNs: ns, checkpointId: r.checkpoint_id, taskId: r.task_id!, idx: r.idx! }),
+      ),
+    );
     writeRows.forEach((r, i) => result[r.channel]!.writes.push([r.task_id!, r.channel, decoded[i]]));
     for (const r of res.rows) {
-      if (r.kind === 1) result[r.channel]!.seed = await this.#decode(r.type, r.value);
+      if (r.kind === 1) {
+        result[r.channel]!.seed = await this.#decode(r.type, r.value, { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel: r.channel, version: r.version! });
+      }
     }
     return result;
   }
@@ -824,13 +845,22 @@ export class PostgresSaver extends BaseCheckpointSaver {
           const blobs = await Promise.all(
             Object.entries(cp.channel_versions)
               .filter(([ch, v]) => isSyntheticVersion(v) && Object.prototype.hasOwnProperty.call(cp.channel_values, ch))
-              .map(async ([ch, v]) => ({ ch, v: String(real(v)), typed: await this.serde.dumpsTyped(cp.channel_values[ch]) })),
+              .map(async ([ch, v]) => {
+                const version = String(real(v));
+                const row = { table: "checkpoint_blobs" as const, threadId: key[0]!, checkpointNs: key[1]!, channel: ch, version };
+                return { ch, v: version, typed: await dumpsForRow(this.serde, cp.channel_values[ch], row) };
+              }),
           );
           await tx.query(q.insertBlobs, [key[0], key[1], blobs.map((b) => b.ch), blobs.map((b) => b.v), blobs.map((b) => b.typed[0]), blobs.map((b) => b.typed[1])]);
           const { channel_values: _values, ...stored } = cp;
           stored.channel_versions = Object.fromEntries(Object.entries(cp.channel_versions).map(([ch, v]) => [ch, real(v)])) as typeof cp.channel_versions;
           // The upcast values of channels without a version are stored again too.
-          const unversioned = await this.#encodeUnversioned(cp.channel_values, cp.channel_versions, "upgradeState channel_values (channels without a version)");
+          const unversioned = await this.#encodeUnversioned(cp.channel_values, cp.channel_versions, "upgradeState channel_values (channels without a version)", {
+            table: "checkpoints",
+            threadId: row.thread_id,
+            checkpointNs: row.checkpoint_ns,
+            checkpointId: row.checkpoint_id,
+          });
           const updated = await tx.query(q.rewriteCheckpoint, [...key, row.row_version, stored, versioning.stateVersion, unversioned.type, unversioned.bytes]);
           if (updated.rows.length === 0) throw new DatabaseOperationError("upgradeState", new Error("a checkpoint changed during its rewrite"));
           for (const [from, to] of renames) await tx.query(q.renameWrites, [...key, from, to]);
@@ -874,10 +904,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
     values: Record<string, unknown>,
     versions: Checkpoint["channel_versions"] | undefined,
     field: string,
+    row: ValueRow,
   ): Promise<{ type: string | null; bytes: Uint8Array | null }> {
     const entries = Object.entries(values).filter(([channel]) => !Object.prototype.hasOwnProperty.call(versions ?? {}, channel));
     if (entries.length === 0) return { type: null, bytes: null };
-    const [type, bytes] = await this.serde.dumpsTyped(Object.fromEntries(entries));
+    const [type, bytes] = await dumpsForRow(this.serde, Object.fromEntries(entries), row);
     this.#checkSize(field, bytes);
     return { type, bytes };
   }
@@ -892,8 +923,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
     }
   }
 
-  async #decode(type: string, value: Buffer | null): Promise<unknown> {
-    return this.serde.loadsTyped(type, value ?? new Uint8Array());
+  /** Decode a stored value; `row` is where it is stored (a serializer may check that the value belongs there). */
+  async #decode(type: string, value: Buffer | null, row: ValueRow): Promise<unknown> {
+    return loadsForRow(this.serde, type, value ?? new Uint8Array(), row);
   }
 
   /** Rebuild tuples from read rows, newest first; upcast to the saver's state version unless told not to. */
@@ -925,10 +957,17 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const byOrder = (a: ReadRow, b: ReadRow) =>
       compareWritesSortKeys(writesSortKey(a.s4 ?? "", a.s1!, a.n!), writesSortKey(b.s4 ?? "", b.s1!, b.n!));
     writes.sort(byOrder);
+    const threadId = head.thread_id;
+    const checkpointNs = head.checkpoint_ns;
+    const writeRow = (w: ReadRow, checkpointId: string): ValueRow => ({ table: "checkpoint_writes", threadId, checkpointNs, checkpointId, taskId: w.s1!, idx: w.n! });
     const [values, unversioned, pendingWrites, metadata] = await Promise.all([
-      Promise.all(blobs.map(async (b) => [b.s1!, await this.#decode(b.s3!, b.v)] as const)),
-      head.uv === null ? undefined : (this.#decode(head.s3!, head.uv) as Promise<Record<string, unknown>>),
-      Promise.all(writes.map(async (w): Promise<CheckpointPendingWrite> => [w.s1!, w.s2!, await this.#decode(w.s3!, w.v)])),
+      Promise.all(
+        blobs.map(async (b) => [b.s1!, await this.#decode(b.s3!, b.v, { table: "checkpoint_blobs", threadId, checkpointNs, channel: b.s1!, version: b.s2! })] as const),
+      ),
+      head.uv === null
+        ? undefined
+        : (this.#decode(head.s3!, head.uv, { table: "checkpoints", threadId, checkpointNs, checkpointId: head.checkpoint_id }) as Promise<Record<string, unknown>>),
+      Promise.all(writes.map(async (w): Promise<CheckpointPendingWrite> => [w.s1!, w.s2!, await this.#decode(w.s3!, w.v, writeRow(w, head.checkpoint_id))])),
       decodeMetadata(head.md, head.v),
     ]);
     const stored = head.cp as Omit<Checkpoint, "channel_values">;
@@ -937,7 +976,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (checkpoint.v < 4 && parent !== undefined) {
       // Checkpoints before format v4 kept pending sends as writes of the parent.
       sends.sort(byOrder);
-      checkpoint.channel_values[TASKS] = await Promise.all(sends.map((w) => this.#decode(w.s3!, w.v)));
+      checkpoint.channel_values[TASKS] = await Promise.all(sends.map((w) => this.#decode(w.s3!, w.v, writeRow(w, parent))));
       const existing = Object.values(checkpoint.channel_versions ?? {});
       checkpoint.channel_versions = {
         ...checkpoint.channel_versions,
