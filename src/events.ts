@@ -93,6 +93,11 @@ export interface HandlerErrorInfo {
  * with (option `onHandlerError`). Without it, the first error of each callback
  * is printed on stderr (as a process warning) and later ones are not.
  * Either way the operation's outcome is unchanged.
+ *
+ * @example
+ * ```ts
+ * new PostgresSaver(pool, { onEvent: sendToTracer, onHandlerError: (err, { event }) => log.error({ err, event }, "tracer failed") });
+ * ```
  */
 export type HandlerErrorHandler = (error: unknown, info: HandlerErrorInfo) => unknown;
 

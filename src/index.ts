@@ -13,7 +13,7 @@ export { EncryptedSerializer, ENCRYPTED_TYPE_PREFIX, type EncryptedSerializerOpt
 export { grantStatements, type GrantOptions } from "./grants.js";
 export { reencrypt, type ReencryptOptions, type ReencryptResult, type ReencryptCounts } from "./reencrypt.js";
 export type { ValueRow, RowBoundSerializer } from "./rowserde.js";
-export type { SaverEvent, EventHandler } from "./events.js";
+export type { SaverEvent, EventHandler, HandlerErrorHandler, HandlerErrorInfo } from "./events.js";
 export { StateVersionError, type Upcaster, type UpcastFunction, type UpcastContext } from "./upcast.js";
 export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo } from "./embedded.js";
 export type { PGliteLike } from "./db.js";

@@ -13,6 +13,11 @@ import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 /**
  * Where a serialized value is stored: its table and its key. A checkpoint
  * row holds one value, the map of channel values without a version.
+ *
+ * @example
+ * ```ts
+ * const row: ValueRow = { table: "checkpoint_writes", threadId: "t", checkpointNs: "", checkpointId: id, taskId, idx: 0 };
+ * ```
  */
 export type ValueRow =
   | { table: "checkpoint_blobs"; threadId: string; checkpointNs: string; channel: string; version: string }
