@@ -9,6 +9,8 @@
  *   drizzle migrations also use),
  * - refusing a schema newer than this code, or one whose applied migrations
  *   were edited after the fact,
+ * - refusing a schema where another role may create, or owns, code the
+ *   migration would run with the migrating role's rights (see trust.ts),
  * - adopting in place the tables of the official LangGraph Postgres saver
  *   (same names) instead of creating them (see adopt.ts).
  */

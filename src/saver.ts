@@ -593,13 +593,15 @@ export class PostgresSaver extends BaseCheckpointSaver {
     // Serialized here (pg would do the same), so the size check counts exactly what is sent.
     const storedJson = JSON.stringify(stored);
     const metaJson = JSON.stringify(meta.json);
-    checkStatementSize("put checkpoint", [
-      ...channels.map((channel, i) => ({ name: `channel ${JSON.stringify(channel)}`, bytes: payloads[i]?.byteLength ?? 0 })),
-      { name: "channels without a version", bytes: unversioned.bytes?.byteLength ?? 0 },
-      { name: "metadata", bytes: Buffer.byteLength(metaJson) + (meta.raw?.byteLength ?? 0) },
-      { name: "the checkpoint without its values", bytes: Buffer.byteLength(storedJson) },
-      { name: "ids, channel names and versions", bytes: keyBytes([threadId!, ns, id, parentId ?? "", ...channels, ...versions, ...types]) },
-    ]);
+    if (boundBytes([payloads, [unversioned.bytes, meta.raw]], [[storedJson, metaJson, threadId!, ns, id, parentId ?? ""], channels, versions, types]) > MAX_STATEMENT_BYTES) {
+      checkStatementSize("put checkpoint", [
+        ...channels.map((channel, i) => ({ name: `channel ${JSON.stringify(channel)}`, bytes: payloads[i]?.byteLength ?? 0 })),
+        { name: "channels without a version", bytes: unversioned.bytes?.byteLength ?? 0 },
+        { name: "metadata", bytes: Buffer.byteLength(metaJson) + (meta.raw?.byteLength ?? 0) },
+        { name: "the checkpoint without its values", bytes: Buffer.byteLength(storedJson) },
+        { name: "ids, channel names and versions", bytes: boundBytes([], [[threadId!, ns, id, parentId ?? ""], channels, versions, types]) },
+      ]);
+    }
     const packed = pack(payloads);
     const params = [
       threadId, ns, id, parentId ?? null, storedJson, metaJson, meta.raw, linear, channels, versions, types, packed.offsets,
@@ -695,10 +697,13 @@ export class PostgresSaver extends BaseCheckpointSaver {
         this.#checkSize(`putWrites writes[${i}] (channel ${JSON.stringify(channel)})`, payloads[i]!);
       }),
     );
-    checkStatementSize("putWrites writes", [
-      ...channels.map((channel, i) => ({ name: `writes[${i}] (channel ${JSON.stringify(channel)})`, bytes: payloads[i]!.byteLength })),
-      { name: "ids and channel names", bytes: keyBytes([threadId!, checkpointNs ?? "", checkpointId, taskId, taskPath, ...channels, ...types]) },
-    ]);
+    const keys = [[threadId!, checkpointNs ?? "", checkpointId, taskId, taskPath], channels, types];
+    if (boundBytes([payloads], keys) > MAX_STATEMENT_BYTES) {
+      checkStatementSize("putWrites writes", [
+        ...channels.map((channel, i) => ({ name: `writes[${i}] (channel ${JSON.stringify(channel)})`, bytes: payloads[i]!.byteLength })),
+        { name: "ids and channel names", bytes: boundBytes([], keys) },
+      ]);
+    }
     const packed = pack(payloads);
     await this.#query(
       "putWrites",
@@ -998,8 +1003,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
 }
 
 /**
- * Refuse, before any SQL, a statement whose parts add up to more than Postgres
- * takes in one message; the error names the largest parts.
+ * Refuse a statement whose parts add up to more than Postgres takes in one
+ * message; the error names the largest parts.
  */
 function checkStatementSize(field: string, parts: { name: string; bytes: number }[]): void {
   let total = 0;
@@ -1017,10 +1022,15 @@ function checkStatementSize(field: string, parts: { name: string; bytes: number 
   );
 }
 
-/** An upper bound of the bytes strings take on the wire (UTF-8: at most 3 per UTF-16 unit, plus array quoting). */
-function keyBytes(strings: readonly string[]): number {
+/**
+ * An upper bound of what a statement sends, cheap enough for every put: the
+ * bytes of the values, and of the strings as UTF-8 (at most 3 per UTF-16
+ * unit) with array quoting. Only above the limit is it counted exactly.
+ */
+function boundBytes(values: readonly (readonly (Uint8Array | null)[])[], strings: readonly (readonly string[])[]): number {
   let n = 0;
-  for (const s of strings) n += s.length * 3 + 4;
+  for (const list of values) for (const v of list) n += v?.byteLength ?? 0;
+  for (const list of strings) for (const s of list) n += s.length * 3 + 4;
   return n;
 }
 
