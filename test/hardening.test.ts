@@ -1,9 +1,10 @@
 /**
  * Issue #15: no role, input or failing handler can escalate, crash the process
- * or corrupt a thread. One describe per row of the issue's table (rows 1 and
- * 11, which need real roles, are in test/trust.test.ts; row 5, encryption
- * bound to its row, in test/encryption.test.ts). Real Postgres throughout;
- * crash tests run a child process and check its exit.
+ * or corrupt a thread. One describe per row of the issue's table; rows that
+ * need real roles are elsewhere (row 1 in test/trust.test.ts, row 11 in
+ * test/privileges.test.ts), and row 5, encryption bound to its row, is in
+ * test/encryption.test.ts. Real Postgres throughout; crash tests run a child
+ * process and check its exit.
  */
 import { HumanMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
