@@ -6,9 +6,10 @@
  *
  * Only the encryption changes: the inner bytes (msgpack, json...) are kept as
  * they are, never decoded and encoded again. Batches of rows, one transaction
- * each, rows locked while they are rewritten; safe while graphs run (blobs
- * are never changed by the saver, writes only by a retried special write,
- * which waits for the batch).
+ * each, rows locked while they are rewritten (FOR NO KEY UPDATE: a put's key
+ * share lock on its parent is not blocked); safe while graphs run (blobs are
+ * never changed by the saver, writes only by a retried special write, which
+ * waits for the batch).
  */
 import pg from "pg";
 import { dbOf, poolDb, type Db, type PGliteLike, type Queryable } from "./db.js";
@@ -166,7 +167,7 @@ export async function reencrypt(options: ReencryptOptions): Promise<ReencryptRes
             const after = cursor ? `AND (${keys}) > (${table.key.map((_, i) => `$${i + 5}::${table.keyTypes[i]}`).join(", ")})` : "";
             const { rows } = await tx.query(
               `SELECT ${keys}, ${table.type} AS type, ${table.value} AS value FROM ${t}
-                WHERE ${stale} ${after} ORDER BY ${keys} LIMIT $4 FOR UPDATE`,
+                WHERE ${stale} ${after} ORDER BY ${keys} LIMIT $4 FOR NO KEY UPDATE`,
               [...staleParams, batchSize, ...(cursor ?? [])],
             );
             const next = await Promise.all(rows.map((r) => serde.rewrap(String(r.type), r.value as Uint8Array, table.row(r))));
