@@ -31,8 +31,12 @@
 import type { Queryable } from "./db.js";
 import { UnsafeSchemaError } from "./errors.js";
 
-/** Relations a migration reads or writes: ours, and the official saver's it may adopt. */
-const TOUCHED = ["checkpointer_migrations", "checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads", "checkpoint_migrations"];
+/** Our tables that a migration reads before it knows whether it will change anything: plain tables only. */
+const READ_FIRST = ["checkpointer_migrations", "checkpointer_adoption"];
+/** Relations a migration reads or writes: ours, and the official saver's (same names) when they are in the schema. */
+const TOUCHED = [...READ_FIRST, "checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads", "checkpoint_migrations"];
+/** The official saver's tables, in the schema an adoption copies from. */
+const OFFICIAL = ["checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_migrations"];
 
 /** What {@link inspectTrust} found: refusals that always apply, and those that apply when migrations would run. */
 export interface TrustReport {
@@ -41,8 +45,9 @@ export interface TrustReport {
   whenApplying: { text: string; role: string }[];
 }
 
-const QUERY = `
-WITH me AS MATERIALIZED (
+/** The roles whose code may run with the current role's rights (see the top of this file). */
+const TRUSTED = `
+me AS MATERIALIZED (
   SELECT r.oid, r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER
 ), trusted AS MATERIALIZED (
   SELECT r.oid FROM pg_catalog.pg_roles r, me
@@ -51,7 +56,17 @@ WITH me AS MATERIALIZED (
       OR (r.rolname = 'pg_database_owner'
           AND EXISTS (SELECT 1 FROM pg_catalog.pg_database d JOIN pg_catalog.pg_roles o ON o.oid = d.datdba
                        WHERE d.datname = pg_catalog.current_database() AND (o.oid = me.oid OR o.rolsuper)))
-), ns AS MATERIALIZED (
+)`;
+
+/** `found (always, what, owner)` as a JSON list of `{ always, what, role }`, with the current role. */
+const REPORT = `
+SELECT CURRENT_USER::text AS me,
+       coalesce((SELECT pg_catalog.json_agg(x ORDER BY x.role, x.what) FROM (
+                   SELECT f.always, f.what, CASE WHEN f.owner = 0 THEN 'PUBLIC' ELSE coalesce(r.rolname::text, f.owner::text) END AS role
+                     FROM found f LEFT JOIN pg_catalog.pg_roles r ON r.oid = f.owner) x), '[]') AS found`;
+
+const QUERY = `
+WITH ${TRUSTED}, ns AS MATERIALIZED (
   SELECT n.oid, n.nspowner, n.nspacl FROM pg_catalog.pg_namespace n WHERE n.nspname = $1
 ), rel AS MATERIALIZED (
   SELECT c.oid, c.relname, c.relkind, c.relowner, c.relrowsecurity FROM ns JOIN pg_catalog.pg_class c ON c.relnamespace = ns.oid
@@ -62,10 +77,10 @@ WITH me AS MATERIALIZED (
    WHERE a.privilege_type = 'CREATE' AND a.grantee <> ns.nspowner AND a.grantee NOT IN (SELECT oid FROM trusted)
   UNION ALL
   SELECT true, pg_catalog.format('owns %I, which is not a plain table (relkind %s)', r.relname, r.relkind), r.relowner
-    FROM rel r WHERE r.relname = 'checkpointer_migrations' AND r.relkind <> 'r'
+    FROM rel r WHERE r.relname = ANY ($3::text[]) AND r.relkind <> 'r'
   UNION ALL
   SELECT true, pg_catalog.format('owns %I, which has row security', r.relname), r.relowner
-    FROM rel r WHERE r.relname = 'checkpointer_migrations' AND r.relrowsecurity AND r.relowner NOT IN (SELECT oid FROM trusted)
+    FROM rel r WHERE r.relname = ANY ($3::text[]) AND r.relrowsecurity AND r.relowner NOT IN (SELECT oid FROM trusted)
   UNION ALL
   SELECT false, 'owns the schema', ns.nspowner FROM ns WHERE ns.nspowner NOT IN (SELECT oid FROM trusted)
   UNION ALL
@@ -83,11 +98,26 @@ WITH me AS MATERIALIZED (
   SELECT false, pg_catalog.format('owns operator %I.%s(%s, %s)', $1::text, o.oprname, coalesce(pg_catalog.format_type(o.oprleft, NULL), 'NONE'),
                                   pg_catalog.format_type(o.oprright, NULL)), o.oprowner
     FROM ns JOIN pg_catalog.pg_operator o ON o.oprnamespace = ns.oid WHERE o.oprowner NOT IN (SELECT oid FROM trusted)
-)
-SELECT CURRENT_USER::text AS me,
-       coalesce((SELECT pg_catalog.json_agg(x ORDER BY x.role, x.what) FROM (
-                   SELECT f.always, f.what, CASE WHEN f.owner = 0 THEN 'PUBLIC' ELSE coalesce(r.rolname::text, f.owner::text) END AS role
-                     FROM found f LEFT JOIN pg_catalog.pg_roles r ON r.oid = f.owner) x), '[]') AS found`;
+)${REPORT}`;
+
+/**
+ * The official tables in the schema an adoption copies from: it reads them
+ * and puts triggers on them. Their owner, their triggers' functions and their
+ * row security are checked as for our own tables.
+ */
+const SOURCE_QUERY = `
+WITH ${TRUSTED}, rel AS MATERIALIZED (
+  SELECT c.oid, c.relname, c.relowner, c.relrowsecurity FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname = $1 AND c.relname = ANY ($2::text[])
+), found (always, what, owner) AS (
+  SELECT false, pg_catalog.format('owns table %I.%I', $1::text, r.relname), r.relowner FROM rel r WHERE r.relowner NOT IN (SELECT oid FROM trusted)
+  UNION ALL
+  SELECT false, pg_catalog.format('owns %I.%I(%s), the function of trigger %I on %I.%I', pn.nspname, p.proname,
+                                  pg_catalog.pg_get_function_identity_arguments(p.oid), t.tgname, $1::text, r.relname), p.proowner
+    FROM rel r JOIN pg_catalog.pg_trigger t ON t.tgrelid = r.oid AND NOT t.tgisinternal JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+    JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
+   WHERE p.proowner NOT IN (SELECT oid FROM trusted)
+)${REPORT}`;
 
 /**
  * Read (never change) what in `schema` another role owns or may create. Run
@@ -101,9 +131,24 @@ SELECT CURRENT_USER::text AS me,
  */
 export async function inspectTrust(tx: Queryable, schema: string): Promise<TrustReport> {
   type Found = { always: boolean; what: string; role: string };
-  const { me, found } = (await tx.query<{ me: string; found: Found[] }>(QUERY, [schema, TOUCHED])).rows[0]!;
+  const { me, found } = (await tx.query<{ me: string; found: Found[] }>(QUERY, [schema, TOUCHED, READ_FIRST])).rows[0]!;
   const finding = (r: Found) => ({ text: `role ${JSON.stringify(r.role)} ${r.what}`, role: r.role });
   return { me, always: found.filter((r) => r.always).map(finding), whenApplying: found.filter((r) => !r.always).map(finding) };
+}
+
+/**
+ * What another role owns among the official tables of `from` (the schema an
+ * adoption copies from, and puts triggers on): findings to refuse with.
+ *
+ * @example
+ * ```ts
+ * refuse(report, "langgraph", await inspectAdoptionSource(tx, "public"));
+ * ```
+ */
+export async function inspectAdoptionSource(tx: Queryable, from: string): Promise<TrustReport["always"]> {
+  type Found = { always: boolean; what: string; role: string };
+  const { found } = (await tx.query<{ found: Found[] }>(SOURCE_QUERY, [from, OFFICIAL])).rows[0]!;
+  return found.map((r) => ({ text: `role ${JSON.stringify(r.role)} ${r.what}`, role: r.role }));
 }
 
 /** Throw {@link UnsafeSchemaError} if there are findings. */
