@@ -56,6 +56,7 @@ Commands:
   import [file]         load an export into this database and schema
   prune                 retention: old checkpoints, idle threads (dry run unless --yes)
   upgrade-state         rewrite old checkpoints into the current state schema (upcasters)
+  reencrypt             rewrite encrypted values under the current key, bound to their rows
   grants --role <role>  print the GRANT statements for a least-privilege application role
 
 ${DATABASE_HELP}
@@ -323,7 +324,7 @@ const COMMANDS: Record<string, CommandSpec> = {
       "batches (one transaction each): new blobs for upcast channels, the row compare-and-set on\n" +
       "its row_version, renamed pending writes. Nothing is deleted and history is unchanged;\n" +
       "afterwards the saver needs no upcasters. The module exports the same `stateVersion` and\n" +
-      "`upcasters` your application's saver uses.",
+      "`upcasters` your application's saver uses (and `serde`, if it has its own).",
     options: `  --module <file>       a JS/TS module exporting stateVersion and upcasters (required)
   --batch-size <n>      checkpoints per transaction (default 100)
   --json                print the result as JSON`,
@@ -342,23 +343,57 @@ const COMMANDS: Record<string, CommandSpec> = {
       return (await commands()).upgradeStateCommand({ ...common("upgrade-state", values), module: values.module, batchSize }, io);
     },
   },
-  grants: {
-    usage: "grants --role <role> [--schema <name>]",
+  reencrypt: {
+    usage: "reencrypt --module <file> [--batch-size <n>] [--dry-run] [--json]",
     summary:
-      "Prints the GRANT statements that let an application role run every saver operation and\n" +
-      "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the three\n" +
-      "tables, SELECT on checkpointer_migrations. Run migrations as the schema owner, then run\n" +
-      "these as the owner. Needs no database connection.",
-    options: `  --role <role>         the application's role (required)`,
-    examples: `  ${BIN} grants --role agents_app --schema agents | psql "$OWNER_DATABASE_URL"`,
+      "Rewrites every stored value that is not yet encrypted under the serializer's current key\n" +
+      "and bound to its row: rows written before row binding, rows under an older key (after a\n" +
+      "rotation, so the old key can go), and, with allowPlaintext, rows written before encryption\n" +
+      "was turned on. The inner bytes are kept; only the encryption changes. Batches of rows,\n" +
+      "one transaction each, safe while graphs run. The module exports `serde`: the same\n" +
+      "EncryptedSerializer your application's saver uses.",
+    options: `  --module <file>       a JS/TS module exporting serde, an EncryptedSerializer (required)
+  --batch-size <n>      rows per transaction (default 200)
+  --dry-run             count what would be rewritten, change nothing
+  --json                print the result as JSON`,
+    examples: `  ${BIN} reencrypt --module ./dist/checkpoint-serde.js --dry-run
+  ${BIN} reencrypt --module ./dist/checkpoint-serde.js`,
     async run(argv, io) {
-      const { values, positionals: rest } = parse("grants", argv, { ...CONNECTION_OPTIONS, role: { type: "string" } });
+      const { values, positionals: rest } = parse("reencrypt", argv, {
+        ...CONNECTION_OPTIONS,
+        ...JSON_OPTION,
+        module: { type: "string" },
+        "batch-size": { type: "string" },
+        "dry-run": { type: "boolean" },
+      });
+      positionals("reencrypt", rest, [], 0);
+      if (values.module === undefined || values.module === "") throw new UsageError("--module <file> is required", "reencrypt");
+      const batchSize = values["batch-size"] === undefined ? 200 : positiveInt("reencrypt", "batch-size", values["batch-size"], 1);
+      return (await commands()).reencryptCommand({ ...common("reencrypt", values), module: values.module, batchSize, dryRun: values["dry-run"] === true }, io);
+    },
+  },
+  grants: {
+    usage: "grants --role <role> [--schema <name>] [--revoke-public-temp]",
+    summary:
+      "Prints the statements that let an application role run every saver operation and\n" +
+      "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the four\n" +
+      "tables, SELECT on checkpointer_migrations; then it revokes what the role does not need\n" +
+      "(CREATE on the schema, TRUNCATE/REFERENCES/TRIGGER, TEMPORARY on the database). Run\n" +
+      "migrations as the schema owner, then run these as the owner. Needs no database connection.",
+    options: `  --role <role>         the application's role (required)
+  --revoke-public-temp  also revoke TEMPORARY on the database from PUBLIC (every role holds it
+                        through PUBLIC; affects all roles without a grant of their own; run as
+                        the database owner)`,
+    examples: `  ${BIN} grants --role agents_app --schema agents | psql "$OWNER_DATABASE_URL"
+  ${BIN} grants --role agents_app --schema agents --revoke-public-temp | psql "$DATABASE_OWNER_URL"`,
+    async run(argv, io) {
+      const { values, positionals: rest } = parse("grants", argv, { ...CONNECTION_OPTIONS, role: { type: "string" }, "revoke-public-temp": { type: "boolean" } });
       positionals("grants", rest, [], 0);
       if (values.role === undefined || values.role === "") throw new UsageError("--role <role> is required", "grants");
       const { grantStatements } = await import("./grants.js");
       let statements: string[];
       try {
-        statements = grantStatements({ role: values.role, schema: schemaOption("grants", values.schema) });
+        statements = grantStatements({ role: values.role, schema: schemaOption("grants", values.schema), revokePublicTemp: values["revoke-public-temp"] === true });
       } catch (err) {
         throw new UsageError(err instanceof Error ? err.message : String(err), "grants");
       }

@@ -19,7 +19,9 @@ export type CheckpointerErrorCode =
   | "UPCASTER_MISSING"
   | "STATE_VERSION_TOO_NEW"
   | "ADOPTION_REQUIRED"
-  | "ADOPTION_ROLLED_BACK";
+  | "ADOPTION_ROLLED_BACK"
+  | "HISTORY_CORRUPT"
+  | "UNSAFE_SCHEMA";
 
 /**
  * Base class of every error thrown by this package.
@@ -58,6 +60,35 @@ export class InvalidInputError extends CheckpointerError {
   constructor(field: string, problem: string) {
     super("INVALID_INPUT", `Invalid ${field}: ${problem}`);
     this.field = field;
+  }
+}
+
+/**
+ * A value, or everything one statement would carry, is larger than the saver
+ * accepts: a single serialized value above `maxValueBytes`, or a whole `put` /
+ * `putWrites` above what Postgres takes in one message (1 GiB, less 1 MiB
+ * kept for keys and framing). Found after serialization and before any SQL;
+ * nothing was written. Not retryable: the same input fails the same way.
+ * `largest` names the biggest parts (channels, writes), largest first.
+ *
+ * @example
+ * ```ts
+ * try { await saver.put(config, checkpoint, metadata, versions); }
+ * catch (e) { if (e instanceof PayloadTooLargeError) console.error(e.largest.map((p) => `${p.name}: ${p.bytes}`)); }
+ * ```
+ */
+export class PayloadTooLargeError extends InvalidInputError {
+  /** Serialized size of the value, or of the whole statement's payload. */
+  readonly bytes: number;
+  /** The limit it exceeded. */
+  readonly limit: number;
+  /** The largest parts, largest first (at most 5). */
+  readonly largest: { name: string; bytes: number }[];
+  constructor(field: string, problem: string, info: { bytes: number; limit: number; largest: { name: string; bytes: number }[] }) {
+    super(field, problem);
+    this.bytes = info.bytes;
+    this.limit = info.limit;
+    this.largest = info.largest;
   }
 }
 
@@ -135,6 +166,37 @@ export class SchemaTooNewError extends CheckpointerError {
     this.appliedVersion = appliedVersion;
     this.knownVersion = knownVersion;
     this.compatibleFrom = compatibleFrom;
+  }
+}
+
+/**
+ * The schema holds, or lets other roles create, what would run with the
+ * migrating role's rights. Nothing was changed. `roles` are the untrusted
+ * roles found (`PUBLIC` for everyone); `findings` say what each one can do.
+ *
+ * @example
+ * ```ts
+ * try { await migrate({ pool, schema: "public" }); }
+ * catch (e) { if (e instanceof UnsafeSchemaError) console.error(e.schema, e.roles, e.findings); }
+ * ```
+ */
+export class UnsafeSchemaError extends CheckpointerError {
+  readonly schema: string;
+  readonly roles: string[];
+  readonly findings: string[];
+  constructor(schema: string, migratingRole: string, findings: { text: string; role: string }[]) {
+    const roles = [...new Set(findings.map((f) => f.role))];
+    const creators = findings.some((f) => f.text.includes("may CREATE"));
+    super(
+      "UNSAFE_SCHEMA",
+      `Refusing to migrate schema "${schema}": ${findings.map((f) => f.text).join("; ")}. ` +
+        `Their code would run with the rights of ${JSON.stringify(migratingRole)}, the migrating role. ` +
+        (creators ? `Revoke it (e.g. REVOKE CREATE ON SCHEMA ${JSON.stringify(schema)} FROM PUBLIC), or ` : "") +
+        "migrate as the role that owns these objects, or have them reviewed and reassigned (ALTER ... OWNER TO). Nothing was changed.",
+    );
+    this.schema = schema;
+    this.roles = roles;
+    this.findings = findings.map((f) => f.text);
   }
 }
 
@@ -284,6 +346,37 @@ export class CheckpointConflictError extends CheckpointerError {
     this.checkpointNs = info.checkpointNs;
     this.expectedParent = info.expectedParent;
     this.actualHead = info.actualHead;
+  }
+}
+
+/**
+ * A walk over a thread's parent links found them broken: a cycle (a
+ * checkpoint is its own ancestor) or, where the walk needs it, a parent that
+ * does not exist. Only a corrupted or hand-edited row does this; the walk
+ * stops (it never runs on), and nothing was changed. Not retryable.
+ *
+ * @example
+ * ```ts
+ * catch (e) { if (e instanceof HistoryCorruptError) console.error(e.threadId, e.checkpointId, e.reason); }
+ * ```
+ */
+export class HistoryCorruptError extends CheckpointerError {
+  readonly threadId: string;
+  readonly checkpointNs: string;
+  /** Where the walk stopped: a checkpoint on the cycle, or the one whose parent is missing. */
+  readonly checkpointId: string;
+  readonly reason: "cycle" | "missing-parent";
+  constructor(info: { threadId: string; checkpointNs: string; checkpointId: string; reason: "cycle" | "missing-parent"; operation: string }) {
+    super(
+      "HISTORY_CORRUPT",
+      `${info.operation}: the parent links of thread ${JSON.stringify(info.threadId)} namespace ${JSON.stringify(info.checkpointNs)} are broken at checkpoint ` +
+        `${JSON.stringify(info.checkpointId)}: ${info.reason === "cycle" ? "they form a cycle" : "its parent does not exist"}. ` +
+        "A row was changed by hand or corrupted; see its rows with `langgraph-checkpoint-pg export <thread>`.",
+    );
+    this.threadId = info.threadId;
+    this.checkpointNs = info.checkpointNs;
+    this.checkpointId = info.checkpointId;
+    this.reason = info.reason;
   }
 }
 

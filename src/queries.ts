@@ -3,6 +3,12 @@
  * operation is ONE statement (one round trip, one commit in autocommit):
  * blobs, checkpoint row and head move in `put`; checkpoint, blobs and
  * pending writes in each read.
+ *
+ * Every function is called as `pg_catalog.<name>`: these statements resolve
+ * names through the caller's search_path, where a role that may create
+ * objects could plant a closer overload (e.g. `unnest(text[])`) that would
+ * otherwise win. Several arrays are unnested with `ROWS FROM (...)`, the form
+ * multi-argument `unnest` stands for, which only exists unqualified.
  */
 import { quoteIdent } from "./validate.js";
 
@@ -25,7 +31,7 @@ export interface ListWhere {
  * its blobs and writes (`UNION ALL`), without aggregating bytea into arrays.
  *   kind 0 checkpoint: s1 parent id, s3 unversioned_type, n state_version, v metadata_raw, uv unversioned_values,
  *                      cp checkpoint, md metadata
- *   kind 1 blob:       s1 channel, s3 type, v value
+ *   kind 1 blob:       s1 channel, s2 version, s3 type, v value
  *   kind 2 write:      s1 task id, s2 channel, s3 type, s4 task path, n idx, v value
  *   kind 3 parent's pending sends (checkpoints with v < 4 only), same as kind 2
  */
@@ -62,9 +68,9 @@ SELECT 0 AS kind, p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkp
        p.unversioned_values AS uv, p.checkpoint AS cp, p.metadata AS md
   FROM page p
 UNION ALL
-SELECT 1, p.thread_id, p.checkpoint_ns, p.checkpoint_id, b.channel, NULL, b.type, NULL, NULL, b.value, NULL, NULL, NULL
+SELECT 1, p.thread_id, p.checkpoint_ns, p.checkpoint_id, b.channel, cv.version, b.type, NULL, NULL, b.value, NULL, NULL, NULL
   FROM page p
-  CROSS JOIN LATERAL jsonb_each_text(p.checkpoint -> 'channel_versions') AS cv(channel, version)
+  CROSS JOIN LATERAL pg_catalog.jsonb_each_text(p.checkpoint -> 'channel_versions') AS cv(channel, version)
   -- A lateral lookup per (channel, version): the planner would otherwise hash
   -- all of a long thread's blobs to find the few a page needs.
   CROSS JOIN LATERAL (SELECT b.channel, b.type, b.value FROM ${blobs} b
@@ -111,7 +117,7 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
       const keys = param(where.filter.keys);
       const vals = param(where.filter.values);
       conds.push(
-        `metadata @> ${param(where.filter.json)}::jsonb AND NOT EXISTS (SELECT 1 FROM unnest(${keys}::text[], ${vals}::jsonb[]) f(k, val) WHERE metadata -> f.k IS DISTINCT FROM f.val)`,
+        `metadata @> ${param(where.filter.json)}::jsonb AND NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(${keys}::text[]), pg_catalog.unnest(${vals}::jsonb[])) f(k, val) WHERE metadata -> f.k IS DISTINCT FROM f.val)`,
       );
     }
     const order = oneLineage ? "checkpoint_id DESC" : "checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC";
@@ -174,7 +180,7 @@ WITH head AS (
            -- A new run may start only from a settled head: nothing left to run,
            -- or stopped by an interrupt or error, or idle longer than the lease.
            ELSE NOT h.has_pending_tasks
-             OR h.moved_at < now() - make_interval(secs => $14::float8)
+             OR h.moved_at < pg_catalog.now() - pg_catalog.make_interval(secs => $14::float8)
              OR EXISTS (SELECT 1 FROM ${writes} w
                          WHERE w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = h.checkpoint_id
                            AND w.channel IN ('__interrupt__', '__error__'))
@@ -187,14 +193,15 @@ WITH head AS (
   SELECT $1, $2, $3, $17 FROM decision d WHERE d.ok
   ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE
      SET checkpoint_id = EXCLUDED.checkpoint_id, has_pending_tasks = EXCLUDED.has_pending_tasks,
-         moved_at = now(), row_version = h.row_version + 1
+         moved_at = pg_catalog.now(), row_version = h.row_version + 1
    WHERE h.row_version = (SELECT head_rv FROM decision)
   RETURNING 1
 ), new_blobs AS (
   INSERT INTO ${blobs} (thread_id, checkpoint_ns, channel, version, type, value)
   SELECT $1, $2, p.channel, p.version, p.type, v.value
-    FROM unnest($9::text[], $10::text[], $11::text[], $12::int[], $18::int[]) AS p(channel, version, type, off, len)
-    CROSS JOIN LATERAL (SELECT CASE WHEN p.len < 0 THEN NULL ELSE substring($19::bytea FROM p.off + 1 FOR p.len) END AS value) AS v
+    FROM ROWS FROM (pg_catalog.unnest($9::text[]), pg_catalog.unnest($10::text[]), pg_catalog.unnest($11::text[]),
+                    pg_catalog.unnest($12::int[]), pg_catalog.unnest($18::int[])) AS p(channel, version, type, off, len)
+    CROSS JOIN LATERAL (SELECT CASE WHEN p.len < 0 THEN NULL ELSE pg_catalog.substring($19::bytea, p.off + 1, p.len) END AS value) AS v
    WHERE EXISTS (SELECT 1 FROM move)
   ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
   RETURNING 1
@@ -211,9 +218,9 @@ WITH head AS (
          unversioned_values = EXCLUDED.unversioned_values, row_version = c.row_version + 1
   RETURNING (xmax = 0) AS fresh
 )
-SELECT d.head_id, d.ok, d.parent_ok, (SELECT count(*) FROM move)::int AS moved,
-       (SELECT count(*) FROM ins WHERE fresh)::int AS inserted,
-       (SELECT count(*) FROM new_blobs)::int AS blobs
+SELECT d.head_id, d.ok, d.parent_ok, (SELECT pg_catalog.count(*) FROM move)::int AS moved,
+       (SELECT pg_catalog.count(*) FROM ins WHERE fresh)::int AS inserted,
+       (SELECT pg_catalog.count(*) FROM new_blobs)::int AS blobs
   FROM decision d`,
 
     /**
@@ -226,12 +233,28 @@ SELECT d.head_id, d.ok, d.parent_ok, (SELECT count(*) FROM move)::int AS moved,
     putWrites: `
 INSERT INTO ${writes} AS w (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value)
 SELECT $1, $2, $3, $4, $5, x.idx, x.channel, x.type, v.value
-  FROM unnest($6::int[], $7::text[], $8::text[], $9::int[], $10::int[]) AS x(idx, channel, type, off, len)
-  CROSS JOIN LATERAL (SELECT CASE WHEN x.len < 0 THEN NULL ELSE substring($11::bytea FROM x.off + 1 FOR x.len) END AS value) AS v
+  FROM ROWS FROM (pg_catalog.unnest($6::int[]), pg_catalog.unnest($7::text[]), pg_catalog.unnest($8::text[]),
+                  pg_catalog.unnest($9::int[]), pg_catalog.unnest($10::int[])) AS x(idx, channel, type, off, len)
+  CROSS JOIN LATERAL (SELECT CASE WHEN x.len < 0 THEN NULL ELSE pg_catalog.substring($11::bytea, x.off + 1, x.len) END AS value) AS v
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
    SET channel = EXCLUDED.channel, type = EXCLUDED.type, value = EXCLUDED.value,
        task_path = EXCLUDED.task_path, row_version = w.row_version + 1
  WHERE EXCLUDED.idx < 0`,
+
+    /**
+     * Linear mode, after a run failed: end its lease on the lineage, if the head
+     * is still one the run left ($3) with tasks to run. `moved_at` is what the
+     * lease is measured from; -infinity makes it expired. NOWAIT: a put holding
+     * the row is another writer at work, and the caller retries later.
+     * $1 thread, $2 namespace, $3 candidate head ids. Returns the released head.
+     */
+    releaseLease: `
+UPDATE ${heads} SET moved_at = '-infinity'
+ WHERE (thread_id, checkpoint_ns) IN (SELECT thread_id, checkpoint_ns FROM ${heads}
+                                       WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY ($3::text[])
+                                         AND has_pending_tasks AND moved_at > '-infinity'
+                                         FOR UPDATE NOWAIT)
+RETURNING checkpoint_id`,
 
     /** $1 thread, $2 namespace: the current head id (for conflict reports only). */
     headId: `SELECT checkpoint_id FROM ${heads} WHERE thread_id = $1 AND checkpoint_ns = $2`,
@@ -259,7 +282,9 @@ RETURNING 1`,
     /** upgradeState: store blobs. $1 thread, $2 ns, $3 channels, $4 versions, $5 types, $6 values. */
     insertBlobs: `
 INSERT INTO ${blobs} (thread_id, checkpoint_ns, channel, version, type, value)
-SELECT $1, $2, b.channel, b.version, b.type, b.value FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) AS b(channel, version, type, value)
+SELECT $1, $2, b.channel, b.version, b.type, b.value
+  FROM ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
+                  pg_catalog.unnest($6::bytea[])) AS b(channel, version, type, value)
 ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING`,
 
     /** upgradeState: rename a pending write's channel. $1-$3 checkpoint key, $4 old channel, $5 new channel. */
@@ -289,34 +314,54 @@ DELETE FROM ${checkpoints} WHERE thread_id = $1`,
      * all requested channels; each channel stops at the nearest ancestor holding
      * a non-empty blob for it (its seed). Returns per ancestor (depth 0 = parent
      * of the target) kind 1 seed blobs and kind 2 writes of still-walking channels.
+     * The walk is bounded: a step to a parent with a greater id (never the case
+     * for LangGraph's time-ordered ids, so never paid for) is taken only while
+     * the walk is shorter than the lineage has checkpoints, so a cycle ends it.
+     * A kind 0 row says why a walk that still needed parents stopped (`type`:
+     * cycle or missing-parent) at `checkpoint_id`.
      * $1 thread, $2 ns, $3 target id|null (null: the head), $4 channels text[].
      */
     deltaHistory: `
 WITH RECURSIVE target AS (
-  SELECT parent_checkpoint_id FROM ${checkpoints}
+  SELECT checkpoint_id, parent_checkpoint_id FROM ${checkpoints}
    WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = coalesce($3::text, ${headOf})
 ), chain AS (
   SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, 0 AS depth, $4::text[] AS walking,
-         ARRAY(SELECT ch FROM unnest($4::text[]) ch
+         ARRAY(SELECT ch FROM pg_catalog.unnest($4::text[]) ch
                 WHERE NOT EXISTS (SELECT 1 FROM ${blobs} b WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ch
                                     AND b.version = c.checkpoint -> 'channel_versions' ->> ch AND b.type <> 'empty')) AS still
     FROM ${checkpoints} c, target t
    WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = t.parent_checkpoint_id
   UNION ALL
   SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, chain.depth + 1, chain.still,
-         ARRAY(SELECT ch FROM unnest(chain.still) ch
+         ARRAY(SELECT ch FROM pg_catalog.unnest(chain.still) ch
                 WHERE NOT EXISTS (SELECT 1 FROM ${blobs} b WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ch
                                     AND b.version = c.checkpoint -> 'channel_versions' ->> ch AND b.type <> 'empty'))
     FROM chain JOIN ${checkpoints} c
       ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = chain.parent_checkpoint_id
-   WHERE cardinality(chain.still) > 0
+   WHERE pg_catalog.cardinality(chain.still) > 0
+     AND (c.checkpoint_id < chain.checkpoint_id
+          OR chain.depth < (SELECT pg_catalog.count(*) FROM ${checkpoints} x WHERE x.thread_id = $1 AND x.checkpoint_ns = $2))
+), stopped AS (
+  SELECT chain.checkpoint_id, chain.parent_checkpoint_id FROM chain
+   WHERE pg_catalog.cardinality(chain.still) > 0 AND chain.parent_checkpoint_id IS NOT NULL
+     AND chain.depth = (SELECT pg_catalog.max(depth) FROM chain)
+  UNION ALL
+  SELECT t.checkpoint_id, t.parent_checkpoint_id FROM target t
+   WHERE t.parent_checkpoint_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM chain)
 )
-SELECT 1 AS kind, chain.depth, b.channel, NULL::text AS task_id, NULL::text AS task_path, NULL::int AS idx, b.type, b.value
+SELECT 0 AS kind, NULL::int AS depth, s.checkpoint_id, NULL::text AS channel, NULL::text AS version, NULL::text AS task_id,
+       NULL::text AS task_path, NULL::int AS idx,
+       CASE WHEN EXISTS (SELECT 1 FROM ${checkpoints} p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = s.parent_checkpoint_id)
+            THEN 'cycle' ELSE 'missing-parent' END AS type, NULL::bytea AS value
+  FROM stopped s
+UNION ALL
+SELECT 1, chain.depth, chain.checkpoint_id, b.channel, b.version, NULL, NULL, NULL, b.type, b.value
   FROM chain JOIN ${blobs} b
     ON b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ANY (chain.walking) AND NOT (b.channel = ANY (chain.still))
    AND b.version = chain.checkpoint -> 'channel_versions' ->> b.channel
 UNION ALL
-SELECT 2, chain.depth, w.channel, w.task_id, w.task_path, w.idx, w.type, w.value
+SELECT 2, chain.depth, chain.checkpoint_id, w.channel, NULL, w.task_id, w.task_path, w.idx, w.type, w.value
   FROM chain JOIN ${writes} w
     ON w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = chain.checkpoint_id AND w.channel = ANY (chain.walking)`,
   };

@@ -74,7 +74,7 @@ import {
   encodeTimestampExtension,
   type ExtensionCodecType,
 } from "@msgpack/msgpack";
-import { DeltaSnapshot, JsonPlusSerializer, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
+import { DeltaSnapshot, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import {
   AIMessage,
   AIMessageChunk,
@@ -92,6 +92,7 @@ import {
 } from "@langchain/core/messages";
 import { Document } from "@langchain/core/documents";
 import { DeserializationError, InvalidOptionsError, SerializationError } from "./errors.js";
+import { readJsonPlus } from "./jsonplus.js";
 import { PY_MSGPACK_TYPE, loadsPython } from "./pyserde.js";
 
 /** Maximum nesting of objects, arrays and extension values, on write and on read. */
@@ -922,7 +923,6 @@ function findPath(root: unknown, target: unknown, tooDeep: boolean, engine: Engi
 export class MsgpackSerializer implements SerializerProtocol {
   readonly #langchain: LangChainTable;
   readonly #engine: Engine;
-  readonly #jsonPlus = new JsonPlusSerializer();
 
   constructor(options: MsgpackSerializerOptions = {}) {
     this.#langchain = new LangChainTable(options.langchainClasses ?? []);
@@ -949,15 +949,11 @@ export class MsgpackSerializer implements SerializerProtocol {
         }
         return this.#decode(data);
       case "json":
+        // Our own reader, not JsonPlusSerializer's: LangChain records only from
+        // the allowlist, "__proto__" keys as data, any size (see jsonplus.ts).
+        return readJsonPlus(typeof data === "string" ? data : new TextDecoder().decode(data), (id) => this.#langchain.byKey.get(idKey(id))?.ctor);
       case "bytes":
-        // JsonPlus revives LangChain records through @langchain/core/load, which
-        // can build any core class: hold "json" rows to our allowlist first.
-        if (type === "json") this.#checkJsonAllowlist(typeof data === "string" ? data : new TextDecoder().decode(data));
-        try {
-          return await this.#jsonPlus.loadsTyped(type, data);
-        } catch (cause) {
-          throw new DeserializationError(`Could not decode a "${type}" value`, { cause });
-        }
+        return typeof data === "string" ? new TextEncoder().encode(data) : data;
       // Written by the Python saver, in a database adopted from it (see pyserde.ts).
       case PY_MSGPACK_TYPE:
       case "null":
@@ -965,32 +961,6 @@ export class MsgpackSerializer implements SerializerProtocol {
         return loadsPython(type, data);
       default:
         throw new DeserializationError(`Unknown serialization type ${JSON.stringify(type)}`);
-    }
-  }
-
-  #checkJsonAllowlist(text: string): void {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch (cause) {
-      throw new DeserializationError('Could not decode a "json" value', { cause });
-    }
-    const stack: unknown[] = [parsed];
-    while (stack.length > 0) {
-      const node = stack.pop();
-      if (node === null || typeof node !== "object") continue;
-      if (Array.isArray(node)) {
-        stack.push(...node);
-        continue;
-      }
-      const record = node as { lc?: unknown; type?: unknown; id?: unknown };
-      if (record.lc === 1 && record.type === "constructor") {
-        const id = Array.isArray(record.id) && record.id.every((p) => typeof p === "string") ? (record.id as string[]) : undefined;
-        if (!id || !this.#langchain.byKey.has(idKey(id))) {
-          throw new DeserializationError(`LangChain class ${id ? id.join(".") : "(no id)"} in a "json" value is not in the allowlist`);
-        }
-      }
-      stack.push(...Object.values(node));
     }
   }
 

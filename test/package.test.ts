@@ -16,7 +16,8 @@ it("npm pack ships dist with types and the migrations, and dist exports the publ
   const probe = `
     const m = await import(${JSON.stringify(`${process.cwd()}/dist/index.js`)});
     const names = ["PostgresSaver", "migrate", "MsgpackSerializer", "withConflictRetry", "CheckpointConflictError",
-      "SchemaNotMigratedError", "InvalidInputError", "CheckpointerError", "loadMigrations"];
+      "SchemaNotMigratedError", "InvalidInputError", "CheckpointerError", "loadMigrations", "reencrypt", "UnsafeSchemaError",
+      "HistoryCorruptError", "PayloadTooLargeError"];
     const missing = names.filter((n) => typeof m[n] !== "function");
     if (missing.length) throw new Error("missing exports: " + missing);
     console.log(m.loadMigrations().length);`;

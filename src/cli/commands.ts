@@ -6,8 +6,10 @@ import type pg from "pg";
 import { isPGlite, pgliteDb, poolDb } from "../db.js";
 import { history, listThreads, migrationStatus, show, threadIds, toJsonSafe, type InspectOptions } from "../inspect.js";
 import { prune, type PruneResult } from "../prune.js";
+import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import type { SaverEvent } from "../events.js";
 import { MIGRATIONS_TABLE, finishAdoption, latestVersion, loadMigrations, runMigrations, type AdoptOption, type MigrateResult } from "../migrate.js";
+import { isEncryptedSerializer, reencrypt, type ReencryptResult } from "../reencrypt.js";
 import { rollbackAdoption } from "../rollback.js";
 import { PostgresSaver } from "../saver.js";
 import type { Upcaster } from "../upcast.js";
@@ -60,8 +62,9 @@ export async function migrateCommand(
       io.out(`-- schema version ${result.fromVersion}, this code: ${latestVersion()}; ${result.applied.length} migration(s) pending. Nothing was applied.`);
       if (result.applied.length > 0) {
         io.out(
-          `-- Applied in ONE transaction, after: SELECT pg_advisory_xact_lock(...); CREATE SCHEMA IF NOT EXISTS; ` +
-            `LOCK TABLE <the saver's tables> IN ACCESS EXCLUSIVE MODE; SET LOCAL search_path TO ${quoteIdent(schema)}, pg_catalog;`,
+          `-- Applied in ONE transaction, after: SET LOCAL search_path TO ${quoteIdent(schema)}, pg_temp (pg_catalog is searched first); ` +
+            "SELECT pg_catalog.pg_advisory_xact_lock(...); a check that no other role may create in the schema or owns code it runs; " +
+            "CREATE SCHEMA IF NOT EXISTS; LOCK TABLE <the saver's tables> IN ACCESS EXCLUSIVE MODE;",
         );
       }
       for (const m of result.applied) {
@@ -443,26 +446,33 @@ export async function pruneCommand(
   });
 }
 
+/** Load a user module (upcasters, serializer) by path; its exports may also sit under `default` (found by `marker`). */
+async function loadModule(path: string, what: string, marker: string): Promise<Record<string, unknown>> {
+  const { pathToFileURL } = await import("node:url");
+  const { resolve } = await import("node:path");
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await import(pathToFileURL(resolve(path)).href)) as Record<string, unknown>;
+  } catch (err) {
+    throw new NotFoundError(`cannot load the ${what} module ${JSON.stringify(path)}: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}`);
+  }
+  return mod[marker] !== undefined ? mod : ((mod.default ?? {}) as Record<string, unknown>);
+}
+
 /**
  * Rewrite checkpoints older than the state version into the current shape.
  * The upcasters are code: they come from a module the user names, which
- * exports `stateVersion` and `upcasters` (the same values the app's saver uses).
+ * exports `stateVersion` and `upcasters` (the same values the app's saver
+ * uses), and `serde` when the saver has its own serializer.
  */
 export async function upgradeStateCommand(c: Common & { module: string; batchSize: number }, io: Io): Promise<number> {
-  const { pathToFileURL } = await import("node:url");
-  const { resolve } = await import("node:path");
-  let mod: { stateVersion?: unknown; upcasters?: unknown; default?: { stateVersion?: unknown; upcasters?: unknown } };
-  try {
-    mod = (await import(pathToFileURL(resolve(c.module)).href)) as typeof mod;
-  } catch (err) {
-    throw new NotFoundError(`cannot load the upcasters module ${JSON.stringify(c.module)}: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}`);
-  }
-  const spec = mod.stateVersion !== undefined ? mod : (mod.default ?? {});
+  const spec = await loadModule(c.module, "upcasters", "stateVersion");
   return withConnection(c, false, async (conn) => {
     const saver = new PostgresSaver(conn.pool, {
       schema: c.schema,
       stateVersion: spec.stateVersion as number,
       upcasters: spec.upcasters as Record<number, Upcaster>,
+      ...(spec.serde === undefined ? {} : { serde: spec.serde as SerializerProtocol }),
     });
     const bar = progress();
     let result: { rewritten: number };
@@ -473,6 +483,35 @@ export async function upgradeStateCommand(c: Common & { module: string; batchSiz
     }
     if (c.json) io.out(json({ database: conn.label, schema: c.schema, stateVersion: spec.stateVersion, ...result }));
     else io.out(`Rewrote ${result.rewritten} checkpoint(s) to state version ${String(spec.stateVersion)} in schema ${JSON.stringify(c.schema)} of ${conn.label}.`);
+    return EXIT.OK;
+  });
+}
+
+/** Rewrite encrypted values into the serializer's current form (see src/reencrypt.ts); the serializer comes from a module. */
+export async function reencryptCommand(c: Common & { module: string; batchSize: number; dryRun: boolean }, io: Io): Promise<number> {
+  const spec = await loadModule(c.module, "serializer", "serde");
+  if (!isEncryptedSerializer(spec.serde)) throw new NotFoundError(`the module ${JSON.stringify(c.module)} does not export serde, an EncryptedSerializer`);
+  const serde = spec.serde;
+  return withConnection(c, false, async (conn) => {
+    const bar = progress();
+    let result: ReencryptResult;
+    try {
+      result = await reencrypt({
+        pool: conn.pool,
+        schema: c.schema,
+        serde,
+        batchSize: c.batchSize,
+        dryRun: c.dryRun,
+        onProgress: (p) => bar.update(`reencrypt: ${p.blobs} blobs, ${p.writes} writes, ${p.checkpoints} checkpoints`),
+      });
+    } finally {
+      bar.done();
+    }
+    if (c.json) io.out(json({ database: conn.label, schema: c.schema, ...result }));
+    else {
+      const counts = `${result.blobs} blob(s), ${result.writes} write(s) and the values of ${result.checkpoints} checkpoint(s)`;
+      io.out(c.dryRun ? `Would rewrite ${counts} in schema ${JSON.stringify(c.schema)} of ${conn.label}.` : `Rewrote ${counts} in schema ${JSON.stringify(c.schema)} of ${conn.label}.`);
+    }
     return EXIT.OK;
   });
 }
