@@ -24,6 +24,7 @@ export {
   SchemaTooNewError,
   MigrationError,
   CheckpointConflictError,
+  CheckpointParentMissingError,
   SerializationError,
   DeserializationError,
   DatabaseOperationError,

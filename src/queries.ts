@@ -151,8 +151,11 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      * Blob values travel as one binary
      * bytea ($19) cut by offsets ($12) and lengths ($18, -1 for NULL): a bytea[]
      * would be sent as hex text, twice the bytes and an encode on each side.
-     * Returns head_id (the head before), ok, parent_ok (false: the parent is gone),
-     * moved (1: the head now points here), inserted (1 new row, 0 re-put/rejected), blobs.
+     * A parent that is not stored is accepted in branch mode when every channel
+     * value the checkpoint refers to is written by the put or stored already.
+     * Returns head_id (the head before), ok, parent_known (false: the parent is not stored),
+     * moved (1: the head now points here), inserted (1 new row, 0 re-put/rejected), blobs,
+     * missing_channels / missing_versions (values referred to but not stored; only for an unknown parent).
      */
     put: `
 WITH head AS (
@@ -161,12 +164,12 @@ WITH head AS (
      FOR UPDATE
 ), checks AS (
   SELECT h.checkpoint_id AS head_id, h.row_version AS head_rv,
-         -- The parent must still exist (a thread deleted or pruned under a running
-         -- graph); its row is key-share locked, after the head, until we commit.
-         -- (Usually the parent is the head, locked already: no second lookup.)
+         -- Is the parent stored? Its row is key-share locked, after the head, until
+         -- we commit, so prune or deleteThread cannot take it (and the values it
+         -- holds) away meanwhile. Usually the parent is the head: no second lookup.
          ($4::text IS NULL OR h.checkpoint_id IS NOT DISTINCT FROM $4 OR EXISTS (SELECT 1 FROM ${checkpoints}
                                       WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $4
-                                        FOR KEY SHARE)) AS parent_ok,
+                                        FOR KEY SHARE)) AS parent_known,
          CASE
            WHEN NOT $8::boolean THEN true
            WHEN NOT (h.checkpoint_id IS NOT DISTINCT FROM $4::text OR h.checkpoint_id IS NOT DISTINCT FROM $3) THEN false
@@ -180,8 +183,24 @@ WITH head AS (
                            AND w.channel IN ('__interrupt__', '__error__'))
          END AS mode_ok
     FROM (SELECT 1) AS one LEFT JOIN head h ON true
+), missing AS (
+  -- Only when the parent is not stored (LangGraph may name one it never stored,
+  -- e.g. with durability "exit"): the channel values the checkpoint refers to
+  -- must then be written by this put or be stored already (key-share locked
+  -- until we commit). Those that are not: the thread was deleted or pruned.
+  SELECT r.channel, r.version
+    FROM checks c
+   CROSS JOIN LATERAL jsonb_each_text(CASE WHEN NOT c.parent_known AND jsonb_typeof($5::jsonb -> 'channel_versions') = 'object'
+                                           THEN $5::jsonb -> 'channel_versions' ELSE '{}'::jsonb END) AS r(channel, version)
+   WHERE NOT EXISTS (SELECT 1 FROM unnest($9::text[], $10::text[]) AS p(channel, version) WHERE p.channel = r.channel AND p.version = r.version)
+     AND NOT EXISTS (SELECT 1 FROM ${blobs} b
+                      WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = r.channel AND b.version = r.version
+                        FOR KEY SHARE)
 ), decision AS (
-  SELECT head_id, head_rv, parent_ok, mode_ok AND parent_ok AS ok FROM checks
+  -- Linear mode needs a known parent (the head); branch mode only needs the values.
+  SELECT head_id, head_rv, parent_known,
+         mode_ok AND (parent_known OR (NOT $8::boolean AND NOT EXISTS (SELECT 1 FROM missing))) AS ok
+    FROM checks
 ), move AS (
   INSERT INTO ${heads} AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks)
   SELECT $1, $2, $3, $17 FROM decision d WHERE d.ok
@@ -211,15 +230,18 @@ WITH head AS (
          unversioned_values = EXCLUDED.unversioned_values, row_version = c.row_version + 1
   RETURNING (xmax = 0) AS fresh
 )
-SELECT d.head_id, d.ok, d.parent_ok, (SELECT count(*) FROM move)::int AS moved,
+SELECT d.head_id, d.ok, d.parent_known, (SELECT count(*) FROM move)::int AS moved,
        (SELECT count(*) FROM ins WHERE fresh)::int AS inserted,
-       (SELECT count(*) FROM new_blobs)::int AS blobs
+       (SELECT count(*) FROM new_blobs)::int AS blobs,
+       ARRAY(SELECT channel FROM missing) AS missing_channels, ARRAY(SELECT version FROM missing) AS missing_versions
   FROM decision d`,
 
     /**
      * Store a task's writes in one statement. Ordinary writes (idx >= 0) are
      * idempotent (first one wins); special writes (negative idx: error,
      * interrupt, scheduled, resume) replace the previous value and bump row_version.
+     * Each (task, idx) appears once in the arrays (the saver keeps the last of
+     * repeated special writes): ON CONFLICT cannot touch one row twice.
      * $1 thread, $2 ns, $3 checkpoint id, $4 task id, $5 task path,
      * $6 idx int[], $7 channels, $8 types, $9 offsets, $10 lengths, $11 all values as one bytea.
      */

@@ -28,11 +28,13 @@ import { isPGlite, pgliteDb, poolDb, type Db, type PGliteLike } from "./db.js";
 import { DEFAULT_DATA_DIR, openEmbedded } from "./embedded.js";
 import {
   CheckpointConflictError,
+  CheckpointParentMissingError,
   CheckpointerError,
   DatabaseOperationError,
   InvalidInputError,
   InvalidOptionsError,
   SchemaNotMigratedError,
+  SerializationError,
   sqlStateOf,
 } from "./errors.js";
 import { emit, type EventHandler } from "./events.js";
@@ -165,6 +167,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
   readonly #versioning: StateVersioning | undefined;
   /** Statement text -> prepared statement name. */
   readonly #names: Map<string, string>;
+  /** Per thread: settles once every operation called on it so far has settled (see #inOrder). */
+  readonly #tails = new Map<string, Promise<void>>();
   #ready: Promise<void> | undefined;
 
   /**
@@ -315,6 +319,29 @@ export class PostgresSaver extends BaseCheckpointSaver {
     return this.#ready;
   }
 
+  /**
+   * Deliver the results of one thread's operations in the order they were
+   * called, as MemorySaver's do; the statements still run concurrently. The
+   * parallel tasks of a step (e.g. subgraphs started by `Send`, each with its
+   * own namespace) then reach their interrupts in task order, and LangGraph
+   * reports the interrupts of a step in the order the tasks got there
+   * (LangGraph's test "resume multiple interrupts"). Without it, whichever
+   * statement Postgres happened to answer first would decide.
+   */
+  #inOrder<T>(config: RunnableConfig | undefined, op: Promise<T>): Promise<T> {
+    const threadId: unknown = config?.configurable?.thread_id;
+    if (typeof threadId !== "string") return op;
+    const before = this.#tails.get(threadId);
+    const settled = op.then(noop, noop);
+    const tail = before === undefined ? settled : before.then(() => settled);
+    this.#tails.set(threadId, tail);
+    void tail.then(() => {
+      if (this.#tails.get(threadId) === tail) this.#tails.delete(threadId);
+    });
+    // A new promise either way, so a rejection nobody handles is still reported.
+    return before === undefined ? op.then(identity) : before.then(() => op);
+  }
+
   #query<R extends pg.QueryResultRow>(op: StatementName, values: unknown[], what: string): Promise<{ rows: R[] }> {
     return this.#run<R>(this.#queries[op], values, what);
   }
@@ -351,7 +378,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * console.log(tuple?.checkpoint.channel_values);
    * ```
    */
-  async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+  getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    return this.#inOrder(config, this.#getTuple(config));
+  }
+
+  async #getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
     const { threadId, checkpointNs, checkpointId } = readConfig(config, "getTuple", false);
     // LangGraph's contract (and its conformance suite): no thread, no tuple.
     if (threadId === undefined) return undefined;
@@ -416,7 +447,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * const next = await saver.put(config, checkpoint, { source: "loop", step: 1, parents: {} }, { messages: v });
    * ```
    */
-  async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+  put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    return this.#inOrder(config, this.#put(config, checkpoint, metadata, newVersions));
+  }
+
+  async #put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const started = performance.now();
     const { threadId, checkpointNs, checkpointId: parentId } = readConfig(config, "put");
     const ns = checkpointNs ?? "";
@@ -434,8 +469,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
         let type = "empty";
         let bytes: Uint8Array | null = null;
         if (Object.prototype.hasOwnProperty.call(values, channel)) {
-          [type, bytes] = await this.serde.dumpsTyped(values[channel]);
-          this.#checkSize(`put checkpoint.channel_values[${JSON.stringify(channel)}]`, bytes);
+          [type, bytes] = await this.#dump(values[channel], `put checkpoint.channel_values[${JSON.stringify(channel)}]`);
         }
         channels.push(channel);
         versions.push(v);
@@ -448,8 +482,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
       Object.entries(checkpoint.channel_versions ?? {}).map(async ([channel, version]) => {
         if (!isSyntheticVersion(version) || Object.prototype.hasOwnProperty.call(newVersions ?? {}, channel)) return;
         if (!Object.prototype.hasOwnProperty.call(values, channel)) return;
-        const [type, bytes] = await this.serde.dumpsTyped(values[channel]);
-        this.#checkSize(`put checkpoint.channel_values[${JSON.stringify(channel)}]`, bytes);
+        const [type, bytes] = await this.#dump(values[channel], `put checkpoint.channel_values[${JSON.stringify(channel)}]`);
         channels.push(channel);
         versions.push(version as unknown as string);
         types.push(type);
@@ -457,6 +490,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
       }),
     );
     const { channel_values: _omit, ...stored } = checkpoint;
+    // MemorySaver's defaults for fields an older writer may leave out (its copyCheckpoint).
+    stored.channel_versions ??= {};
+    stored.versions_seen ??= {};
     const unversioned = await this.#encodeUnversioned(values, checkpoint.channel_versions, "put checkpoint.channel_values (channels without a version)");
     const meta = await encodeMetadata(metadata);
     const allowFork = config.configurable?.[ALLOW_FORK_KEY] === true;
@@ -482,20 +518,38 @@ export class PostgresSaver extends BaseCheckpointSaver {
     // wrote nothing and runs again, now seeing the winner's head.
     for (let attempt = 1; ; attempt++) {
       const row = (
-        await this.#query<{ head_id: string | null; ok: boolean; parent_ok: boolean; moved: number; inserted: number; blobs: number }>(
-          "put",
-          params,
-          "put",
-        )
+        await this.#query<{
+          head_id: string | null;
+          ok: boolean;
+          parent_known: boolean;
+          moved: number;
+          inserted: number;
+          blobs: number;
+          missing_channels: string[];
+          missing_versions: string[];
+        }>("put", params, "put")
       ).rows[0]!;
       if (row.ok && row.moved === 0) {
         if (attempt < MAX_PUT_ATTEMPTS) continue;
         throw new DatabaseOperationError("put", new Error(`the head of lineage ${JSON.stringify(ns)} kept changing under ${MAX_PUT_ATTEMPTS} attempts`));
       }
       let head = row.head_id ?? undefined;
+      if (!row.ok && !row.parent_known) {
+        const missing = row.missing_channels.map((channel, i) => ({ channel, version: row.missing_versions[i]! }));
+        emit(this.#onEvent, {
+          type: "parentMissing",
+          threadId: threadId!,
+          checkpointNs: ns,
+          checkpointId: id,
+          parentCheckpointId: parentId!,
+          missing,
+          durationMs: performance.now() - started,
+        });
+        throw new CheckpointParentMissingError({ threadId: threadId!, checkpointNs: ns, checkpointId: id, parentCheckpointId: parentId!, missing });
+      }
       if (!row.ok) {
         if (head === undefined) head = (await this.#query<{ checkpoint_id: string }>("headId", [threadId, ns], "put")).rows[0]?.checkpoint_id;
-        const reason = !row.parent_ok ? "parent-missing" : head === parentId ? "run-in-progress" : "head-moved";
+        const reason = head === parentId ? "run-in-progress" : "head-moved";
         emit(this.#onEvent, {
           type: "conflict",
           threadId: threadId!,
@@ -540,7 +594,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * await saver.putWrites(config, [["messages", [msg]]], taskId, taskPath);
    * ```
    */
-  async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+  putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+    return this.#inOrder(config, this.#putWrites(config, writes, taskId, taskPath));
+  }
+
+  async #putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string): Promise<void> {
     const started = performance.now();
     const { threadId, checkpointNs, checkpointId } = readConfig(config, "putWrites");
     if (checkpointId === undefined) {
@@ -550,21 +608,30 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (typeof taskPath !== "string") throw new InvalidInputError("putWrites taskPath", "expected a string");
     if (!Array.isArray(writes)) throw new InvalidInputError("putWrites writes", "expected an array of [channel, value] pairs");
     if (writes.length === 0) return;
-    const n = writes.length;
-    const idx = new Array<number>(n);
-    const channels = new Array<string>(n);
-    const types = new Array<string>(n);
-    const payloads = new Array<Uint8Array>(n);
+    let n = writes.length;
+    let idx = new Array<number>(n);
+    let channels = new Array<string>(n);
+    let types = new Array<string>(n);
+    let payloads = new Array<Uint8Array>(n);
     await Promise.all(
       writes.map(async (write, i) => {
         if (!Array.isArray(write) || write.length !== 2) throw new InvalidInputError(`putWrites writes[${i}]`, "expected a [channel, value] pair");
         const channel = checkKey(`putWrites writes[${i}][0] (channel)`, write[0], LIMITS.channel);
         idx[i] = WRITES_IDX_MAP[channel] ?? i;
         channels[i] = channel;
-        [types[i], payloads[i]] = await this.serde.dumpsTyped(write[1]);
-        this.#checkSize(`putWrites writes[${i}] (channel ${JSON.stringify(channel)})`, payloads[i]!);
+        [types[i], payloads[i]] = await this.#dump(write[1], `putWrites writes[${i}] (channel ${JSON.stringify(channel)})`);
       }),
     );
+    // A special channel written twice in one call (__resume__ by a node that
+    // interrupts several times): the last one wins, as in MemorySaver and the
+    // official saver. One INSERT ... ON CONFLICT cannot touch a row twice.
+    const special = idx.filter((k) => k < 0);
+    if (special.length > 1 && new Set(special).size < special.length) {
+      const keep = idx.map((k, i) => k >= 0 || idx.lastIndexOf(k) === i);
+      const pick = <T>(a: T[]) => a.filter((_, i) => keep[i]);
+      [idx, channels, types, payloads] = [pick(idx), pick(channels), pick(types), pick(payloads)];
+      n = idx.length;
+    }
     const packed = pack(payloads);
     await this.#query(
       "putWrites",
@@ -615,7 +682,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * const h = await saver.getDeltaChannelHistory({ config, channels: ["messages"] });
    * ```
    */
-  override async getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {
+  override getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {
+    return this.#inOrder(options?.config, this.#getDeltaChannelHistory(options));
+  }
+
+  async #getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {
     const { config, channels } = options ?? ({} as typeof options);
     if (!Array.isArray(channels)) throw new InvalidInputError("getDeltaChannelHistory channels", "expected an array of channel names");
     if (channels.length === 0) return {};
@@ -748,6 +819,21 @@ export class PostgresSaver extends BaseCheckpointSaver {
     return { type, bytes };
   }
 
+  /** Serialize one value for `field` (the saver input that holds it): typed errors name it, and the size limit applies. */
+  async #dump(value: unknown, field: string): Promise<[string, Uint8Array]> {
+    let typed: [string, Uint8Array];
+    try {
+      typed = await this.serde.dumpsTyped(value);
+    } catch (err) {
+      if (err instanceof SerializationError && err.field === undefined) {
+        throw new SerializationError(err.message, { cause: err.cause, field, path: err.path });
+      }
+      throw err;
+    }
+    this.#checkSize(field, typed[1]);
+    return typed;
+  }
+
   #checkSize(field: string, bytes: Uint8Array): void {
     if (bytes.byteLength > this.#maxValueBytes) {
       throw new InvalidInputError(field, `serializes to ${bytes.byteLength} bytes; the limit (maxValueBytes) is ${this.#maxValueBytes}`);
@@ -793,8 +879,14 @@ export class PostgresSaver extends BaseCheckpointSaver {
       Promise.all(writes.map(async (w): Promise<CheckpointPendingWrite> => [w.s1!, w.s2!, await this.#decode(w.s3!, w.v)])),
       decodeMetadata(head.md, head.v),
     ]);
-    const stored = head.cp as Omit<Checkpoint, "channel_values">;
-    const checkpoint: Checkpoint = { ...stored, channel_values: { ...unversioned, ...Object.fromEntries(values) } } as Checkpoint;
+    const stored = head.cp as Partial<Omit<Checkpoint, "channel_values">>;
+    const checkpoint = {
+      ...stored,
+      // MemorySaver's defaults, for rows an older writer stored without them.
+      channel_versions: stored.channel_versions ?? {},
+      versions_seen: stored.versions_seen ?? {},
+      channel_values: { ...unversioned, ...Object.fromEntries(values) },
+    } as Checkpoint;
     const parent = head.s1 ?? undefined;
     if (checkpoint.v < 4 && parent !== undefined) {
       // Checkpoints before format v4 kept pending sends as writes of the parent.
@@ -838,6 +930,12 @@ function pack(values: readonly (Uint8Array | null)[]): { offsets: number[]; leng
     if (v !== null) bytes.set(v, offsets[i]);
   });
   return { offsets, lengths, bytes };
+}
+
+function noop(): void {}
+
+function identity<T>(value: T): T {
+  return value;
 }
 
 /** Compare by Unicode code point (the order of `COLLATE "C"` on UTF-8), not UTF-16 units. */
