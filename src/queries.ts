@@ -155,7 +155,7 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      * value the checkpoint refers to is written by the put or stored already.
      * Returns head_id (the head before), ok, parent_known (false: the parent is not stored),
      * moved (1: the head now points here), inserted (1 new row, 0 re-put/rejected), blobs,
-     * missing_channels / missing_versions (values referred to but not stored; only for an unknown parent).
+     * missing_channels / missing_versions (values referred to but not stored; NULL unless the parent is unknown).
      */
     put: `
 WITH head AS (
@@ -233,7 +233,9 @@ WITH head AS (
 SELECT d.head_id, d.ok, d.parent_known, (SELECT count(*) FROM move)::int AS moved,
        (SELECT count(*) FROM ins WHERE fresh)::int AS inserted,
        (SELECT count(*) FROM new_blobs)::int AS blobs,
-       ARRAY(SELECT channel FROM missing) AS missing_channels, ARRAY(SELECT version FROM missing) AS missing_versions
+       -- Not even looked at (so not computed) when the parent is known: the usual case.
+       CASE WHEN NOT d.parent_known THEN ARRAY(SELECT channel FROM missing) END AS missing_channels,
+       CASE WHEN NOT d.parent_known THEN ARRAY(SELECT version FROM missing) END AS missing_versions
   FROM decision d`,
 
     /**

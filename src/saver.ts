@@ -525,8 +525,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
           moved: number;
           inserted: number;
           blobs: number;
-          missing_channels: string[];
-          missing_versions: string[];
+          missing_channels: string[] | null;
+          missing_versions: string[] | null;
         }>("put", params, "put")
       ).rows[0]!;
       if (row.ok && row.moved === 0) {
@@ -535,7 +535,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
       }
       let head = row.head_id ?? undefined;
       if (!row.ok && !row.parent_known) {
-        const missing = row.missing_channels.map((channel, i) => ({ channel, version: row.missing_versions[i]! }));
+        const missing = (row.missing_channels ?? []).map((channel, i) => ({ channel, version: row.missing_versions![i]! }));
         emit(this.#onEvent, {
           type: "parentMissing",
           threadId: threadId!,
