@@ -153,8 +153,10 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      * would be sent as hex text, twice the bytes and an encode on each side.
      * A parent that is not stored is accepted in branch mode when every channel
      * value the checkpoint refers to is written by the put or stored already.
+     * A put of the head's own parent (it arrived after its child) is stored
+     * without moving the head.
      * Returns head_id (the head before), ok, parent_known (false: the parent is not stored),
-     * moved (1: the head now points here), inserted (1 new row, 0 re-put/rejected), blobs,
+     * late (the head's parent: stored, head kept), moved (1: the head now points here), inserted (1 new row, 0 re-put/rejected), blobs,
      * missing_channels / missing_versions (values referred to but not stored; NULL unless the parent is unknown).
      */
     put: `
@@ -170,6 +172,13 @@ WITH head AS (
          ($4::text IS NULL OR h.checkpoint_id IS NOT DISTINCT FROM $4 OR EXISTS (SELECT 1 FROM ${checkpoints}
                                       WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $4
                                         FOR KEY SHARE)) AS parent_known,
+         -- Branch mode: the head's own parent, arriving after it (LangGraph 1.4 puts
+         -- an "exit" run's stub parent without waiting for it). It is stored; the
+         -- head, which already builds on it, stays. Looked up only on a fork.
+         (NOT $8::boolean AND h.checkpoint_id IS DISTINCT FROM $4::text AND h.checkpoint_id <> $3
+          AND EXISTS (SELECT 1 FROM ${checkpoints}
+                       WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = h.checkpoint_id AND parent_checkpoint_id = $3))
+           IS TRUE AS late,
          CASE
            WHEN NOT $8::boolean THEN true
            WHEN NOT (h.checkpoint_id IS NOT DISTINCT FROM $4::text OR h.checkpoint_id IS NOT DISTINCT FROM $3) THEN false
@@ -198,12 +207,12 @@ WITH head AS (
                         FOR KEY SHARE)
 ), decision AS (
   -- Linear mode needs a known parent (the head); branch mode only needs the values.
-  SELECT head_id, head_rv, parent_known,
+  SELECT head_id, head_rv, parent_known, late,
          mode_ok AND (parent_known OR (NOT $8::boolean AND NOT EXISTS (SELECT 1 FROM missing))) AS ok
     FROM checks
 ), move AS (
   INSERT INTO ${heads} AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks)
-  SELECT $1, $2, $3, $17 FROM decision d WHERE d.ok
+  SELECT $1, $2, $3, $17 FROM decision d WHERE d.ok AND NOT d.late
   ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE
      SET checkpoint_id = EXCLUDED.checkpoint_id, has_pending_tasks = EXCLUDED.has_pending_tasks,
          moved_at = now(), row_version = h.row_version + 1
@@ -214,14 +223,14 @@ WITH head AS (
   SELECT $1, $2, p.channel, p.version, p.type, v.value
     FROM unnest($9::text[], $10::text[], $11::text[], $12::int[], $18::int[]) AS p(channel, version, type, off, len)
     CROSS JOIN LATERAL (SELECT CASE WHEN p.len < 0 THEN NULL ELSE substring($19::bytea FROM p.off + 1 FOR p.len) END AS value) AS v
-   WHERE EXISTS (SELECT 1 FROM move)
+   WHERE EXISTS (SELECT 1 FROM move) OR (SELECT ok AND late FROM decision)
   ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
   RETURNING 1
 ), ins AS (
   INSERT INTO ${checkpoints} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw,
                                    ttl_seconds, state_version, has_pending_tasks, unversioned_type, unversioned_values)
   SELECT $1, $2, $3, $4, $5, $6, $7, $15, $16, $17, $20, $21
-   WHERE EXISTS (SELECT 1 FROM move)
+   WHERE EXISTS (SELECT 1 FROM move) OR (SELECT ok AND late FROM decision)
   ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
      SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, checkpoint = EXCLUDED.checkpoint,
          metadata = EXCLUDED.metadata, metadata_raw = EXCLUDED.metadata_raw,
@@ -230,7 +239,7 @@ WITH head AS (
          unversioned_values = EXCLUDED.unversioned_values, row_version = c.row_version + 1
   RETURNING (xmax = 0) AS fresh
 )
-SELECT d.head_id, d.ok, d.parent_known, (SELECT count(*) FROM move)::int AS moved,
+SELECT d.head_id, d.ok, d.parent_known, d.late, (SELECT count(*) FROM move)::int AS moved,
        (SELECT count(*) FROM ins WHERE fresh)::int AS inserted,
        (SELECT count(*) FROM new_blobs)::int AS blobs,
        -- Not even looked at (so not computed) when the parent is known: the usual case.

@@ -522,6 +522,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
           head_id: string | null;
           ok: boolean;
           parent_known: boolean;
+          late: boolean;
           moved: number;
           inserted: number;
           blobs: number;
@@ -529,7 +530,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
           missing_versions: string[] | null;
         }>("put", params, "put")
       ).rows[0]!;
-      if (row.ok && row.moved === 0) {
+      if (row.ok && row.moved === 0 && !row.late) {
         if (attempt < MAX_PUT_ATTEMPTS) continue;
         throw new DatabaseOperationError("put", new Error(`the head of lineage ${JSON.stringify(ns)} kept changing under ${MAX_PUT_ATTEMPTS} attempts`));
       }
@@ -562,7 +563,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
         });
         throw new CheckpointConflictError({ threadId: threadId!, checkpointNs: ns, expectedParent: parentId, actualHead: head, reason });
       }
-      if (head !== undefined && head !== parentId && head !== id) {
+      if (head !== undefined && head !== parentId && head !== id && !row.late) {
         emit(this.#onEvent, {
           type: "fork",
           threadId: threadId!,

@@ -245,6 +245,28 @@ describe("branch mode, saver API", () => {
     expect((await linear.getTuple(forked))?.checkpoint.channel_values).toEqual({ x: "linear", y: "kept" });
   });
 
+  it("a parent that arrives after its child is stored, and the head stays on the child", async () => {
+    // LangGraph 1.4 puts an "exit" run's stub parent without waiting for it, so the
+    // final checkpoint (naming the stub) can commit first.
+    const rec = recorder();
+    const saver = new PostgresSaver(pool, { onEvent: rec.onEvent });
+    const threadId = uuid6(-3);
+    const stub = makeCheckpoint();
+    const final = child("final");
+    const cfg = { configurable: { thread_id: threadId, checkpoint_ns: "" } };
+    await saver.put({ configurable: { ...cfg.configurable, checkpoint_id: stub.id } }, final.cp, meta(0), final.versions);
+    await saver.put(cfg, stub, meta(-2), {});
+    expect(await heads(threadId)).toEqual([final.cp.id]);
+    expect((await saver.getTuple(cfg))?.checkpoint.channel_values).toEqual({ x: "final" });
+    expect((await saver.getTuple({ configurable: { ...cfg.configurable, checkpoint_id: stub.id } }))?.checkpoint.id).toBe(stub.id);
+    expect(rec.of("fork")).toEqual([]);
+    // Any other root put into the lineage is a fork, as before.
+    const other = makeCheckpoint({ x: "other" }, { x: "1.other" });
+    await saver.put(cfg, other, meta(-1), other.channel_versions);
+    expect(await heads(threadId)).toEqual([other.id]);
+    expect(rec.of("fork")).toEqual([expect.objectContaining({ checkpointId: other.id, displacedHead: final.cp.id })]);
+  });
+
   it("the database itself refuses a second head", async () => {
     const saver = new PostgresSaver(pool);
     const threadId = uuid6(-3);
