@@ -723,9 +723,10 @@ class Engine implements ExtensionCodecType<Ctx> {
       if (boxed !== OMIT) return boxed;
     }
     const toJSON = (value as { toJSON?: unknown }).toJSON;
-    if (typeof toJSON === "function") {
+    const json: unknown = typeof toJSON === "function" ? toJSON.call(value, key) : value;
+    if (json !== value) {
       ancestors.push(value);
-      const form = this.jsonForm(toJSON.call(value, key), key, ancestors, depth);
+      const form = this.jsonForm(json, key, ancestors, depth);
       ancestors.pop();
       return form;
     }

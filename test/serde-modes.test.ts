@@ -185,6 +185,9 @@ describe("default: as JsonPlusSerializer, where msgpack has no better form; stri
     expect(await store("default", cyclic())).toStrictEqual({ name: "a", self: "[Circular]", list: ["[Circular]"] });
     expect(await store("default", [1, () => 1])).toStrictEqual([1, null]);
     expect(await store("default", new Map([["f", () => 1]]))).toStrictEqual(new Map([["f", null]]));
+    const self = { a: 1, toJSON() { return this; } }; // JSON.stringify then writes its own properties
+    expect(await store("default", { self })).toStrictEqual(await viaJsonPlus({ self }));
+    expect(await store("default", { self })).toStrictEqual({ self: { a: 1 } });
   });
 
   it("inside the richer forms too: a message's kwargs, an Error's properties, a Set", async () => {
