@@ -147,7 +147,8 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      * $1 thread, $2 ns, $3 id, $4 parent|null, $5 checkpoint jsonb, $6 metadata jsonb,
      * $7 metadata_raw|null, $8 linear, $9 channels, $10 versions, $11 types, $12 value offsets,
      * $13 starts a run, $14 run lease in seconds, $15 thread TTL in seconds|null, $16 state version|null,
-     * $17 the checkpoint has tasks left to run, $20 unversioned_type|null, $21 unversioned_values|null.
+     * $17 the checkpoint has tasks left to run, $20 unversioned_type|null, $21 unversioned_values|null,
+     * $22 / $23 the channels / versions the checkpoint refers to without writing them.
      * Blob values travel as one binary
      * bytea ($19) cut by offsets ($12) and lengths ($18, -1 for NULL): a bytea[]
      * would be sent as hex text, twice the bytes and an encode on each side.
@@ -157,7 +158,7 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      * without moving the head.
      * Returns head_id (the head before), ok, parent_known (false: the parent is not stored),
      * late (the head's parent: stored, head kept), moved (1: the head now points here), inserted (1 new row, 0 re-put/rejected), blobs,
-     * missing_channels / missing_versions (values referred to but not stored; NULL unless the parent is unknown).
+     * missing (jsonb [[channel, version], ...] of values referred to but not stored; NULL if none, or the parent is known).
      */
     put: `
 WITH head AS (
@@ -192,24 +193,18 @@ WITH head AS (
                            AND w.channel IN ('__interrupt__', '__error__'))
          END AS mode_ok
     FROM (SELECT 1) AS one LEFT JOIN head h ON true
-), missing AS (
-  -- Only when the parent is not stored (LangGraph may name one it never stored,
-  -- e.g. with durability "exit"): the channel values the checkpoint refers to
-  -- must then be written by this put or be stored already (key-share locked
-  -- until we commit). Those that are not: the thread was deleted or pruned.
-  SELECT r.channel, r.version
-    FROM checks c
-   CROSS JOIN LATERAL jsonb_each_text(CASE WHEN NOT c.parent_known AND jsonb_typeof($5::jsonb -> 'channel_versions') = 'object'
-                                           THEN $5::jsonb -> 'channel_versions' ELSE '{}'::jsonb END) AS r(channel, version)
-   WHERE NOT EXISTS (SELECT 1 FROM unnest($9::text[], $10::text[]) AS p(channel, version) WHERE p.channel = r.channel AND p.version = r.version)
-     AND NOT EXISTS (SELECT 1 FROM ${blobs} b
-                      WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = r.channel AND b.version = r.version
-                        FOR KEY SHARE)
 ), decision AS (
-  -- Linear mode needs a known parent (the head); branch mode only needs the values.
-  SELECT head_id, head_rv, parent_known, late,
-         mode_ok AND (parent_known OR (NOT $8::boolean AND NOT EXISTS (SELECT 1 FROM missing))) AS ok
-    FROM checks
+  -- Linear mode needs a known parent (the head); branch mode only needs the values:
+  -- those the checkpoint refers to but does not write ($22, $23) must be stored
+  -- (key-share locked until we commit). Not even looked at when the parent is known.
+  SELECT x.*, x.mode_ok AND (x.parent_known OR (NOT $8::boolean AND x.missing IS NULL)) AS ok
+    FROM (SELECT c.*, CASE WHEN c.parent_known THEN NULL ELSE
+                        (SELECT jsonb_agg(jsonb_build_array(r.channel, r.version))
+                           FROM unnest($22::text[], $23::text[]) AS r(channel, version)
+                          WHERE NOT EXISTS (SELECT 1 FROM ${blobs} b
+                                             WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = r.channel AND b.version = r.version
+                                               FOR KEY SHARE)) END AS missing
+            FROM checks c OFFSET 0) AS x
 ), move AS (
   INSERT INTO ${heads} AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks)
   SELECT $1, $2, $3, $17 FROM decision d WHERE d.ok AND NOT d.late
@@ -241,10 +236,7 @@ WITH head AS (
 )
 SELECT d.head_id, d.ok, d.parent_known, d.late, (SELECT count(*) FROM move)::int AS moved,
        (SELECT count(*) FROM ins WHERE fresh)::int AS inserted,
-       (SELECT count(*) FROM new_blobs)::int AS blobs,
-       -- Not even looked at (so not computed) when the parent is known: the usual case.
-       CASE WHEN NOT d.parent_known THEN ARRAY(SELECT channel FROM missing) END AS missing_channels,
-       CASE WHEN NOT d.parent_known THEN ARRAY(SELECT version FROM missing) END AS missing_versions
+       (SELECT count(*) FROM new_blobs)::int AS blobs, d.missing
   FROM decision d`,
 
     /**

@@ -505,11 +505,23 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const tasks = values[TASKS];
     const hasPendingTasks =
       Object.keys(values).some((ch) => ch === "__start__" || ch.startsWith("branch:to:")) || (Array.isArray(tasks) && tasks.length > 0);
+    // The channel values the checkpoint refers to without writing them (checked
+    // only when its parent is not stored).
+    const refChannels: string[] = [];
+    const refVersions: string[] = [];
+    for (const [channel, version] of Object.entries(checkpoint.channel_versions ?? {})) {
+      const v = String(version);
+      const i = channels.indexOf(channel);
+      if (i < 0 || versions[i] !== v) {
+        refChannels.push(channel);
+        refVersions.push(v);
+      }
+    }
     const packed = pack(payloads);
     const params = [
       threadId, ns, id, parentId ?? null, stored, meta.json, meta.raw, linear, channels, versions, types, packed.offsets,
       startsRun, this.#leaseSeconds, this.#ttlSeconds, this.#versioning?.stateVersion ?? null, hasPendingTasks, packed.lengths, packed.bytes,
-      unversioned.type, unversioned.bytes,
+      unversioned.type, unversioned.bytes, refChannels, refVersions,
     ];
 
     // The head row is locked FOR UPDATE; a concurrent put that moved it while we
@@ -526,8 +538,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
           moved: number;
           inserted: number;
           blobs: number;
-          missing_channels: string[] | null;
-          missing_versions: string[] | null;
+          missing: [string, string][] | null;
         }>("put", params, "put")
       ).rows[0]!;
       if (row.ok && row.moved === 0 && !row.late) {
@@ -536,7 +547,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
       }
       let head = row.head_id ?? undefined;
       if (!row.ok && !row.parent_known) {
-        const missing = (row.missing_channels ?? []).map((channel, i) => ({ channel, version: row.missing_versions![i]! }));
+        const missing = (row.missing ?? []).map(([channel, version]) => ({ channel, version }));
         emit(this.#onEvent, {
           type: "parentMissing",
           threadId: threadId!,
