@@ -167,8 +167,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
   readonly #versioning: StateVersioning | undefined;
   /** Statement text -> prepared statement name. */
   readonly #names: Map<string, string>;
-  /** Per thread: settles once every operation called on it so far has settled (see #inOrder). */
-  readonly #tails = new Map<string, Promise<void>>();
+  /** Per thread: the result of the latest operation called on it, while it is pending (see #inOrder). */
+  readonly #tails = new Map<string, Promise<unknown>>();
   #ready: Promise<void> | undefined;
 
   /**
@@ -331,15 +331,25 @@ export class PostgresSaver extends BaseCheckpointSaver {
   #inOrder<T>(config: RunnableConfig | undefined, op: Promise<T>): Promise<T> {
     const threadId: unknown = config?.configurable?.thread_id;
     if (typeof threadId !== "string") return op;
-    const before = this.#tails.get(threadId);
-    const settled = op.then(noop, noop);
-    const tail = before === undefined ? settled : before.then(() => settled);
-    this.#tails.set(threadId, tail);
-    void tail.then(() => {
-      if (this.#tails.get(threadId) === tail) this.#tails.delete(threadId);
-    });
-    // A new promise either way, so a rejection nobody handles is still reported.
-    return before === undefined ? op.then(identity) : before.then(() => op);
+    const tails = this.#tails;
+    const before = tails.get(threadId);
+    // Usually nothing is in flight on the thread: then one promise, and no wait.
+    const gated = before === undefined ? op : before.then(
+      () => op,
+      () => op,
+    );
+    const result: Promise<T> = gated.then(
+      (value) => {
+        if (tails.get(threadId) === result) tails.delete(threadId);
+        return value;
+      },
+      (err: unknown) => {
+        if (tails.get(threadId) === result) tails.delete(threadId);
+        throw err;
+      },
+    );
+    tails.set(threadId, result);
+    return result;
   }
 
   #query<R extends pg.QueryResultRow>(op: StatementName, values: unknown[], what: string): Promise<{ rows: R[] }> {
@@ -637,8 +647,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
     // A special channel written twice in one call (__resume__ by a node that
     // interrupts several times): the last one wins, as in MemorySaver and the
     // official saver. One INSERT ... ON CONFLICT cannot touch a row twice.
-    const special = idx.filter((k) => k < 0);
-    if (special.length > 1 && new Set(special).size < special.length) {
+    let special = 0;
+    for (const k of idx) if (k < 0) special++;
+    if (special > 1 && new Set(idx.filter((k) => k < 0)).size < special) {
       const keep = idx.map((k, i) => k >= 0 || idx.lastIndexOf(k) === i);
       const pick = <T>(a: T[]) => a.filter((_, i) => keep[i]);
       [idx, channels, types, payloads] = [pick(idx), pick(channels), pick(types), pick(payloads)];
@@ -942,12 +953,6 @@ function pack(values: readonly (Uint8Array | null)[]): { offsets: number[]; leng
     if (v !== null) bytes.set(v, offsets[i]);
   });
   return { offsets, lengths, bytes };
-}
-
-function noop(): void {}
-
-function identity<T>(value: T): T {
-  return value;
 }
 
 /** Compare by Unicode code point (the order of `COLLATE "C"` on UTF-8), not UTF-16 units. */

@@ -22,6 +22,7 @@ import {
   task,
 } from "@langchain/langgraph";
 import { type BaseCheckpointSaver, type Checkpoint, emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
+import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { migrate, PostgresSaver } from "../src/index.js";
 import { withTestDatabase } from "./helpers/db.js";
@@ -300,6 +301,47 @@ describe("every durability on every graph shape", () => {
     };
     const { memory, postgres } = await onBoth(scenario);
     expect(postgres).toEqual(memory);
+  });
+});
+
+describe("one thread's results come back in call order", () => {
+  it("a getTuple called after a put blocked on a lock waits for it; another thread's does not", async () => {
+    const pool = new pg.Pool({ connectionString: db.url, max: 5, application_name: "ordered-writers" });
+    const ordered = new PostgresSaver(pool);
+    const blocker = await db.pool.connect();
+    try {
+      const threadId = tid("order");
+      const cp0 = { ...emptyCheckpoint(), channel_values: { x: 0 }, channel_versions: { x: "1.1" } };
+      const first = await ordered.put(cfg(threadId, { checkpoint_ns: "" }), cp0, { source: "input", step: -1, parents: {} }, { x: "1.1" });
+      const other = tid("order-other");
+      await ordered.put(cfg(other, { checkpoint_ns: "" }), { ...cp0, id: uuid6(-3) }, { source: "input", step: -1, parents: {} }, { x: "1.1" });
+      await blocker.query("BEGIN");
+      await blocker.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE", [threadId]);
+      const done: string[] = [];
+      const cp1 = { ...emptyCheckpoint(), channel_values: { x: 1 }, channel_versions: { x: "2.1" } };
+      const put = ordered.put(first, cp1, { source: "loop", step: 0, parents: {} }, { x: "2.1" }).then(() => done.push("put"));
+      const read = ordered.getTuple(cfg(threadId)).then((t) => done.push(`read ${String(t?.checkpoint.channel_values.x)}`));
+      // The put waits on the lock; the read (its statement answered already) waits for the put.
+      for (let i = 0; i < 500; i++) {
+        const { rows } = await db.pool.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'ordered-writers' AND wait_event_type = 'Lock'",
+        );
+        if (rows[0].n > 0) break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      // Until the read's statement is answered: its client is back in the pool, only the put's is out.
+      for (let i = 0; i < 500 && pool.totalCount - pool.idleCount !== 1; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(pool.totalCount - pool.idleCount).toBe(1);
+      expect((await ordered.getTuple(cfg(other)))?.checkpoint.channel_values).toEqual({ x: 0 });
+      expect(done).toEqual([]);
+      await blocker.query("ROLLBACK");
+      await Promise.all([put, read]);
+      // The read ran before the put committed (x is still 0), but is delivered after it.
+      expect(done).toEqual(["put", "read 0"]);
+    } finally {
+      blocker.release();
+      await pool.end();
+    }
   });
 });
 
