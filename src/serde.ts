@@ -699,8 +699,10 @@ class Engine implements ExtensionCodecType<Ctx> {
    * `"[Circular]"`. Supported instances (Date, Map, LangChain messages...) are
    * kept: their payloads get the same treatment when they are written.
    * Returns {@link OMIT} for a function or symbol (its container decides).
+   * `fromToJSON`: `value` is what a `toJSON()` returned, whose own `toJSON` is
+   * not called again (as JSON.stringify does).
    */
-  jsonForm(value: unknown, key: string, ancestors: object[], depth: number): unknown {
+  jsonForm(value: unknown, key: string, ancestors: object[], depth: number, fromToJSON = false): unknown {
     if (typeof value === "function" || typeof value === "symbol") return OMIT;
     if (value === null || typeof value !== "object") return value;
     if (ancestors.includes(value)) return "[Circular]";
@@ -722,11 +724,11 @@ class Engine implements ExtensionCodecType<Ctx> {
       const boxed = unbox(value);
       if (boxed !== OMIT) return boxed;
     }
-    const toJSON = (value as { toJSON?: unknown }).toJSON;
+    const toJSON = fromToJSON ? undefined : (value as { toJSON?: unknown }).toJSON;
     const json: unknown = typeof toJSON === "function" ? toJSON.call(value, key) : value;
     if (json !== value) {
       ancestors.push(value);
-      const form = this.jsonForm(json, key, ancestors, depth);
+      const form = this.jsonForm(json, key, ancestors, depth, true);
       ancestors.pop();
       return form;
     }

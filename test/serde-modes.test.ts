@@ -188,6 +188,15 @@ describe("default: as JsonPlusSerializer, where msgpack has no better form; stri
     const self = { a: 1, toJSON() { return this; } }; // JSON.stringify then writes its own properties
     expect(await store("default", { self })).toStrictEqual(await viaJsonPlus({ self }));
     expect(await store("default", { self })).toStrictEqual({ self: { a: 1 } });
+    // toJSON() is called once per value, not again on what it returned.
+    class Wrapper {
+      constructor(readonly n: number) {}
+      toJSON() {
+        return new Wrapper(this.n + 1);
+      }
+    }
+    expect(await store("default", { w: new Wrapper(1) })).toStrictEqual(await viaJsonPlus({ w: new Wrapper(1) }));
+    expect(await store("default", { w: new Wrapper(1) })).toStrictEqual({ w: { n: 2 } });
   });
 
   it("inside the richer forms too: a message's kwargs, an Error's properties, a Set", async () => {
