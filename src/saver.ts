@@ -390,10 +390,16 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const tails = this.#tails;
     const before = tails.get(threadId);
     // Usually nothing is in flight on the thread: then one promise, and no wait.
-    const gated = before === undefined ? op : before.then(
-      () => op,
-      () => op,
-    );
+    let gated = op;
+    if (before !== undefined) {
+      // op may fail before its turn: handled here, so it is no unhandled
+      // rejection meanwhile; the caller still gets the failure, in order.
+      op.catch(noop);
+      gated = before.then(
+        () => op,
+        () => op,
+      );
+    }
     const result: Promise<T> = gated.then(
       (value) => {
         if (tails.get(threadId) === result) tails.delete(threadId);
@@ -1058,6 +1064,8 @@ function pack(values: readonly (Uint8Array | null)[]): { offsets: number[]; leng
   });
   return { offsets, lengths, bytes };
 }
+
+function noop(): void {}
 
 /** Compare by Unicode code point (the order of `COLLATE "C"` on UTF-8), not UTF-16 units. */
 function codePointCompare(a: string, b: string): number {

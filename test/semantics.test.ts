@@ -321,14 +321,18 @@ describe("one thread's results come back in call order", () => {
       const cp1 = { ...emptyCheckpoint(), channel_values: { x: 1 }, channel_versions: { x: "2.1" } };
       const put = ordered.put(first, cp1, { source: "loop", step: 0, parents: {} }, { x: "2.1" }).then(() => done.push("put"));
       const read = ordered.getTuple(cfg(threadId)).then((t) => done.push(`read ${String(t?.checkpoint.channel_values.x)}`));
+      const lockWaiter = async () => {
+        for (let i = 0; i < 500; i++) {
+          const { rows } = await db.pool.query(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'ordered-writers' AND wait_event_type = 'Lock'",
+          );
+          if (rows[0].n > 0) return;
+          await new Promise((r) => setTimeout(r, 10));
+        }
+        throw new Error("the put never waited on the lock");
+      };
       // The put waits on the lock; the read (its statement answered already) waits for the put.
-      for (let i = 0; i < 500; i++) {
-        const { rows } = await db.pool.query(
-          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'ordered-writers' AND wait_event_type = 'Lock'",
-        );
-        if (rows[0].n > 0) break;
-        await new Promise((r) => setTimeout(r, 10));
-      }
+      await lockWaiter();
       // Until the read's statement is answered: its client is back in the pool, only the put's is out.
       for (let i = 0; i < 500 && pool.totalCount - pool.idleCount !== 1; i++) await new Promise((r) => setTimeout(r, 10));
       expect(pool.totalCount - pool.idleCount).toBe(1);
@@ -338,6 +342,33 @@ describe("one thread's results come back in call order", () => {
       await Promise.all([put, read]);
       // The read ran before the put committed (x is still 0), but is delivered after it.
       expect(done).toEqual(["put", "read 0"]);
+
+      // A failure behind a pending operation waits its turn too, and is never an unhandled rejection meanwhile.
+      const unhandled: unknown[] = [];
+      const onUnhandled = (reason: unknown) => unhandled.push(reason);
+      process.on("unhandledRejection", onUnhandled);
+      try {
+        await blocker.query("BEGIN");
+        await blocker.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE", [threadId]);
+        const order: string[] = [];
+        const cp2 = { ...emptyCheckpoint(), channel_values: { x: 2 }, channel_versions: { x: "3.1" } };
+        const blocked = ordered.put(cfg(threadId, { checkpoint_ns: "", checkpoint_id: cp1.id }), cp2, { source: "loop", step: 1, parents: {} }, { x: "3.1" });
+        const failing = ordered.putWrites(cfg(threadId, { checkpoint_ns: "", checkpoint_id: cp1.id }), [["x", () => 1]], "t").then(
+          () => order.push("writes stored"),
+          (e: unknown) => order.push(`writes refused: ${(e as Error).name}`),
+        );
+        void blocked.then(() => order.push("put"));
+        // By now the write has failed (it fails before any SQL), but is not delivered yet.
+        await lockWaiter();
+        expect(order).toEqual([]);
+        await blocker.query("ROLLBACK");
+        await Promise.all([blocked, failing]);
+        expect(order).toEqual(["put", "writes refused: SerializationError"]);
+        await new Promise((r) => setImmediate(r));
+        expect(unhandled).toEqual([]);
+      } finally {
+        process.off("unhandledRejection", onUnhandled);
+      }
     } finally {
       blocker.release();
       await pool.end();
