@@ -592,42 +592,33 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const tasks = values[TASKS];
     const hasPendingTasks =
       Object.keys(values).some((ch) => ch === "__start__" || ch.startsWith("branch:to:")) || (Array.isArray(tasks) && tasks.length > 0);
-    // The channel values the checkpoint refers to without writing them (checked
-    // only when its parent is not stored).
-    const refChannels: string[] = [];
-    const refVersions: string[] = [];
-    for (const [channel, version] of Object.entries(checkpoint.channel_versions ?? {})) {
-      const v = String(version);
-      const i = channels.indexOf(channel);
-      if (i < 0 || versions[i] !== v) {
-        refChannels.push(channel);
-        refVersions.push(v);
-      }
-    }
     const packed = pack(payloads);
     const params = [
       threadId, ns, id, parentId ?? null, stored, meta.json, meta.raw, linear, channels, versions, types, packed.offsets,
       startsRun, this.#leaseSeconds, this.#ttlSeconds, this.#versioning?.stateVersion ?? null, hasPendingTasks, packed.lengths, packed.bytes,
-      unversioned.type, unversioned.bytes, refChannels, refVersions,
+      unversioned.type, unversioned.bytes,
     ];
 
     // The head row is locked FOR UPDATE; a concurrent put that moved it while we
     // waited is seen (the locked row is re-read). The one case the move fails
     // is two first puts of a lineage racing to create its head row: the loser
     // wrote nothing and runs again, now seeing the winner's head.
+    // Puts whose parent is stored take one statement. One that names a parent
+    // that is not stored, or a root put into a lineage that has a head, writes
+    // nothing there and takes a second, checking statement (see putChecked).
+    let checked = false;
     for (let attempt = 1; ; attempt++) {
-      const row = (
-        await this.#query<{
-          head_id: string | null;
-          ok: boolean;
-          parent_known: boolean;
-          late: boolean;
-          moved: number;
-          inserted: number;
-          blobs: number;
-          missing: [string, string][] | null;
-        }>("put", params, "put")
-      ).rows[0]!;
+      let row: PutRow | undefined;
+      if (!checked) {
+        const fast = (await this.#query<Omit<PutRow, "parent_known" | "late" | "missing"> & { fast: boolean }>("put", params, "put")).rows[0]!;
+        if (fast.fast) {
+          row = { ...fast, parent_known: true, late: false, missing: null };
+        } else {
+          checked = true;
+          params.push(...referencedValues(checkpoint.channel_versions, channels, versions));
+        }
+      }
+      row ??= (await this.#query<PutRow>("putChecked", params, "put")).rows[0]!;
       if (row.ok && row.moved === 0 && !row.late) {
         if (attempt < MAX_PUT_ATTEMPTS) continue;
         throw new DatabaseOperationError("put", new Error(`the head of lineage ${JSON.stringify(ns)} kept changing under ${MAX_PUT_ATTEMPTS} attempts`));
@@ -1066,6 +1057,33 @@ function pack(values: readonly (Uint8Array | null)[]): { offsets: number[]; leng
 }
 
 function noop(): void {}
+
+/** A row of the put statements (queries.ts `put`, `putChecked`). */
+interface PutRow {
+  head_id: string | null;
+  ok: boolean;
+  parent_known: boolean;
+  late: boolean;
+  moved: number;
+  inserted: number;
+  blobs: number;
+  missing: [string, string][] | null;
+}
+
+/** The (channels, versions) a checkpoint refers to that this put does not write. */
+function referencedValues(channelVersions: ChannelVersions | undefined, channels: string[], versions: string[]): [string[], string[]] {
+  const refChannels: string[] = [];
+  const refVersions: string[] = [];
+  for (const [channel, version] of Object.entries(channelVersions ?? {})) {
+    const v = String(version);
+    const i = channels.indexOf(channel);
+    if (i < 0 || versions[i] !== v) {
+      refChannels.push(channel);
+      refVersions.push(v);
+    }
+  }
+  return [refChannels, refVersions];
+}
 
 /** Compare by Unicode code point (the order of `COLLATE "C"` on UTF-8), not UTF-16 units. */
 function codePointCompare(a: string, b: string): number {
