@@ -527,7 +527,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
 
   /**
    * Store a checkpoint: blobs for the channels in `newVersions`, the row, and
-   * the head move, in one statement.
+   * the head move, in one statement. A parent that is not stored is accepted
+   * in branch mode when every value the checkpoint refers to is stored (else
+   * {@link CheckpointParentMissingError}); deciding that takes a second statement.
    *
    * @example
    * ```ts
