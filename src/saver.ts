@@ -558,7 +558,13 @@ export class PostgresSaver extends BaseCheckpointSaver {
         let type = "empty";
         let bytes: Uint8Array | null = null;
         if (Object.prototype.hasOwnProperty.call(values, channel)) {
-          [type, bytes] = await this.#dump(values[channel], `put checkpoint.channel_values[${JSON.stringify(channel)}]`);
+          const field = `put checkpoint.channel_values[${JSON.stringify(channel)}]`;
+          try {
+            [type, bytes] = await this.serde.dumpsTyped(values[channel]);
+          } catch (err) {
+            throw named(err, field);
+          }
+          this.#checkSize(field, bytes);
         }
         channels.push(channel);
         versions.push(v);
@@ -571,7 +577,15 @@ export class PostgresSaver extends BaseCheckpointSaver {
       Object.entries(checkpoint.channel_versions ?? {}).map(async ([channel, version]) => {
         if (!isSyntheticVersion(version) || Object.prototype.hasOwnProperty.call(newVersions ?? {}, channel)) return;
         if (!Object.prototype.hasOwnProperty.call(values, channel)) return;
-        const [type, bytes] = await this.#dump(values[channel], `put checkpoint.channel_values[${JSON.stringify(channel)}]`);
+        const field = `put checkpoint.channel_values[${JSON.stringify(channel)}]`;
+        let typed: [string, Uint8Array];
+        try {
+          typed = await this.serde.dumpsTyped(values[channel]);
+        } catch (err) {
+          throw named(err, field);
+        }
+        const [type, bytes] = typed;
+        this.#checkSize(field, bytes);
         channels.push(channel);
         versions.push(version as unknown as string);
         types.push(type);
@@ -614,7 +628,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
       if (!checked) {
         const fast = (await this.#query<Omit<PutRow, "parent_known" | "late" | "missing"> & { fast: boolean }>("put", params, "put")).rows[0]!;
         if (fast.fast) {
-          row = { ...fast, parent_known: true, late: false, missing: null };
+          row = Object.assign(fast, { parent_known: true, late: false, missing: null });
         } else {
           checked = true;
           params.push(...referencedValues(checkpoint.channel_versions, channels, versions));
@@ -711,7 +725,13 @@ export class PostgresSaver extends BaseCheckpointSaver {
         const channel = checkKey(`putWrites writes[${i}][0] (channel)`, write[0], LIMITS.channel);
         idx[i] = WRITES_IDX_MAP[channel] ?? i;
         channels[i] = channel;
-        [types[i], payloads[i]] = await this.#dump(write[1], `putWrites writes[${i}] (channel ${JSON.stringify(channel)})`);
+        const field = `putWrites writes[${i}] (channel ${JSON.stringify(channel)})`;
+        try {
+          [types[i], payloads[i]] = await this.serde.dumpsTyped(write[1]);
+        } catch (err) {
+          throw named(err, field);
+        }
+        this.#checkSize(field, payloads[i]!);
       }),
     );
     // A special channel written twice in one call (__resume__ by a node that
@@ -912,21 +932,6 @@ export class PostgresSaver extends BaseCheckpointSaver {
     return { type, bytes };
   }
 
-  /** Serialize one value for `field` (the saver input that holds it): typed errors name it, and the size limit applies. */
-  async #dump(value: unknown, field: string): Promise<[string, Uint8Array]> {
-    let typed: [string, Uint8Array];
-    try {
-      typed = await this.serde.dumpsTyped(value);
-    } catch (err) {
-      if (err instanceof SerializationError && err.field === undefined) {
-        throw new SerializationError(err.message, { cause: err.cause, field, path: err.path });
-      }
-      throw err;
-    }
-    this.#checkSize(field, typed[1]);
-    return typed;
-  }
-
   #checkSize(field: string, bytes: Uint8Array): void {
     if (bytes.byteLength > this.#maxValueBytes) {
       throw new InvalidInputError(field, `serializes to ${bytes.byteLength} bytes; the limit (maxValueBytes) is ${this.#maxValueBytes}`);
@@ -1059,6 +1064,11 @@ function pack(values: readonly (Uint8Array | null)[]): { offsets: number[]; leng
 }
 
 function noop(): void {}
+
+/** A serializer's error, naming `field`: the saver input that held the value. */
+function named(err: unknown, field: string): unknown {
+  return err instanceof SerializationError && err.field === undefined ? new SerializationError(err.message, { cause: err.cause, field, path: err.path }) : err;
+}
 
 /** A row of the put statements (queries.ts `put`, `putChecked`). */
 interface PutRow {
