@@ -12,6 +12,7 @@ export type CheckpointerErrorCode =
   | "SCHEMA_TOO_NEW"
   | "MIGRATION_FAILED"
   | "CHECKPOINT_CONFLICT"
+  | "CHECKPOINT_PARENT_MISSING"
   | "SERIALIZATION_FAILED"
   | "DESERIALIZATION_FAILED"
   | "DATABASE_ERROR"
@@ -293,7 +294,7 @@ export class AdoptionRolledBackError extends CheckpointerError {
   }
 }
 
-export type ConflictReason = "head-moved" | "run-in-progress" | "parent-missing";
+export type ConflictReason = "head-moved" | "run-in-progress";
 
 /**
  * A `put` in `lineage: "linear"` mode whose parent is not the lineage's
@@ -317,9 +318,7 @@ export class CheckpointConflictError extends CheckpointerError {
    * `head-moved`: another writer advanced the lineage first.
    * `run-in-progress`: the head is right, but another run has unfinished steps
    * on it; a new run (input or state update) must wait for it.
-   * `parent-missing`: the parent was deleted (deleteThread, prune) under the
-   * run; in either lineage mode, since the new checkpoint would inherit values
-   * that are gone.
+   * (A parent that is not stored is not a conflict: see {@link CheckpointParentMissingError}.)
    */
   readonly reason: ConflictReason;
   constructor(info: {
@@ -335,9 +334,7 @@ export class CheckpointConflictError extends CheckpointerError {
       `Checkpoint conflict on thread ${JSON.stringify(info.threadId)} namespace ${JSON.stringify(info.checkpointNs)}: ` +
         (reason === "run-in-progress"
           ? `another run has unfinished steps on the head ${info.actualHead}. `
-          : reason === "parent-missing"
-            ? `the parent ${info.expectedParent} no longer exists (the thread was deleted or pruned). `
-            : `the put expected parent ${info.expectedParent ?? "(none: a root)"} but the head is ${info.actualHead ?? "(none)"}. `) +
+          : `the put expected parent ${info.expectedParent ?? "(none: a root)"} but the head is ${info.actualHead ?? "(none)"}. `) +
         "Nothing was written. Retry when the other run is done.",
       { retryable: true },
     );
@@ -381,17 +378,78 @@ export class HistoryCorruptError extends CheckpointerError {
 }
 
 /**
- * A value could not be encoded (e.g. a function or a class instance the
- * serializer does not know). Nothing was written.
+ * A `put` named a parent checkpoint that is not stored, and the checkpoint
+ * cannot stand without it. Nothing was written. Not retryable:
+ * `withConflictRetry` rethrows it at once.
+ *
+ * - Branch mode accepts an unknown parent as long as every channel value the
+ *   new checkpoint refers to (`channel_versions`) is written by the put or
+ *   already stored; `missing` lists the ones that are gone (the thread was
+ *   deleted, or pruned, under a running graph).
+ * - Linear mode needs the parent to be the lineage's head, so an unknown
+ *   parent is refused even when no value is missing (`missing` may be empty).
  *
  * @example
  * ```ts
- * await serde.dumpsTyped({ f: () => 1 }); // throws SerializationError
+ * try { await graph.invoke(null, config); }
+ * catch (e) { if (e instanceof CheckpointParentMissingError) console.log(e.parentCheckpointId, e.missing); }
+ * ```
+ */
+export class CheckpointParentMissingError extends CheckpointerError {
+  readonly threadId: string;
+  readonly checkpointNs: string;
+  /** The id of the checkpoint that was refused. */
+  readonly checkpointId: string;
+  /** The parent the put named, which is not stored. */
+  readonly parentCheckpointId: string;
+  /** The channel values the checkpoint refers to that are not stored, as `{ channel, version }`. */
+  readonly missing: ReadonlyArray<{ channel: string; version: string }>;
+  constructor(info: {
+    threadId: string;
+    checkpointNs: string;
+    checkpointId: string;
+    parentCheckpointId: string;
+    missing: ReadonlyArray<{ channel: string; version: string }>;
+  }) {
+    const shown = info.missing.slice(0, 10).map((m) => `${JSON.stringify(m.channel)}@${m.version}`);
+    if (info.missing.length > shown.length) shown.push(`and ${info.missing.length - shown.length} more`);
+    super(
+      "CHECKPOINT_PARENT_MISSING",
+      `Checkpoint ${info.checkpointId} on thread ${JSON.stringify(info.threadId)} namespace ${JSON.stringify(info.checkpointNs)} ` +
+        `names parent ${info.parentCheckpointId}, which is not stored` +
+        (info.missing.length > 0
+          ? `, and refers to channel values that are not stored either: ${shown.join(", ")} (the thread was deleted or pruned under the run?). `
+          : "; linear lineage needs the parent to be the head. ") +
+        "Nothing was written.",
+    );
+    this.threadId = info.threadId;
+    this.checkpointNs = info.checkpointNs;
+    this.checkpointId = info.checkpointId;
+    this.parentCheckpointId = info.parentCheckpointId;
+    this.missing = info.missing;
+  }
+}
+
+/**
+ * A value could not be encoded (a function as the whole value, nesting deeper
+ * than the serializer allows; in strict mode anything that would not come back
+ * exactly, such as a class instance). Nothing was written.
+ *
+ * @example
+ * ```ts
+ * await new MsgpackSerializer({ strict: true }).dumpsTyped({ link: new URL("https://x.dev") });
+ * // throws SerializationError, path "$.link"
  * ```
  */
 export class SerializationError extends CheckpointerError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super("SERIALIZATION_FAILED", message, options);
+  /** The saver input that held the value, e.g. `put checkpoint.channel_values["messages"]` (set by the saver). */
+  readonly field: string | undefined;
+  /** Where inside the value, e.g. `$.items[2].link`, when the serializer could tell. */
+  readonly path: string | undefined;
+  constructor(message: string, options?: { cause?: unknown; field?: string; path?: string }) {
+    super("SERIALIZATION_FAILED", options?.field === undefined ? message : `${options.field}: ${message}`, { cause: options?.cause });
+    this.field = options?.field;
+    this.path = options?.path;
   }
 }
 

@@ -36,7 +36,21 @@ export type SaverEvent =
       checkpointId: string;
       expectedParent: string | undefined;
       actualHead: string | undefined;
-      reason: "head-moved" | "run-in-progress" | "parent-missing";
+      reason: "head-moved" | "run-in-progress";
+      durationMs: number;
+    }
+  | {
+      /**
+       * A put was refused because its parent is not stored and the checkpoint
+       * cannot stand without it (see `CheckpointParentMissingError`).
+       */
+      type: "parentMissing";
+      threadId: string;
+      checkpointNs: string;
+      checkpointId: string;
+      parentCheckpointId: string;
+      /** Channel values the checkpoint refers to that are not stored (empty: linear mode refused the unknown parent itself). */
+      missing: { channel: string; version: string }[];
       durationMs: number;
     }
   | {

@@ -50,6 +50,7 @@ export {
   AdoptionRequiredError,
   AdoptionRolledBackError,
   CheckpointConflictError,
+  CheckpointParentMissingError,
   SerializationError,
   DeserializationError,
   DatabaseOperationError,

@@ -127,6 +127,95 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
     return { text, values };
   };
 
+  /** The put statement (see `put` and `putChecked` below). */
+  const putStatement = (checked: boolean) => `
+WITH head AS (
+  SELECT checkpoint_id, row_version, moved_at, has_pending_tasks FROM ${heads}
+   WHERE thread_id = $1 AND checkpoint_ns = $2
+     FOR UPDATE
+), checks AS (
+  SELECT h.checkpoint_id AS head_id, h.row_version AS head_rv,
+         -- Is the parent stored? Its row is key-share locked, after the head, until
+         -- we commit, so prune or deleteThread cannot take it (and the values it
+         -- holds) away meanwhile. Usually the parent is the head: no second lookup.
+         (${checked ? "$4::text IS NULL" : "($4::text IS NULL AND (h.checkpoint_id IS NULL OR h.checkpoint_id = $3))"}
+          OR h.checkpoint_id IS NOT DISTINCT FROM $4 OR EXISTS (SELECT 1 FROM ${checkpoints}
+                                      WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $4
+                                        FOR KEY SHARE)) AS ${checked ? "parent_known" : "fast"},${
+    checked
+      ? `
+         -- Branch mode: the head's own parent, arriving after it (LangGraph 1.4 puts
+         -- an "exit" run's stub parent without waiting for it). It is stored; the
+         -- head, which already builds on it, stays. Looked up only on a fork.
+         (NOT $8::boolean AND h.checkpoint_id IS DISTINCT FROM $4::text AND h.checkpoint_id <> $3
+          AND EXISTS (SELECT 1 FROM ${checkpoints}
+                       WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = h.checkpoint_id AND parent_checkpoint_id = $3))
+           IS TRUE AS late,`
+      : ""
+  }
+         CASE
+           WHEN NOT $8::boolean THEN true
+           WHEN NOT (h.checkpoint_id IS NOT DISTINCT FROM $4::text OR h.checkpoint_id IS NOT DISTINCT FROM $3) THEN false
+           WHEN NOT $13::boolean OR h.checkpoint_id IS NULL OR h.checkpoint_id = $3 THEN true
+           -- A new run may start only from a settled head: nothing left to run,
+           -- or stopped by an interrupt or error, or idle longer than the lease.
+           ELSE NOT h.has_pending_tasks
+             OR h.moved_at < pg_catalog.now() - pg_catalog.make_interval(secs => $14::float8)
+             OR EXISTS (SELECT 1 FROM ${writes} w
+                         WHERE w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = h.checkpoint_id
+                           AND w.channel IN ('__interrupt__', '__error__'))
+         END AS mode_ok
+    FROM (SELECT 1) AS one LEFT JOIN head h ON true
+), decision AS (${
+    checked
+      ? `
+  -- Linear mode needs a known parent (the head); branch mode only needs the values.
+  SELECT x.*, x.mode_ok AND (x.parent_known OR (NOT $8::boolean AND x.missing IS NULL)) AS ok
+    FROM (SELECT c.*, CASE WHEN c.parent_known THEN NULL ELSE
+                        (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(r.channel, r.version))
+                           FROM ROWS FROM (pg_catalog.unnest($22::text[]), pg_catalog.unnest($23::text[])) AS r(channel, version)
+                          WHERE NOT EXISTS (SELECT 1 FROM ${blobs} b
+                                             WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = r.channel AND b.version = r.version
+                                               FOR KEY SHARE)) END AS missing
+            FROM checks c OFFSET 0) AS x`
+      : `
+  SELECT head_id, head_rv, fast, mode_ok AND fast AS ok FROM checks`
+  }
+), move AS (
+  INSERT INTO ${heads} AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks)
+  SELECT $1, $2, $3, $17 FROM decision d WHERE d.ok${checked ? " AND NOT d.late" : ""}
+  ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE
+     SET checkpoint_id = EXCLUDED.checkpoint_id, has_pending_tasks = EXCLUDED.has_pending_tasks,
+         moved_at = pg_catalog.now(), row_version = h.row_version + 1
+   WHERE h.row_version = (SELECT head_rv FROM decision)
+  RETURNING 1
+), new_blobs AS (
+  INSERT INTO ${blobs} (thread_id, checkpoint_ns, channel, version, type, value)
+  SELECT $1, $2, p.channel, p.version, p.type, v.value
+    FROM ROWS FROM (pg_catalog.unnest($9::text[]), pg_catalog.unnest($10::text[]), pg_catalog.unnest($11::text[]),
+                    pg_catalog.unnest($12::int[]), pg_catalog.unnest($18::int[])) AS p(channel, version, type, off, len)
+    CROSS JOIN LATERAL (SELECT CASE WHEN p.len < 0 THEN NULL ELSE pg_catalog.substring($19::bytea, p.off + 1, p.len) END AS value) AS v
+   WHERE EXISTS (SELECT 1 FROM move)${checked ? " OR (SELECT ok AND late FROM decision)" : ""}
+  ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+  RETURNING 1
+), ins AS (
+  INSERT INTO ${checkpoints} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw,
+                                   ttl_seconds, state_version, has_pending_tasks, unversioned_type, unversioned_values)
+  SELECT $1, $2, $3, $4, $5, $6, $7, $15, $16, $17, $20, $21
+   WHERE EXISTS (SELECT 1 FROM move)${checked ? " OR (SELECT ok AND late FROM decision)" : ""}
+  ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
+     SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, checkpoint = EXCLUDED.checkpoint,
+         metadata = EXCLUDED.metadata, metadata_raw = EXCLUDED.metadata_raw,
+         ttl_seconds = EXCLUDED.ttl_seconds, state_version = EXCLUDED.state_version,
+         has_pending_tasks = EXCLUDED.has_pending_tasks, unversioned_type = EXCLUDED.unversioned_type,
+         unversioned_values = EXCLUDED.unversioned_values, row_version = c.row_version + 1
+  RETURNING (xmax = 0) AS fresh
+)
+SELECT d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fast"}, (SELECT pg_catalog.count(*) FROM move)::int AS moved,
+       (SELECT pg_catalog.count(*) FROM ins WHERE fresh)::int AS inserted,
+       (SELECT pg_catalog.count(*) FROM new_blobs)::int AS blobs${checked ? ", d.missing" : ""}
+  FROM decision d`;
+
   return {
     listPage,
 
@@ -150,6 +239,12 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      * (or the checkpoint itself, a re-put), and a put that starts a run ($13:
      * new input or a state update) also needs a settled head (see below), so a
      * run never starts on top of another run's unfinished steps.
+     *
+     * This statement takes the puts whose parent is stored (usually the head),
+     * and a lineage's first root. Any other put (a parent that is not stored, a
+     * root into a lineage that has a head) writes nothing here (`fast` false):
+     * the caller runs {@link putChecked}, which can decide it. Kept apart so the
+     * common plan carries none of that checking.
      * $1 thread, $2 ns, $3 id, $4 parent|null, $5 checkpoint jsonb, $6 metadata jsonb,
      * $7 metadata_raw|null, $8 linear, $9 channels, $10 versions, $11 types, $12 value offsets,
      * $13 starts a run, $14 run lease in seconds, $15 thread TTL in seconds|null, $16 state version|null,
@@ -157,76 +252,31 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
      * Blob values travel as one binary
      * bytea ($19) cut by offsets ($12) and lengths ($18, -1 for NULL): a bytea[]
      * would be sent as hex text, twice the bytes and an encode on each side.
-     * Returns head_id (the head before), ok, parent_ok (false: the parent is gone),
-     * moved (1: the head now points here), inserted (1 new row, 0 re-put/rejected), blobs.
+     * Returns head_id (the head before), ok, fast, moved (1: the head now points here),
+     * inserted (1 new row, 0 re-put/rejected), blobs.
      */
-    put: `
-WITH head AS (
-  SELECT checkpoint_id, row_version, moved_at, has_pending_tasks FROM ${heads}
-   WHERE thread_id = $1 AND checkpoint_ns = $2
-     FOR UPDATE
-), checks AS (
-  SELECT h.checkpoint_id AS head_id, h.row_version AS head_rv,
-         -- The parent must still exist (a thread deleted or pruned under a running
-         -- graph); its row is key-share locked, after the head, until we commit.
-         -- (Usually the parent is the head, locked already: no second lookup.)
-         ($4::text IS NULL OR h.checkpoint_id IS NOT DISTINCT FROM $4 OR EXISTS (SELECT 1 FROM ${checkpoints}
-                                      WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $4
-                                        FOR KEY SHARE)) AS parent_ok,
-         CASE
-           WHEN NOT $8::boolean THEN true
-           WHEN NOT (h.checkpoint_id IS NOT DISTINCT FROM $4::text OR h.checkpoint_id IS NOT DISTINCT FROM $3) THEN false
-           WHEN NOT $13::boolean OR h.checkpoint_id IS NULL OR h.checkpoint_id = $3 THEN true
-           -- A new run may start only from a settled head: nothing left to run,
-           -- or stopped by an interrupt or error, or idle longer than the lease.
-           ELSE NOT h.has_pending_tasks
-             OR h.moved_at < pg_catalog.now() - pg_catalog.make_interval(secs => $14::float8)
-             OR EXISTS (SELECT 1 FROM ${writes} w
-                         WHERE w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = h.checkpoint_id
-                           AND w.channel IN ('__interrupt__', '__error__'))
-         END AS mode_ok
-    FROM (SELECT 1) AS one LEFT JOIN head h ON true
-), decision AS (
-  SELECT head_id, head_rv, parent_ok, mode_ok AND parent_ok AS ok FROM checks
-), move AS (
-  INSERT INTO ${heads} AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks)
-  SELECT $1, $2, $3, $17 FROM decision d WHERE d.ok
-  ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE
-     SET checkpoint_id = EXCLUDED.checkpoint_id, has_pending_tasks = EXCLUDED.has_pending_tasks,
-         moved_at = pg_catalog.now(), row_version = h.row_version + 1
-   WHERE h.row_version = (SELECT head_rv FROM decision)
-  RETURNING 1
-), new_blobs AS (
-  INSERT INTO ${blobs} (thread_id, checkpoint_ns, channel, version, type, value)
-  SELECT $1, $2, p.channel, p.version, p.type, v.value
-    FROM ROWS FROM (pg_catalog.unnest($9::text[]), pg_catalog.unnest($10::text[]), pg_catalog.unnest($11::text[]),
-                    pg_catalog.unnest($12::int[]), pg_catalog.unnest($18::int[])) AS p(channel, version, type, off, len)
-    CROSS JOIN LATERAL (SELECT CASE WHEN p.len < 0 THEN NULL ELSE pg_catalog.substring($19::bytea, p.off + 1, p.len) END AS value) AS v
-   WHERE EXISTS (SELECT 1 FROM move)
-  ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
-  RETURNING 1
-), ins AS (
-  INSERT INTO ${checkpoints} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw,
-                                   ttl_seconds, state_version, has_pending_tasks, unversioned_type, unversioned_values)
-  SELECT $1, $2, $3, $4, $5, $6, $7, $15, $16, $17, $20, $21
-   WHERE EXISTS (SELECT 1 FROM move)
-  ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
-     SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, checkpoint = EXCLUDED.checkpoint,
-         metadata = EXCLUDED.metadata, metadata_raw = EXCLUDED.metadata_raw,
-         ttl_seconds = EXCLUDED.ttl_seconds, state_version = EXCLUDED.state_version,
-         has_pending_tasks = EXCLUDED.has_pending_tasks, unversioned_type = EXCLUDED.unversioned_type,
-         unversioned_values = EXCLUDED.unversioned_values, row_version = c.row_version + 1
-  RETURNING (xmax = 0) AS fresh
-)
-SELECT d.head_id, d.ok, d.parent_ok, (SELECT pg_catalog.count(*) FROM move)::int AS moved,
-       (SELECT pg_catalog.count(*) FROM ins WHERE fresh)::int AS inserted,
-       (SELECT pg_catalog.count(*) FROM new_blobs)::int AS blobs
-  FROM decision d`,
+    put: putStatement(false),
+
+    /**
+     * {@link put} for what it leaves: a parent that is not stored is accepted
+     * in branch mode when every channel value the checkpoint refers to is written
+     * by the put or stored already ($22 / $23: the channels / versions it refers
+     * to without writing them; those stored are key-share locked until we
+     * commit); linear mode refuses it. A put of the head's own parent (it arrived
+     * after its child) is stored without moving the head. Parameters as `put`,
+     * plus $22, $23. Returns head_id, ok, parent_known (false: the parent is not
+     * stored), late (the head's parent: stored, head kept), moved, inserted,
+     * blobs, missing (jsonb `[[channel, version], ...]` of values referred to
+     * but not stored; NULL if none, or the parent is known).
+     */
+    putChecked: putStatement(true),
 
     /**
      * Store a task's writes in one statement. Ordinary writes (idx >= 0) are
      * idempotent (first one wins); special writes (negative idx: error,
      * interrupt, scheduled, resume) replace the previous value and bump row_version.
+     * Each (task, idx) appears once in the arrays (the saver keeps the last of
+     * repeated special writes): ON CONFLICT cannot touch one row twice.
      * $1 thread, $2 ns, $3 checkpoint id, $4 task id, $5 task path,
      * $6 idx int[], $7 channels, $8 types, $9 offsets, $10 lengths, $11 all values as one bytea.
      */

@@ -30,6 +30,7 @@ import { ADOPTION_SQLSTATE } from "./adopt.js";
 import {
   AdoptionRolledBackError,
   CheckpointConflictError,
+  CheckpointParentMissingError,
   CheckpointerError,
   DatabaseOperationError,
   HistoryCorruptError,
@@ -38,6 +39,7 @@ import {
   PayloadTooLargeError,
   SchemaNotMigratedError,
   SchemaTooNewError,
+  SerializationError,
   sqlStateOf,
 } from "./errors.js";
 import { emit, guard, type EventHandler, type HandlerErrorHandler } from "./events.js";
@@ -256,6 +258,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
   /** Statement text -> prepared statement name. */
   readonly #names: Map<string, string>;
   readonly #inFlight = new InFlight();
+  /** Per thread: the result of the latest operation called on it, while it is pending (see #inOrder). */
+  readonly #tails = new Map<string, Promise<unknown>>();
   #ready: Promise<void> | undefined;
   /** Lease releases waiting to be retried (see #afterRunFailure); end() stops them. */
   readonly #releases = new Set<NodeJS.Timeout>();
@@ -432,6 +436,45 @@ export class PostgresSaver extends BaseCheckpointSaver {
     return this.#ready;
   }
 
+  /**
+   * Deliver the results of one thread's operations in the order they were
+   * called, as MemorySaver's do; the statements still run concurrently. The
+   * parallel tasks of a step (e.g. subgraphs started by `Send`, each with its
+   * own namespace) then reach their interrupts in task order, and LangGraph
+   * reports the interrupts of a step in the order the tasks got there
+   * (LangGraph's test "resume multiple interrupts"). Without it, whichever
+   * statement Postgres happened to answer first would decide.
+   */
+  #inOrder<T>(config: RunnableConfig | undefined, op: Promise<T>): Promise<T> {
+    const threadId: unknown = config?.configurable?.thread_id;
+    if (typeof threadId !== "string") return op;
+    const tails = this.#tails;
+    const before = tails.get(threadId);
+    // Usually nothing is in flight on the thread: then one promise, and no wait.
+    let gated = op;
+    if (before !== undefined) {
+      // op may fail before its turn: handled here, so it is no unhandled
+      // rejection meanwhile; the caller still gets the failure, in order.
+      op.catch(noop);
+      gated = before.then(
+        () => op,
+        () => op,
+      );
+    }
+    const result: Promise<T> = gated.then(
+      (value) => {
+        if (tails.get(threadId) === result) tails.delete(threadId);
+        return value;
+      },
+      (err: unknown) => {
+        if (tails.get(threadId) === result) tails.delete(threadId);
+        throw err;
+      },
+    );
+    tails.set(threadId, result);
+    return result;
+  }
+
   #query<R extends pg.QueryResultRow>(op: StatementName, values: unknown[], what: string): Promise<{ rows: R[] }> {
     return this.#run<R>(this.#queries[op], values, what);
   }
@@ -483,7 +526,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * console.log(tuple?.checkpoint.channel_values);
    * ```
    */
-  async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+  getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    return this.#inOrder(config, this.#getTuple(config));
+  }
+
+  async #getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
     const { threadId, checkpointNs, checkpointId } = readConfig(config, "getTuple", false);
     // LangGraph's contract (and its conformance suite): no thread, no tuple.
     if (threadId === undefined) return undefined;
@@ -538,7 +585,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
 
   /**
    * Store a checkpoint: blobs for the channels in `newVersions`, the row, and
-   * the head move, in one statement.
+   * the head move, in one statement. A parent that is not stored is accepted
+   * in branch mode when every value the checkpoint refers to is stored (else
+   * {@link CheckpointParentMissingError}); deciding that takes a second statement.
    *
    * @example
    * ```ts
@@ -546,7 +595,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
-    return this.#inFlight.track(InFlight.keyOf(config), this.#putOrRelease(config, checkpoint, metadata, newVersions));
+    return this.#inOrder(config, this.#inFlight.track(InFlight.keyOf(config), this.#putOrRelease(config, checkpoint, metadata, newVersions)));
   }
 
   async #putOrRelease(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
@@ -570,7 +619,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
-    return this.#inFlight.track(InFlight.keyOf(config), this.#putWritesOrRelease(config, writes, taskId, taskPath));
+    return this.#inOrder(config, this.#inFlight.track(InFlight.keyOf(config), this.#putWritesOrRelease(config, writes, taskId, taskPath)));
   }
 
   async #putWritesOrRelease(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string): Promise<void> {
@@ -647,8 +696,13 @@ export class PostgresSaver extends BaseCheckpointSaver {
         let type = "empty";
         let bytes: Uint8Array | null = null;
         if (Object.prototype.hasOwnProperty.call(values, channel)) {
-          [type, bytes] = await dumpsForRow(this.serde, values[channel], { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v });
-          this.#checkSize(`put checkpoint.channel_values[${JSON.stringify(channel)}]`, bytes);
+          const field = `put checkpoint.channel_values[${JSON.stringify(channel)}]`;
+          try {
+            [type, bytes] = await dumpsForRow(this.serde, values[channel], { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v });
+          } catch (err) {
+            throw named(err, field);
+          }
+          this.#checkSize(field, bytes);
         }
         channels.push(channel);
         versions.push(v);
@@ -662,8 +716,15 @@ export class PostgresSaver extends BaseCheckpointSaver {
         if (!isSyntheticVersion(version) || Object.prototype.hasOwnProperty.call(newVersions ?? {}, channel)) return;
         if (!Object.prototype.hasOwnProperty.call(values, channel)) return;
         const v = String(version);
-        const [type, bytes] = await dumpsForRow(this.serde, values[channel], { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v });
-        this.#checkSize(`put checkpoint.channel_values[${JSON.stringify(channel)}]`, bytes);
+        const field = `put checkpoint.channel_values[${JSON.stringify(channel)}]`;
+        let typed: [string, Uint8Array];
+        try {
+          typed = await dumpsForRow(this.serde, values[channel], { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v });
+        } catch (err) {
+          throw named(err, field);
+        }
+        const [type, bytes] = typed;
+        this.#checkSize(field, bytes);
         channels.push(channel);
         versions.push(v);
         types.push(type);
@@ -671,6 +732,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
       }),
     );
     const { channel_values: _omit, ...stored } = checkpoint;
+    // MemorySaver's defaults for fields an older writer may leave out (its copyCheckpoint).
+    stored.channel_versions ??= {};
+    stored.versions_seen ??= {};
     const unversioned = await this.#encodeUnversioned(values, checkpoint.channel_versions, "put checkpoint.channel_values (channels without a version)", {
       table: "checkpoints",
       threadId: threadId!,
@@ -711,22 +775,43 @@ export class PostgresSaver extends BaseCheckpointSaver {
     // waited is seen (the locked row is re-read). The one case the move fails
     // is two first puts of a lineage racing to create its head row: the loser
     // wrote nothing and runs again, now seeing the winner's head.
+    // Puts whose parent is stored take one statement. One that names a parent
+    // that is not stored, or a root put into a lineage that has a head, writes
+    // nothing there and takes a second, checking statement (see putChecked).
+    let checked = false;
     for (let attempt = 1; ; attempt++) {
-      const row = (
-        await this.#query<{ head_id: string | null; ok: boolean; parent_ok: boolean; moved: number; inserted: number; blobs: number }>(
-          "put",
-          params,
-          "put",
-        )
-      ).rows[0]!;
-      if (row.ok && row.moved === 0) {
+      let row: PutRow | undefined;
+      if (!checked) {
+        const fast = (await this.#query<Omit<PutRow, "parent_known" | "late" | "missing"> & { fast: boolean }>("put", params, "put")).rows[0]!;
+        if (fast.fast) {
+          row = Object.assign(fast, { parent_known: true, late: false, missing: null });
+        } else {
+          checked = true;
+          params.push(...referencedValues(checkpoint.channel_versions, channels, versions));
+        }
+      }
+      row ??= (await this.#query<PutRow>("putChecked", params, "put")).rows[0]!;
+      if (row.ok && row.moved === 0 && !row.late) {
         if (attempt < MAX_PUT_ATTEMPTS) continue;
         throw new DatabaseOperationError("put", new Error(`the head of lineage ${JSON.stringify(ns)} kept changing under ${MAX_PUT_ATTEMPTS} attempts`), { retryable: true });
       }
       let head = row.head_id ?? undefined;
+      if (!row.ok && !row.parent_known) {
+        const missing = (row.missing ?? []).map(([channel, version]) => ({ channel, version }));
+        emit(this.#onEvent, {
+          type: "parentMissing",
+          threadId: threadId!,
+          checkpointNs: ns,
+          checkpointId: id,
+          parentCheckpointId: parentId!,
+          missing,
+          durationMs: performance.now() - started,
+        });
+        throw new CheckpointParentMissingError({ threadId: threadId!, checkpointNs: ns, checkpointId: id, parentCheckpointId: parentId!, missing });
+      }
       if (!row.ok) {
         if (head === undefined) head = (await this.#query<{ checkpoint_id: string }>("headId", [threadId, ns], "put")).rows[0]?.checkpoint_id;
-        const reason = !row.parent_ok ? "parent-missing" : head === parentId ? "run-in-progress" : "head-moved";
+        const reason = head === parentId ? "run-in-progress" : "head-moved";
         emit(this.#onEvent, {
           type: "conflict",
           threadId: threadId!,
@@ -739,7 +824,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
         });
         throw new CheckpointConflictError({ threadId: threadId!, checkpointNs: ns, expectedParent: parentId, actualHead: head, reason });
       }
-      if (head !== undefined && head !== parentId && head !== id) {
+      if (head !== undefined && head !== parentId && head !== id && !row.late) {
         emit(this.#onEvent, {
           type: "fork",
           threadId: threadId!,
@@ -773,28 +858,44 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (typeof taskPath !== "string") throw new InvalidInputError("putWrites taskPath", "expected a string");
     if (!Array.isArray(writes)) throw new InvalidInputError("putWrites writes", "expected an array of [channel, value] pairs");
     if (writes.length === 0) return;
-    const n = writes.length;
-    const idx = new Array<number>(n);
-    const channels = new Array<string>(n);
-    const types = new Array<string>(n);
-    const payloads = new Array<Uint8Array>(n);
+    let n = writes.length;
+    let idx = new Array<number>(n);
+    let channels = new Array<string>(n);
+    let types = new Array<string>(n);
+    let payloads = new Array<Uint8Array>(n);
     await Promise.all(
       writes.map(async (write, i) => {
         if (!Array.isArray(write) || write.length !== 2) throw new InvalidInputError(`putWrites writes[${i}]`, "expected a [channel, value] pair");
         const channel = checkKey(`putWrites writes[${i}][0] (channel)`, write[0], LIMITS.channel);
         idx[i] = WRITES_IDX_MAP[channel] ?? i;
         channels[i] = channel;
-        [types[i], payloads[i]] = await dumpsForRow(this.serde, write[1], {
-          table: "checkpoint_writes",
-          threadId: threadId!,
-          checkpointNs: checkpointNs ?? "",
-          checkpointId,
-          taskId,
-          idx: idx[i]!,
-        });
-        this.#checkSize(`putWrites writes[${i}] (channel ${JSON.stringify(channel)})`, payloads[i]!);
+        const field = `putWrites writes[${i}] (channel ${JSON.stringify(channel)})`;
+        try {
+          [types[i], payloads[i]] = await dumpsForRow(this.serde, write[1], {
+            table: "checkpoint_writes",
+            threadId: threadId!,
+            checkpointNs: checkpointNs ?? "",
+            checkpointId,
+            taskId,
+            idx: idx[i]!,
+          });
+        } catch (err) {
+          throw named(err, field);
+        }
+        this.#checkSize(field, payloads[i]!);
       }),
     );
+    // A special channel written twice in one call (__resume__ by a node that
+    // interrupts several times): the last one wins, as in MemorySaver and the
+    // official saver. One INSERT ... ON CONFLICT cannot touch a row twice.
+    let special = 0;
+    for (const k of idx) if (k < 0) special++;
+    if (special > 1 && new Set(idx.filter((k) => k < 0)).size < special) {
+      const keep = idx.map((k, i) => k >= 0 || idx.lastIndexOf(k) === i);
+      const pick = <T>(a: T[]) => a.filter((_, i) => keep[i]);
+      [idx, channels, types, payloads] = [pick(idx), pick(channels), pick(types), pick(payloads)];
+      n = idx.length;
+    }
     const keys = [[threadId!, checkpointNs ?? "", checkpointId, taskId, taskPath], channels, types];
     if (boundBytes([payloads], keys) > MAX_STATEMENT_BYTES) {
       checkStatementSize("putWrites writes", [
@@ -852,7 +953,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * const h = await saver.getDeltaChannelHistory({ config, channels: ["messages"] });
    * ```
    */
-  override async getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {
+  override getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {
+    return this.#inOrder(options?.config, this.#getDeltaChannelHistory(options));
+  }
+
+  async #getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {
     const { config, channels } = options ?? ({} as typeof options);
     if (!Array.isArray(channels)) throw new InvalidInputError("getDeltaChannelHistory channels", "expected an array of channel names");
     if (channels.length === 0) return {};
@@ -1073,8 +1178,14 @@ export class PostgresSaver extends BaseCheckpointSaver {
       Promise.all(writes.map(async (w): Promise<CheckpointPendingWrite> => [w.s1!, w.s2!, await this.#decode(w.s3!, w.v, writeRow(w, head.checkpoint_id))])),
       decodeMetadata(head.md, head.v),
     ]);
-    const stored = head.cp as Omit<Checkpoint, "channel_values">;
-    const checkpoint: Checkpoint = { ...stored, channel_values: { ...unversioned, ...Object.fromEntries(values) } } as Checkpoint;
+    const stored = head.cp as Partial<Omit<Checkpoint, "channel_values">>;
+    const checkpoint = {
+      ...stored,
+      // MemorySaver's defaults, for rows an older writer stored without them.
+      channel_versions: stored.channel_versions ?? {},
+      versions_seen: stored.versions_seen ?? {},
+      channel_values: { ...unversioned, ...Object.fromEntries(values) },
+    } as Checkpoint;
     const parent = head.s1 ?? undefined;
     if (checkpoint.v < 4 && parent !== undefined) {
       // Checkpoints before format v4 kept pending sends as writes of the parent.
@@ -1183,6 +1294,40 @@ function pack(values: readonly (Uint8Array | null)[]): { offsets: number[]; leng
     if (v !== null) bytes.set(v, offsets[i]);
   });
   return { offsets, lengths, bytes };
+}
+
+function noop(): void {}
+
+/** A serializer's error, naming `field`: the saver input that held the value. */
+function named(err: unknown, field: string): unknown {
+  return err instanceof SerializationError && err.field === undefined ? new SerializationError(err.message, { cause: err.cause, field, path: err.path }) : err;
+}
+
+/** A row of the put statements (queries.ts `put`, `putChecked`). */
+interface PutRow {
+  head_id: string | null;
+  ok: boolean;
+  parent_known: boolean;
+  late: boolean;
+  moved: number;
+  inserted: number;
+  blobs: number;
+  missing: [string, string][] | null;
+}
+
+/** The (channels, versions) a checkpoint refers to that this put does not write. */
+function referencedValues(channelVersions: ChannelVersions | undefined, channels: string[], versions: string[]): [string[], string[]] {
+  const refChannels: string[] = [];
+  const refVersions: string[] = [];
+  for (const [channel, version] of Object.entries(channelVersions ?? {})) {
+    const v = String(version);
+    const i = channels.indexOf(channel);
+    if (i < 0 || versions[i] !== v) {
+      refChannels.push(channel);
+      refVersions.push(v);
+    }
+  }
+  return [refChannels, refVersions];
 }
 
 /** Compare by Unicode code point (the order of `COLLATE "C"` on UTF-8), not UTF-16 units. */

@@ -15,7 +15,7 @@ it("npm pack ships dist with types and the migrations, and dist exports the publ
   expect(files.some((f) => f.startsWith("test/") || f.startsWith("src/"))).toBe(false);
   const probe = `
     const m = await import(${JSON.stringify(`${process.cwd()}/dist/index.js`)});
-    const names = ["PostgresSaver", "migrate", "MsgpackSerializer", "withConflictRetry", "CheckpointConflictError",
+    const names = ["PostgresSaver", "migrate", "MsgpackSerializer", "withConflictRetry", "CheckpointConflictError", "CheckpointParentMissingError",
       "SchemaNotMigratedError", "InvalidInputError", "CheckpointerError", "loadMigrations", "reencrypt", "UnsafeSchemaError",
       "HistoryCorruptError", "PayloadTooLargeError"];
     const missing = names.filter((n) => typeof m[n] !== "function");
