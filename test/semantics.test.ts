@@ -331,17 +331,17 @@ describe("one thread's results come back in call order", () => {
         }
         throw new Error("the put never waited on the lock");
       };
-      // The put waits on the lock; the read (its statement answered already) waits for the put.
+      // The put waits on the lock; the read waits for the put (a write in flight on its lineage, src/inflight.ts).
       await lockWaiter();
-      // Until the read's statement is answered: its client is back in the pool, only the put's is out.
+      // Only the put's client is out: the read has not started its statement.
       for (let i = 0; i < 500 && pool.totalCount - pool.idleCount !== 1; i++) await new Promise((r) => setTimeout(r, 10));
       expect(pool.totalCount - pool.idleCount).toBe(1);
       expect((await ordered.getTuple(cfg(other)))?.checkpoint.channel_values).toEqual({ x: 0 });
       expect(done).toEqual([]);
       await blocker.query("ROLLBACK");
       await Promise.all([put, read]);
-      // The read ran before the put committed (x is still 0), but is delivered after it.
-      expect(done).toEqual(["put", "read 0"]);
+      // The read ran once the put had committed (x is 1), and is delivered after it.
+      expect(done).toEqual(["put", "read 1"]);
 
       // A failure behind a pending operation waits its turn too, and is never an unhandled rejection meanwhile.
       const unhandled: unknown[] = [];
