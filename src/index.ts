@@ -33,7 +33,7 @@ export { EncryptedSerializer, ENCRYPTED_TYPE_PREFIX, type EncryptedSerializerOpt
 export { grantStatements, type GrantOptions } from "./grants.js";
 export type { SaverEvent, EventHandler } from "./events.js";
 export { StateVersionError, type Upcaster, type UpcastFunction, type UpcastContext } from "./upcast.js";
-export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo } from "./embedded.js";
+export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo, type OpenEmbeddedOptions } from "./embedded.js";
 export type { PGliteLike } from "./db.js";
 export { withConflictRetry, type ConflictRetryOptions } from "./retry.js";
 export {
@@ -53,7 +53,7 @@ export {
   type CheckpointerErrorCode,
   type OfficialTables,
 } from "./errors.js";
-export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts } from "./prune.js";
+export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts, type PruneThreadCounts } from "./prune.js";
 export {
   migrationStatus,
   listThreads,
