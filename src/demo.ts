@@ -29,7 +29,8 @@ import { PostgresSaver } from "./saver.js";
 
 const HELP = `Usage: npm run demo -- [options]   (npm run -s demo -- --json: JSON alone)
 
-Runs the article's graph START -> get_address -> END on a thread and prints what
+Runs the graph of the article «Im Inneren von LangGraphs InMemorySaver» (see the
+README's Sources), START -> get_address -> END, on a thread and prints what
 the checkpointer stored: each checkpoint (id, parent, source, step, channel
 versions, updated channels), the writes stored under it and the blobs it added.
 Run it again: the thread continues from where the last run stopped.

@@ -525,17 +525,21 @@ async function importModule(file: string): Promise<unknown> {
     if ((err as NodeJS.ErrnoException).code !== "ERR_UNKNOWN_FILE_EXTENSION" || !/\.[cm]?tsx?$/.test(file)) throw err;
   }
   const { createRequire } = await import("node:module");
-  // tsx from the module's project, else from the working directory's.
+  const { readFileSync } = await import("node:fs");
+  // tsx from the module's project, else from the working directory's: its ES module API (require
+  // would resolve the CommonJS one), found through its package.json's exports.
   for (const from of [dirname(resolve(file)), process.cwd()]) {
-    let api: string;
+    let manifest: string;
     try {
-      api = createRequire(resolve(from, "noop.js")).resolve("tsx/esm/api");
+      manifest = createRequire(resolve(from, "noop.js")).resolve("tsx/package.json");
     } catch {
       continue;
     }
-    const tsx = (await import(pathToFileURL(api).href)) as { tsImport?: TsImport; default?: { tsImport?: TsImport } };
-    const tsImport = tsx.tsImport ?? tsx.default?.tsImport;
-    if (tsImport) return tsImport(url, import.meta.url);
+    const spec = (JSON.parse(readFileSync(manifest, "utf8")) as { exports?: Record<string, { import?: string | { default?: string } }> }).exports?.["./esm/api"]?.import;
+    const entry = typeof spec === "string" ? spec : spec?.default;
+    if (!entry) continue;
+    const tsx = (await import(pathToFileURL(resolve(dirname(manifest), entry)).href)) as { tsImport?: TsImport };
+    if (tsx.tsImport) return tsx.tsImport(url, import.meta.url);
   }
   throw new Error(
     `Node.js ${process.version} cannot load TypeScript by itself: install tsx in your project (npm install -D tsx) and run this again, or pass the compiled .js module`,
