@@ -37,6 +37,8 @@ await build({
   format: "cjs",
   platform: "node",
   target: "node20",
+  // Error classes are told apart by name (err.name): the bundle keeps every name as written.
+  keepNames: true,
   define: { "import.meta.url": "__import_meta_url" },
   banner: { js: 'const __import_meta_url = require("node:url").pathToFileURL(__filename).href;' },
   logLevel: "warning",

@@ -137,6 +137,16 @@ function extractDataDir(tar: Uint8Array, dir: string): void {
   const data = tar[0] === 0x1f && tar[1] === 0x8b ? gunzipSync(tar) : tar;
   const temp = `${dir}.loading-${process.pid}`;
   rmSync(temp, { recursive: true, force: true });
+  try {
+    writeEntries(data, temp);
+  } catch (err) {
+    rmSync(temp, { recursive: true, force: true });
+    throw err;
+  }
+  renameSync(temp, dir);
+}
+
+function writeEntries(data: Uint8Array, temp: string): void {
   const bad = (why: string) => new InvalidOptionsError("loadDataDir", `not a PGlite data folder tar: ${why}`);
   const text = (header: Uint8Array, from: number, to: number) => {
     const field = header.subarray(from, to);
@@ -162,7 +172,6 @@ function extractDataDir(tar: Uint8Array, dir: string): void {
     at += 512 + Math.ceil(size / 512) * 512;
   }
   if (!existsSync(join(temp, "PG_VERSION"))) throw bad("it holds no PG_VERSION");
-  renameSync(temp, dir);
 }
 
 /**
@@ -178,6 +187,7 @@ function extractDataDir(tar: Uint8Array, dir: string): void {
  */
 export async function openEmbedded(dataDir: string = DEFAULT_DATA_DIR, options: OpenEmbeddedOptions = {}): Promise<EmbeddedDatabase> {
   if (typeof dataDir !== "string" || dataDir === "") throw new InvalidOptionsError("dataDir", "expected a folder path");
+  if (options === null || typeof options !== "object") throw new InvalidOptionsError("options", "expected { loadDataDir? }");
   if (options.loadDataDir !== undefined && typeof options.loadDataDir !== "function") {
     throw new InvalidOptionsError("loadDataDir", "expected a function returning the tar's bytes (or undefined)");
   }

@@ -194,6 +194,20 @@ describe("the packed package, installed in an empty project", () => {
     }
   });
 
+  it("finds its migrations above its own file, never a host application's drizzle migrations", async () => {
+    // The CommonJS bundle copied into an application that has drizzle migrations of its own.
+    const host = join(work, "host");
+    mkdirSync(join(host, "dist"), { recursive: true });
+    mkdirSync(join(host, "migrations", "meta"), { recursive: true });
+    writeFileSync(join(host, "package.json"), JSON.stringify({ name: "host-app" }));
+    writeFileSync(join(host, "migrations", "meta", "_journal.json"), JSON.stringify({ entries: [{ idx: 0, tag: "0000_host" }] }));
+    writeFileSync(join(host, "migrations", "0000_host.sql"), "DROP TABLE everything;");
+    cpSync(join(app, "node_modules", pkg.name, "dist", "cjs", "index.js"), join(host, "dist", "index.js"));
+    const r = await sh(`node -e 'require("./dist/index.js").loadMigrations()'`, { NODE_PATH: join(app, "node_modules") }, host);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/MigrationError: the migrations of langgraph-checkpoint-pg were not found in any folder above \S+\/host\/dist/);
+  });
+
   it("npm publish --dry-run has no warning (but the one for not being logged in)", async () => {
     const stage = join(work, "stage");
     const { stderr } = await exec("npm", ["publish", "--dry-run", "--ignore-scripts"], { cwd: stage, env: { ...process.env, npm_config_offline: "true" } });
