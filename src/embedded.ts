@@ -146,6 +146,7 @@ function extractDataDir(tar: Uint8Array, dir: string): void {
   renameSync(temp, dir);
 }
 
+/** The tar's entries into `temp`, each path checked to stay inside it. */
 function writeEntries(data: Uint8Array, temp: string): void {
   const bad = (why: string) => new InvalidOptionsError("loadDataDir", `not a PGlite data folder tar: ${why}`);
   const text = (header: Uint8Array, from: number, to: number) => {

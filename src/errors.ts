@@ -110,7 +110,7 @@ export class SchemaNotMigratedError extends CheckpointerError {
     super(
       "SCHEMA_NOT_MIGRATED",
       `Schema "${schema}" ${appliedVersion > 0 ? `is at checkpointer migration ${migrationNumber(appliedVersion)}` : "has no checkpointer migration"}, ` +
-        `this code needs migrations up to ${migrationNumber(requiredVersion)} (the files in the package's migrations/ folder). ` +
+        `this code needs migrations up to ${migrationNumber(requiredVersion)}. ` +
         `Run the migrations first: \`npx langgraph-checkpoint-pg migrate --schema ${JSON.stringify(schema)}\`, ` +
         "`await migrate({ pool, schema })` in a deploy step, or `await saver.setup()`.",
       options,

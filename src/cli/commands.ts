@@ -2,8 +2,13 @@
  * What each CLI command does, once its arguments are parsed and checked
  * (src/cli.ts). Loaded lazily, so `--help` and usage errors stay instant.
  */
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import type pg from "pg";
 import { isPGlite, pgliteDb, poolDb } from "../db.js";
+import { migrationNumber } from "../errors.js";
 import { history, listThreads, migrationStatus, show, threadIds, toJsonSafe, type InspectOptions } from "../inspect.js";
 import { prune, type PruneResult } from "../prune.js";
 import type { SaverEvent } from "../events.js";
@@ -15,7 +20,6 @@ import { quoteIdent } from "../validate.js";
 import { BIN } from "./args.js";
 import { connect, type Connection, type Target } from "./connect.js";
 import { EXIT, NoEmbeddedDatabaseError, NotFoundError } from "./exit.js";
-import { migrationNumber } from "../errors.js";
 import { fields, formatBytes, formatTime, progress, styleFor, table, valueText } from "./format.js";
 import { exportThreads, importThreads, type ImportSummary } from "./transfer.js";
 import { renderLineage } from "./tree.js";
@@ -516,16 +520,12 @@ export async function pruneCommand(
  * loaded through tsx when the user's project has it.
  */
 async function importModule(file: string): Promise<unknown> {
-  const { pathToFileURL } = await import("node:url");
-  const { dirname, resolve } = await import("node:path");
   const url = pathToFileURL(resolve(file)).href;
   try {
     return await import(url);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "ERR_UNKNOWN_FILE_EXTENSION" || !/\.[cm]?tsx?$/.test(file)) throw err;
   }
-  const { createRequire } = await import("node:module");
-  const { readFileSync } = await import("node:fs");
   // tsx from the module's project, else from the working directory's: its ES module API (require
   // would resolve the CommonJS one), found through its package.json's exports.
   for (const from of [dirname(resolve(file)), process.cwd()]) {
