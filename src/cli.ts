@@ -50,6 +50,7 @@ Commands:
   migrate               apply pending schema migrations (--dry-run prints the SQL)
   status                applied and pending migrations, row counts per table
   threads               recent threads: checkpoints, namespaces, size, last update
+  threads delete <id>   delete threads whole (--dry-run: what would go)
   history <thread>      a thread's checkpoints as a tree, per namespace
   show <thread> [id]    one checkpoint, decoded: metadata, channel values, pending writes
   export [thread...]    threads as JSON lines (--all: every thread)
@@ -66,7 +67,7 @@ Without --database-url or DATABASE_URL, commands use the embedded database in
 
 ${EXIT_HELP}
 
-Run \`${BIN} <command> --help\` for a command's options.`;
+Run \`npx ${BIN} <command> --help\` for a command's options.`;
 
 interface CommandSpec {
   usage: string;
@@ -154,14 +155,37 @@ const COMMANDS: Record<string, CommandSpec> = {
   },
 
   threads: {
-    usage: "threads [--limit <n>] [--json]",
-    summary: "Recently updated threads: checkpoints, namespaces, writes, blobs, stored size, last update.",
+    usage: "threads [--limit <n>] [--json]  |  threads delete <thread>... [--dry-run] [--json]",
+    summary:
+      "Recently updated threads: checkpoints, namespaces, writes, blobs, stored size, last update.\n" +
+      "`threads delete` deletes threads whole (every namespace: checkpoints, writes, blobs), each in\n" +
+      "one transaction, as the saver's deleteThread does; with --dry-run it prints what would go.\n" +
+      "A thread that does not exist is an error (exit 1) and nothing is deleted.",
     options: `  --limit <n>           at most n threads (default 20)
+  --dry-run             (delete) print what would be deleted; delete nothing
   --json                print as JSON`,
-    examples: `  ${BIN} threads --limit 5`,
+    examples: `  ${BIN} threads --limit 5
+  ${BIN} threads delete 12345 --dry-run
+  ${BIN} threads delete 12345 67890`,
     async run(argv, io) {
-      const { values, positionals: rest } = parse("threads", argv, { ...CONNECTION_OPTIONS, ...JSON_OPTION, limit: { type: "string" } });
-      positionals("threads", rest, [], 0);
+      const { values, positionals: rest } = parse("threads", argv, {
+        ...CONNECTION_OPTIONS,
+        ...JSON_OPTION,
+        limit: { type: "string" },
+        "dry-run": { type: "boolean" },
+      });
+      if (rest[0] === "delete") {
+        if (rest.length < 2) throw new UsageError("missing argument <thread>", "threads");
+        if (values.limit !== undefined) throw new UsageError("--limit: not an option of threads delete", "threads");
+        const c = {
+          ...common("threads", values),
+          threadIds: [...new Set(rest.slice(1).map((t) => keyArg("threads", "<thread>", t, "thread_id")))],
+          dryRun: values["dry-run"] === true,
+        };
+        return (await commands()).deleteThreadsCommand(c, io);
+      }
+      if (rest.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(rest[0])} (to delete threads: threads delete <thread>...)`, "threads");
+      if (values["dry-run"]) throw new UsageError("--dry-run: only with threads delete", "threads");
       const c = { ...common("threads", values), limit: positiveInt("threads", "limit", values.limit, 20) };
       return (await commands()).threadsCommand(c, io);
     },
@@ -261,13 +285,13 @@ const COMMANDS: Record<string, CommandSpec> = {
   },
 
   prune: {
-    usage: "prune [--keep-last <n>] [--older-than <dur>] [--idle-for <dur>] [--ttl | --no-ttl] [--yes]",
+    usage: "prune [--keep-last <n>] [--older-than <dur>] [--idle-for <dur>] [--ttl | --no-ttl] [--dry-run | --yes]",
     summary:
       "Retention. Deletes checkpoints outside the last N of each lineage and/or older than a\n" +
       "duration (the head always stays), whole threads idle for a duration or past the TTL\n" +
       "their saver recorded, and the writes and blobs nothing needs any more. Safe while\n" +
       "graphs run (short transactions per batch; busy threads are skipped and reported).\n" +
-      "A DRY RUN unless --yes: it prints what would be deleted. Durations: 30d, 12h, 1h30m, 500ms.\n" +
+      "A DRY RUN unless --yes: it prints what would be deleted, per thread. Durations: 30d, 12h, 1h30m, 500ms.\n" +
       "Progress is shown on a terminal; Ctrl-C stops after the current batch.",
     options: `  --keep-last <n>       keep the newest n checkpoints of each lineage (n >= 1)
   --older-than <dur>    delete checkpoints older than this (with --keep-last: only beyond the last n)
@@ -277,8 +301,9 @@ const COMMANDS: Record<string, CommandSpec> = {
   --no-ttl              do not enforce ttls
   --thread <id>         only this thread (repeatable)
   --grace <dur>         leave anything younger alone: a running graph's work (default 15m; 0 = off)
-  --yes                 delete for real (default: dry run)
-  --json                print the result as JSON`,
+  --dry-run             print what would be deleted, per thread; delete nothing (the default)
+  --yes                 delete for real
+  --json                print the result as JSON (a dry run: with every thread's counts)`,
     examples: `  ${BIN} prune --keep-last 20 --older-than 30d            # what would go
   ${BIN} prune --keep-last 20 --older-than 30d --yes      # delete it
   ${BIN} prune --idle-for 90d --yes --json                # a nightly job`,
@@ -294,9 +319,11 @@ const COMMANDS: Record<string, CommandSpec> = {
         thread: { type: "string", multiple: true },
         grace: { type: "string" },
         yes: { type: "boolean" },
+        "dry-run": { type: "boolean" },
       });
       positionals("prune", rest, [], 0);
       if (values.ttl && values["no-ttl"]) throw new UsageError("--ttl and --no-ttl exclude each other", "prune");
+      if (values.yes && values["dry-run"]) throw new UsageError("--dry-run and --yes exclude each other", "prune");
       const keepLast = values["keep-last"] === undefined ? undefined : positiveInt("prune", "keep-last", values["keep-last"], 1);
       const olderThan = durationArg("prune", "older-than", values["older-than"]);
       const idleFor = durationArg("prune", "idle-for", values["idle-for"]);
@@ -325,11 +352,12 @@ const COMMANDS: Record<string, CommandSpec> = {
       "its row_version, renamed pending writes. Nothing is deleted and history is unchanged;\n" +
       "afterwards the saver needs no upcasters. The module exports the same `stateVersion` and\n" +
       "`upcasters` your application's saver uses (and `serde`, if it has its own).",
-    options: `  --module <file>       a JS/TS module exporting stateVersion and upcasters (required)
+    options: `  --module <file>       a JS/TS module exporting stateVersion and upcasters (required);
+                        TypeScript needs Node 22.6+ or tsx installed in your project
   --batch-size <n>      checkpoints per transaction (default 100)
   --json                print the result as JSON`,
     examples: `  ${BIN} upgrade-state --module ./dist/state-upcasters.js
-  ${BIN} upgrade-state --module ./src/state-upcasters.ts --batch-size 500   # with: node --import tsx`,
+  ${BIN} upgrade-state --module ./src/state-upcasters.ts --batch-size 500`,
     async run(argv, io) {
       const { values, positionals: rest } = parse("upgrade-state", argv, {
         ...CONNECTION_OPTIONS,
@@ -377,7 +405,8 @@ const COMMANDS: Record<string, CommandSpec> = {
     summary:
       "Prints the statements that let an application role run every saver operation and\n" +
       "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the four\n" +
-      "tables, SELECT on checkpointer_migrations; then it revokes what the role does not need\n" +
+      "tables (checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads), SELECT on\n" +
+      "checkpointer_migrations; then it revokes what the role does not need\n" +
       "(CREATE on the schema, TRUNCATE/REFERENCES/TRIGGER, TEMPORARY on the database). Run\n" +
       "migrations as the schema owner, then run these as the owner. Needs no database connection.",
     options: `  --role <role>         the application's role (required)

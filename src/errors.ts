@@ -110,6 +110,20 @@ export class InvalidOptionsError extends CheckpointerError {
 }
 
 /**
+ * A migration as people see it: the number its file starts with (`0005` for
+ * migrations/0005_heads_table.sql), from its 1-based position (6). Versions,
+ * levels and counts in code stay 1-based; messages show file numbers.
+ *
+ * @example
+ * ```ts
+ * migrationNumber(7); // "0006"
+ * ```
+ */
+export function migrationNumber(version: number): string {
+  return String(Math.max(version - 1, 0)).padStart(4, "0");
+}
+
+/**
  * The target schema lacks some or all of this package's migrations. The saver
  * never runs DDL on its own: run `migrate()` (or `saver.setup()`) first.
  *
@@ -120,12 +134,15 @@ export class InvalidOptionsError extends CheckpointerError {
  */
 export class SchemaNotMigratedError extends CheckpointerError {
   readonly schema: string;
+  /** How many migrations the schema has (`0004_pending_tasks` applied last: 5). */
   readonly appliedVersion: number;
+  /** How many this code ships (7 when its last is `0006_unversioned_values`). */
   readonly requiredVersion: number;
   constructor(schema: string, appliedVersion: number, requiredVersion: number, options?: { cause?: unknown }) {
     super(
       "SCHEMA_NOT_MIGRATED",
-      `Schema "${schema}" is at checkpointer migration ${appliedVersion}, this code needs ${requiredVersion}. ` +
+      `Schema "${schema}" ${appliedVersion > 0 ? `is at checkpointer migration ${migrationNumber(appliedVersion)}` : "has no checkpointer migration"}, ` +
+        `this code needs migrations up to ${migrationNumber(requiredVersion)}. ` +
         `Run the migrations first: \`npx langgraph-checkpoint-pg migrate --schema ${JSON.stringify(schema)}\`, ` +
         "`await migrate({ pool, schema })` in a deploy step, or `await saver.setup()`.",
       options,
@@ -147,19 +164,22 @@ export class SchemaNotMigratedError extends CheckpointerError {
  */
 export class SchemaTooNewError extends CheckpointerError {
   readonly schema: string;
+  /** How many migrations the schema has (counting from 1: migration `0007` is 8). */
   readonly appliedVersion: number;
+  /** How many this code ships (7 when its last is `0006_unversioned_values`). */
   readonly knownVersion: number;
   /**
    * The oldest code level the schema's newer migrations work with (see
-   * src/compat.ts): this code is below it. Equal to `appliedVersion` when a
-   * newer migration did not record one.
+   * src/compat.ts; a level counts migrations: code at level 7 knows `0000` to
+   * `0006`): this code is below it. Equal to `appliedVersion` when a newer
+   * migration did not record one.
    */
   readonly compatibleFrom: number;
   constructor(schema: string, appliedVersion: number, knownVersion: number, compatibleFrom = appliedVersion, options?: { cause?: unknown }) {
     super(
       "SCHEMA_TOO_NEW",
-      `Schema "${schema}" is at checkpointer migration ${appliedVersion}, newer than this code knows (${knownVersion}), ` +
-        `and works only with code at migration level ${compatibleFrom} or later: this code refuses to use it. ` +
+      `Schema "${schema}" is at checkpointer migration ${migrationNumber(appliedVersion)}, newer than this code knows (${migrationNumber(knownVersion)}), ` +
+        `and works only with code that knows migration ${migrationNumber(compatibleFrom)} or later: this code refuses to use it. ` +
         "Upgrade the package; never point older code at a newer schema.",
       options,
     );

@@ -35,7 +35,7 @@ export { reencrypt, type ReencryptOptions, type ReencryptResult, type ReencryptC
 export type { ValueRow, RowBoundSerializer } from "./rowserde.js";
 export type { SaverEvent, EventHandler, HandlerErrorHandler, HandlerErrorInfo } from "./events.js";
 export { StateVersionError, type Upcaster, type UpcastFunction, type UpcastContext } from "./upcast.js";
-export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo } from "./embedded.js";
+export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo, type OpenEmbeddedOptions } from "./embedded.js";
 export type { PGliteLike } from "./db.js";
 export { withConflictRetry, withRetry, type ConflictRetryOptions, type WithRetryOptions } from "./retry.js";
 export {
@@ -61,7 +61,7 @@ export {
   type CheckpointerErrorCode,
   type OfficialTables,
 } from "./errors.js";
-export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts } from "./prune.js";
+export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts, type PruneThreadCounts } from "./prune.js";
 export {
   migrationStatus,
   listThreads,

@@ -276,19 +276,26 @@ export interface ThreadSummary {
 }
 
 /**
- * Threads, most recently updated first.
+ * Threads, most recently updated first: all of them (up to `limit`), or the
+ * ones named in `threadIds` that have a checkpoint.
  *
- * Reads the whole checkpoints table to group it: fine for an operator's
- * command, not for a request path.
+ * Without `threadIds` it reads the whole checkpoints table to group it: fine
+ * for an operator's command, not for a request path.
  *
  * @example
  * ```ts
  * for (const t of await listThreads({ pool, limit: 10 })) console.log(t.threadId, t.checkpoints, t.lastUpdate);
+ * const [one] = await listThreads({ pool, threadIds: ["12345"] }); // undefined: no such thread
  * ```
  */
-export async function listThreads(options: InspectOptions & { limit?: number }): Promise<ThreadSummary[]> {
+export async function listThreads(options: InspectOptions & { limit?: number; threadIds?: readonly string[] }): Promise<ThreadSummary[]> {
   const limit = options.limit ?? 50;
   if (!Number.isInteger(limit) || limit < 1) throw new InvalidInputError("limit", "expected a positive integer");
+  const ids = options.threadIds;
+  if (ids !== undefined) {
+    if (!Array.isArray(ids)) throw new InvalidInputError("threadIds", "expected an array of thread ids");
+    ids.forEach((id: unknown, i) => checkKey(`threadIds[${i}]`, id, LIMITS.thread_id));
+  }
   const { db, t } = await open(options);
   const rows = await run<{
     thread_id: string;
@@ -304,7 +311,8 @@ export async function listThreads(options: InspectOptions & { limit?: number }):
     `WITH c AS (
        SELECT thread_id, pg_catalog.count(*) AS checkpoints, pg_catalog.count(DISTINCT checkpoint_ns) AS namespaces, pg_catalog.max(created_at) AS last_update,
               pg_catalog.sum(pg_catalog.pg_column_size(checkpoint) + pg_catalog.pg_column_size(metadata) + coalesce(pg_catalog.octet_length(metadata_raw), 0)) AS bytes
-         FROM ${t.checkpoints} GROUP BY thread_id ORDER BY pg_catalog.max(created_at) DESC, thread_id LIMIT $1
+         FROM ${t.checkpoints} WHERE $2::text[] IS NULL OR thread_id = ANY($2::text[])
+        GROUP BY thread_id ORDER BY pg_catalog.max(created_at) DESC, thread_id LIMIT $1
      )
      SELECT c.thread_id, c.checkpoints::text, c.namespaces::text, pg_catalog.to_json(c.last_update) #>> '{}' AS last_update,
             w.n::text AS writes, b.n::text AS blobs, (c.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0))::text AS bytes
@@ -312,7 +320,7 @@ export async function listThreads(options: InspectOptions & { limit?: number }):
        LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.octet_length(value), 0)) AS bytes FROM ${t.writes} WHERE thread_id = c.thread_id) w ON true
        LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.octet_length(value), 0)) AS bytes FROM ${t.blobs} WHERE thread_id = c.thread_id) b ON true
       ORDER BY c.last_update DESC, c.thread_id`,
-    [limit],
+    [ids === undefined ? limit : Math.max(limit, ids.length), ids ?? null],
   );
   return rows.map((r) => ({
     threadId: r.thread_id,
@@ -778,7 +786,9 @@ export class ThreadExistsError extends CheckpointerError {
   constructor(threadId: string, options?: { cause?: unknown }) {
     super(
       "INVALID_INPUT",
-      `Thread ${JSON.stringify(threadId)} already exists in the target; nothing was imported. Delete it first, or skip existing threads.`,
+      `Thread ${JSON.stringify(threadId)} already exists in the target; nothing was imported. ` +
+        `Delete it first (\`npx langgraph-checkpoint-pg threads delete ${JSON.stringify(threadId)}\` or \`saver.deleteThread(id)\`), ` +
+        "or skip existing threads (`import --skip-existing`, `ifExists: \"skip\"`).",
       options,
     );
     this.threadId = threadId;

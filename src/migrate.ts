@@ -22,7 +22,9 @@
  *   lock wait that timed out) with backoff, reporting each attempt.
  */
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import {
@@ -64,7 +66,38 @@ export interface Migration {
   statements: string[];
 }
 
-const MIGRATIONS_DIR = new URL("../migrations/", import.meta.url);
+const PACKAGE_NAME = "langgraph-checkpoint-pg";
+
+/**
+ * The `migrations/` folder of this package: the first folder above this module
+ * whose package.json is this package's (src/ and dist/ in a clone, dist/ and
+ * dist/cjs/ where installed, a bundle under node_modules/.cache). Checking the
+ * name matters: a host application using drizzle has its own
+ * `migrations/meta/_journal.json`, which must never be applied here.
+ * (The CommonJS build defines `import.meta.url` as its own file's URL.)
+ */
+function migrationsDir(): string {
+  const start = dirname(fileURLToPath(import.meta.url));
+  for (let dir = start; ; dir = dirname(dir)) {
+    if (existsSync(join(dir, "migrations", "meta", "_journal.json")) && packageName(join(dir, "package.json")) === PACKAGE_NAME) {
+      return join(dir, "migrations");
+    }
+    if (dirname(dir) === dir) {
+      throw new MigrationError(
+        `the migrations of ${PACKAGE_NAME} were not found in any folder above ${start}: ` +
+          `keep the package's files together (a bundler must leave ${PACKAGE_NAME} external, or copy its migrations/ folder next to its package.json)`,
+      );
+    }
+  }
+}
+
+function packageName(file: string): string | undefined {
+  try {
+    return (JSON.parse(readFileSync(file, "utf8")) as { name?: string }).name;
+  } catch {
+    return undefined;
+  }
+}
 
 let cached: Migration[] | undefined;
 
@@ -78,14 +111,15 @@ let cached: Migration[] | undefined;
  */
 export function loadMigrations(): Migration[] {
   if (cached) return cached;
-  const journal = JSON.parse(readFileSync(new URL("meta/_journal.json", MIGRATIONS_DIR), "utf8")) as {
+  const dir = migrationsDir();
+  const journal = JSON.parse(readFileSync(join(dir, "meta", "_journal.json"), "utf8")) as {
     entries: { idx: number; tag: string }[];
   };
   cached = [...journal.entries]
     .sort((a, b) => a.idx - b.idx)
     .map((entry, i) => {
       if (entry.idx !== i) throw new MigrationError(`migrations/meta/_journal.json is not dense at index ${i}`);
-      const sql = readFileSync(new URL(`${entry.tag}.sql`, MIGRATIONS_DIR), "utf8");
+      const sql = readFileSync(join(dir, `${entry.tag}.sql`), "utf8");
       return {
         version: i + 1,
         name: entry.tag,
@@ -384,7 +418,7 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
           const shipped = migrations[row.version - 1];
           if (row.version <= known && (!shipped || shipped.sha256 !== row.sha256)) {
             throw new MigrationError(
-              `migration ${row.version} (${row.name}) applied to schema "${schema}" differs from the one shipped in this package; ` +
+              `migration ${row.name} applied to schema "${schema}" differs from the one shipped in this package; ` +
                 "released migrations must never be edited",
               { migration: row.name },
             );
@@ -456,7 +490,7 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
     if (err instanceof CheckpointerError) throw err;
     throw new MigrationError(
       current
-        ? `migration ${current.version} (${current.name}) failed on schema "${schema}" (${describe(err)}); nothing was applied`
+        ? `migration ${current.name} failed on schema "${schema}" (${describe(err)}); nothing was applied`
         : `migrating schema "${schema}" failed (${describe(err)}); nothing was applied`,
       { cause: err, migration: current?.name },
     );

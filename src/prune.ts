@@ -158,8 +158,33 @@ export interface PruneProgress {
   elapsedMs: number;
 }
 
+/**
+ * What a dry run would delete from one thread (in {@link PruneResult.threads}).
+ *
+ * @example
+ * ```ts
+ * const { threads } = await prune({ pool, keepLast: 20, dryRun: true });
+ * for (const t of threads ?? []) console.log(t.threadId, t.checkpoints, t.expired ? "(whole thread: idle)" : "");
+ * ```
+ */
+export interface PruneThreadCounts {
+  threadId: string;
+  checkpoints: number;
+  writes: number;
+  blobs: number;
+  /** checkpoint, write and blob bytes, as in {@link PruneCounts}. */
+  bytes: number;
+  /** The whole thread would go: idle for `idleFor` or past its TTL. */
+  expired: boolean;
+}
+
 export interface PruneResult extends PruneCounts {
   dryRun: boolean;
+  /**
+   * Dry runs only: per thread with anything to delete, what would go, in
+   * thread id order (one entry per such thread: a large schema makes a long list).
+   */
+  threads?: PruneThreadCounts[];
   /** Threads visited. */
   threadsScanned: number;
   batches: number;
@@ -466,6 +491,16 @@ act AS MATERIALIZED (
   const idleThreads = `/* langgraph-checkpoint-pg prune: idle */${idle}
 SELECT thread_id FROM expired`;
 
+  /** Dry runs: the counts of `gone_c`, `gone_w` and `gone_b` per thread, as JSON (threads with something to delete). */
+  const perThread = `,
+       (SELECT coalesce(pg_catalog.json_agg(p ORDER BY p.thread_id), '[]') FROM (
+          SELECT g.thread_id, pg_catalog.sum(g.c)::int AS checkpoints, pg_catalog.sum(g.cb)::bigint AS checkpoint_bytes, pg_catalog.sum(g.w)::int AS writes,
+                 pg_catalog.sum(g.wb)::bigint AS write_bytes, pg_catalog.sum(g.b)::int AS blobs, pg_catalog.sum(g.bb)::bigint AS blob_bytes
+            FROM (SELECT thread_id, 1 AS c, bytes AS cb, 0 AS w, 0 AS wb, 0 AS b, 0 AS bb FROM gone_c
+                  UNION ALL SELECT thread_id, 0, 0, 1, bytes, 0, 0 FROM gone_w
+                  UNION ALL SELECT thread_id, 0, 0, 0, 0, 1, bytes FROM gone_b) g
+           GROUP BY g.thread_id) p) AS per_thread`;
+
   /** Deletes the idle threads among $1 whole, like `deleteThread` (the dry variant only sizes them). */
   const expire = (dry: boolean) => `/* langgraph-checkpoint-pg prune: expire */${idle},
 sized_c AS MATERIALIZED (SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, pg_catalog.pg_column_size(c.*) AS bytes FROM expired e JOIN ${cp} c ON c.thread_id = e.thread_id),
@@ -474,7 +509,7 @@ sized_w AS MATERIALIZED (SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w
 sized_b AS MATERIALIZED (SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, pg_catalog.pg_column_size(b.*) AS bytes
                            FROM expired e JOIN ${bl} b ON b.thread_id = e.thread_id), ${
     dry
-      ? `gone_c AS (SELECT bytes FROM sized_c), gone_w AS (SELECT bytes FROM sized_w), gone_b AS (SELECT bytes FROM sized_b)`
+      ? `gone_c AS (SELECT thread_id, bytes FROM sized_c), gone_w AS (SELECT thread_id, bytes FROM sized_w), gone_b AS (SELECT thread_id, bytes FROM sized_b)`
       : `gone_c AS (DELETE FROM ${cp} c USING sized_c x WHERE ${sameCheckpoint("c", "x")} RETURNING x.bytes),
 gone_h AS (DELETE FROM ${hd} h USING expired e WHERE h.thread_id = e.thread_id),
 gone_w AS (DELETE FROM ${wr} w USING sized_w x WHERE ${sameCheckpoint("w", "x")} AND w.task_id = x.task_id AND w.idx = x.idx RETURNING x.bytes),
@@ -485,7 +520,7 @@ gone_b AS (DELETE FROM ${bl} b USING sized_b x
 SELECT ARRAY(SELECT thread_id FROM expired) AS expired,
        (SELECT pg_catalog.count(*) FROM gone_c)::int AS checkpoints, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_c)::bigint AS checkpoint_bytes,
        (SELECT pg_catalog.count(*) FROM gone_w)::int AS writes, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_w)::bigint AS write_bytes,
-       (SELECT pg_catalog.count(*) FROM gone_b)::int AS blobs, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_b)::bigint AS blob_bytes`;
+       (SELECT pg_catalog.count(*) FROM gone_b)::int AS blobs, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_b)::bigint AS blob_bytes${dry ? perThread : ""}`;
 
   /**
    * One round over a batch of threads, two jobs selected by flags:
@@ -608,9 +643,9 @@ unreferenced AS MATERIALIZED (
    LIMIT $10::int
 ), ${
     dry
-      ? `gone_c AS (SELECT bytes FROM todo),
-gone_w AS (SELECT bytes FROM victim_writes UNION ALL SELECT bytes FROM orphan_writes),
-gone_b AS (SELECT bytes FROM unreferenced)`
+      ? `gone_c AS (SELECT thread_id, bytes FROM todo),
+gone_w AS (SELECT thread_id, bytes FROM victim_writes UNION ALL SELECT thread_id, bytes FROM orphan_writes),
+gone_b AS (SELECT thread_id, bytes FROM unreferenced)`
       : `gone_c AS (DELETE FROM ${cp} c USING todo t WHERE ${sameCheckpoint("c", "t")}
                 AND NOT EXISTS (SELECT 1 FROM ${hd} h WHERE ${sameCheckpoint("h", "c")}) RETURNING t.bytes),
 gone_w AS (DELETE FROM ${wr} w USING (SELECT * FROM victim_writes UNION ALL SELECT * FROM orphan_writes) g
@@ -624,7 +659,7 @@ SELECT (SELECT pg_catalog.count(*) FROM gone_c)::int AS checkpoints, (SELECT coa
        (SELECT pg_catalog.count(*) FROM gone_b)::int AS blobs, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_b)::bigint AS blob_bytes,
        ARRAY(SELECT thread_id FROM more) AS more_threads, ARRAY(SELECT checkpoint_ns FROM more) AS more_ns,
        ($10::int IS NOT NULL AND ((SELECT pg_catalog.count(*) FROM orphan_writes) >= $10::int OR (SELECT pg_catalog.count(*) FROM unreferenced) >= $10::int)) AS more_garbage,
-       (SELECT pg_catalog.row_to_json(b) FROM (SELECT thread_id, checkpoint_ns, checkpoint_id, reason FROM broken LIMIT 1) b) AS broken`;
+       (SELECT pg_catalog.row_to_json(b) FROM (SELECT thread_id, checkpoint_ns, checkpoint_id, reason FROM broken LIMIT 1) b) AS broken${dry ? perThread : ""}`;
 
   return { threadPage, claim, idleThreads, expire, round };
 }
@@ -667,6 +702,30 @@ interface BatchOutcome {
   counts: PruneCounts;
   expired: string[];
   skipped: string[];
+  /** Dry runs: per thread. */
+  threads?: PruneThreadCounts[];
+}
+
+interface PerThreadRow {
+  thread_id: string;
+  checkpoints: number;
+  checkpoint_bytes: number | string;
+  writes: number;
+  write_bytes: number | string;
+  blobs: number;
+  blob_bytes: number | string;
+}
+
+/** Adds a dry statement's per-thread counts (`per_thread`, JSON) into `into`. */
+function addPerThread(into: Map<string, PruneThreadCounts>, rows: PerThreadRow[] | string, expired: boolean): void {
+  for (const r of typeof rows === "string" ? (JSON.parse(rows) as PerThreadRow[]) : rows) {
+    const t = into.get(r.thread_id) ?? { threadId: r.thread_id, checkpoints: 0, writes: 0, blobs: 0, bytes: 0, expired };
+    t.checkpoints += r.checkpoints;
+    t.writes += r.writes;
+    t.blobs += r.blobs;
+    t.bytes += Number(r.checkpoint_bytes) + Number(r.write_bytes) + Number(r.blob_bytes);
+    into.set(r.thread_id, t);
+  }
 }
 
 /** Parameters of the `round` statement that follow from the options. */
@@ -695,6 +754,7 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
   };
   const totals = zero();
   const skipped: string[] = [];
+  const perThread: PruneThreadCounts[] = [];
   let threadsScanned = 0;
   let batches = 0;
   let aborted = false;
@@ -707,6 +767,7 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
     batches += 1;
     threadsScanned += threads.length;
     addCounts(totals, outcome.counts);
+    if (outcome.threads) perThread.push(...outcome.threads);
     for (const id of outcome.skipped) if (skipped.length < 100) skipped.push(id);
     o.onProgress?.({
       dryRun: o.dryRun,
@@ -722,6 +783,7 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
   return {
     ...totals,
     dryRun: o.dryRun,
+    ...(o.dryRun ? { threads: perThread } : {}),
     threadsScanned,
     batches,
     bytes: totals.checkpointBytes + totals.writeBytes + totals.blobBytes,
@@ -755,20 +817,25 @@ async function dryBatch(db: Db, sql: Sql, rules: Rules, threads: string[]): Prom
       async (tx) => {
         await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
         const counts = zero();
+        const perThread = new Map<string, PruneThreadCounts>();
         let expired: string[] = [];
         if (rules.expire) {
-          const row = (await tx.query<RoundRow & { expired: string[] }>(sql.expire(true), expireParams(rules, threads))).rows[0]!;
+          const row = (await tx.query<RoundRow & { expired: string[]; per_thread: PerThreadRow[] }>(sql.expire(true), expireParams(rules, threads))).rows[0]!;
           expired = row.expired;
           addRows(counts, row);
+          addPerThread(perThread, row.per_thread, true);
           counts.threadsExpired = expired.length;
         }
         const gone = new Set(expired);
         const rest = threads.filter((t) => !gone.has(t));
         if (rest.length > 0) {
-          const row = checkWalk((await tx.query<RoundRow>(sql.round(true), roundParams(rules, rest, null, rules.pruneCheckpoints, null, true, null))).rows[0]!);
+          const row = checkWalk((await tx.query<RoundRow & { per_thread: PerThreadRow[] }>(sql.round(true), roundParams(rules, rest, null, rules.pruneCheckpoints, null, true, null))).rows[0]!);
           addRows(counts, row);
+          addPerThread(perThread, row.per_thread, false);
         }
-        return { counts, expired, skipped: [] };
+        // Byte order, as the batches come (thread_id is COLLATE "C").
+        const threadsOut = [...perThread.values()].sort((a, b) => Buffer.compare(Buffer.from(a.threadId), Buffer.from(b.threadId)));
+        return { counts, expired, skipped: [], threads: threadsOut };
       },
       { rollback: true },
     ),

@@ -553,6 +553,10 @@ describe("thread TTL", () => {
     expect(progress.flatMap((p) => p.expiredThreadIds).sort()).toEqual([idle, nested].sort());
     expect(deleted(dry)).toEqual(deleted(r));
     expect(dry.threadsExpired).toBe(2);
+    // The dry run says per thread what goes: the expired ones whole, flagged; the others' leftovers, if any.
+    expect(dry.threads!.filter((t) => t.expired).map((t) => t.threadId).sort()).toEqual([idle, nested].sort());
+    for (const k of ["checkpoints", "writes", "blobs", "bytes"] as const) expect(dry.threads!.reduce((n, t) => n + t[k], 0)).toBe(dry[k]);
+    expect(r.threads).toBeUndefined();
     for (const t of [idle, nested]) expect(await sizes([t])).toMatchObject({ checkpoints: 0, writes: 0, blobs: 0 });
     for (const t of [fresh, noTtl, resumed]) expect(await headRows(t)).toBeGreaterThan(0);
 

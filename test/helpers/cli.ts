@@ -1,6 +1,6 @@
 /**
  * Spawns the real CLI (or demo) from source, as a child process, the way a
- * user or a CI step runs it: `node --import tsx src/cli.ts ...`.
+ * user or a CI step runs it: `node --import tsx src/cli.ts ...`, `node scripts/demo.mjs ...`.
  *
  * @example
  * ```ts
@@ -53,4 +53,13 @@ export function collect(child: ChildProcessWithoutNullStreams): Promise<Run> {
 }
 
 export const runCli = (args: string[], options?: RunOptions) => runScript("src/cli.ts", args, options);
-export const runDemo = (args: string[], options?: RunOptions) => runScript("src/demo.ts", args, options);
+
+/** The demo as `npm run demo` runs it: scripts/demo.mjs bundles src/demo.ts and runs it without tsx. */
+export function runDemo(args: string[], options: RunOptions = {}): Promise<Run> {
+  const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
+  if (!options.env?.DATABASE_URL) delete env.DATABASE_URL;
+  delete env.FORCE_COLOR;
+  const child = spawn(process.execPath, [join(ROOT, "scripts", "demo.mjs"), ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
+  child.stdin.end(options.input ?? "");
+  return collect(child);
+}
