@@ -625,7 +625,7 @@ describe("withRetry", () => {
 describe("a retry right after a failed invocation", () => {
   const db = withTestDatabase("failover-zombie");
 
-  it("waits for the failed run's writes still in flight (LangGraph rejects before they land) and continues from their head: no fork", async () => {
+  it("reports the failure only after the run's writes still in flight have landed, and the retry continues from their head: no fork", async () => {
     await migrate({ pool: db.pool });
     const forks: SaverEvent[] = [];
     const saver = new PostgresSaver(db.pool, { onEvent: (e) => e.type === "fork" && forks.push(e) });
@@ -646,20 +646,28 @@ describe("a retry right after a failed invocation", () => {
       BEGIN IF EXISTS (SELECT 1 FROM refusing) THEN RAISE EXCEPTION 'refused by test trigger'; END IF; RETURN NEW; END $$`);
     await db.pool.query("CREATE TRIGGER refuse_writes BEFORE INSERT ON checkpoint_writes FOR EACH ROW EXECUTE FUNCTION refuse_writes()");
     try {
-      const failed = await app.invoke({ messages: [{ id: "m1", role: "user" }] }, config).then(
+      let settled = false;
+      const failed = app.invoke({ messages: [{ id: "m1", role: "user" }] }, config).then(
         () => undefined,
         (e: unknown) => e,
       );
-      expect(failed).toBeInstanceOf(DatabaseOperationError);
-      expect((failed as DatabaseOperationError).sqlState).toBe("P0001");
-      // The run's puts are still queued behind the lock: LangGraph gave up without waiting for them.
-      const waiting = await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()");
-      expect(waiting.rows.length).toBeGreaterThan(0);
+      void failed.then(() => (settled = true));
+      // The run's put queues behind the lock, and a write of its task fails meanwhile.
+      await until("a put of the run to wait for the head lock", async () => {
+        const { rows } = await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()");
+        return rows.length > 0;
+      });
+      // The failure is delivered in call order: not before the queued put has landed, so
+      // LangGraph cannot give up (and a retry cannot read the head) while it is in flight.
+      await new Promise((r) => setImmediate(r));
+      expect(settled).toBe(false);
+      await blocker.query("ROLLBACK");
+      const error = await failed;
+      expect(error).toBeInstanceOf(DatabaseOperationError);
+      expect((error as DatabaseOperationError).sqlState).toBe("P0001");
 
       await db.pool.query("DELETE FROM refusing");
-      const retry = app.invoke({ messages: [{ id: "m1", role: "user" }] }, config);
-      await blocker.query("ROLLBACK");
-      await retry;
+      await app.invoke({ messages: [{ id: "m1", role: "user" }] }, config);
     } finally {
       await blocker.end().catch(() => {});
       await db.pool.query("DROP TRIGGER IF EXISTS refuse_writes ON checkpoint_writes");

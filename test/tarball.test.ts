@@ -328,6 +328,7 @@ describe("the README's command blocks, run in that project", () => {
     [/^npm ci\nnpm run demo\n$/, "the clone's demo: test/demo.test.ts runs it as npm run demo does"],
     [/^(TEST_DATABASE_URL=\S+ )?npm (test|run test\S*)\b/m, "the test suite itself"],
     [/^npm ci$/, "a CI job's install step: the test project is installed"],
+    [/^npx vitest run /m, "runs one of this repository's test files from a clone: the test suite runs it"],
   ];
   let placeholders: [string, string][];
   const env = (b: ReadmeBlock) => {
