@@ -9,6 +9,7 @@
 import pg from "pg";
 import type { TestProject } from "vitest/node";
 import { maskUrl } from "../../src/cli/mask.js";
+import { bundleScripts } from "../helpers/cli.js";
 import { embeddedBinaries, PgServer } from "../helpers/server.js";
 
 declare module "vitest" {
@@ -25,9 +26,10 @@ interface Server {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const server = await startServer();
+  const [server, bundled] = await Promise.all([startServer(), bundleScripts()]);
   console.log(`[pg] using ${server.source}`);
   project.provide("pgAdminUrl", server.url);
+  project.provide("bundledScripts", bundled);
   return () => server.stop();
 }
 
