@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+import LongestFirst from "./setup/sequencer.js";
 
 // Lives in test/ to keep the package's top level to the files that ship or configure it.
 export default defineConfig({
@@ -18,6 +19,7 @@ export default defineConfig({
     // times slower than a quiet one, and a test must not fail for that.
     testTimeout: 180_000,
     hookTimeout: 180_000,
+    sequence: { sequencer: LongestFirst },
     // Files are isolated by database, so they may run in parallel; CI machines have 2 cores.
     fileParallelism: true,
     maxWorkers: 2,
