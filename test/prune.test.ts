@@ -373,7 +373,8 @@ describe("keepLast: 1 on real graphs", () => {
   });
 });
 
-describe("a 1,000-step chat thread", () => {
+// The two long threads are independent (own thread ids, prune scoped to them): built at once.
+describe.concurrent("a 1,000-step chat thread", () => {
   it("rows and bytes before and after prune({ keepLast: 1 }); the dry run predicts exactly", { timeout: 180_000 }, async () => {
     const thread = tid("chat-1000");
     const graph = chatGraph(saver);
