@@ -1,6 +1,8 @@
 /**
  * Spawns the real CLI (or demo) from source, as a child process, the way a
- * user or a CI step runs it: `node --import tsx src/cli.ts ...`.
+ * user or a CI step runs it: `node .test-build/cli.mjs ...`, a bundle of src/
+ * that global setup builds once per run ({@link bundleScripts}); any other
+ * script, or a run without that setup, goes through `node --import tsx src/...`.
  *
  * @example
  * ```ts
