@@ -38,7 +38,8 @@ const EXIT_HELP = `Exit codes:
   0  success
   1  the operation failed (database error, thread not found, import conflict, bad file)
   2  bad usage (unknown command or option, missing or malformed argument); nothing was done
-  3  schema not migrated, or migrated by a newer release (status: not up to date)
+  3  schema not migrated, or migrated by a newer release (status: not up to date),
+     or the official saver's tables found (migrate: --adopt <schema> or --no-adopt)
   4  the embedded data folder is in use by another process`;
 
 const MAIN_HELP = `${BIN}: migrate and inspect the LangGraph.js Postgres checkpointer
@@ -86,19 +87,51 @@ function common(command: string, values: { "database-url"?: string; "data-dir"?:
 
 const COMMANDS: Record<string, CommandSpec> = {
   migrate: {
-    usage: "migrate [--dry-run] [--json]",
+    usage: "migrate [--dry-run] [--adopt <schema> | --no-adopt | --finish-adoption | --rollback-adoption] [--json]",
     summary:
       "Apply the pending migrations to the schema, in one transaction under an advisory lock\n" +
       "(safe to run from several deploy steps at once). Creates the schema if missing.\n" +
-      "A schema migrated by a newer release is refused (exit 3).",
-    options: `  --dry-run             print the SQL that would run; change nothing
+      "A schema migrated by a newer release is refused (exit 3), unless its newer\n" +
+      "migrations say this release keeps working. On a database holding the official\n" +
+      "LangGraph saver's tables, the first migration of a schema stops (exit 3) until told\n" +
+      "what to do with them: switching from it takes three steps, see the README.",
+    options: `  --dry-run             print the SQL (or the rollback's counts); change nothing
+  --adopt <schema>      switch from the official saver whose tables are in <schema>:
+                        copy its threads into --schema and keep copying what its
+                        instances still write (its tables stay as they are)
+  --no-adopt            start empty beside the official saver's tables
+  --finish-adoption     all official instances replaced: its tables stop being copied
+                        and refuse writes from now on
+  --rollback-adoption   back to the official saver: what this package wrote goes back
+                        into its tables in its format; this schema refuses writes
   --json                print the result as JSON`,
     examples: `  DATABASE_URL=postgres://app@db/app ${BIN} migrate
-  ${BIN} migrate --schema agents --dry-run > plan.sql`,
+  ${BIN} migrate --schema agents --dry-run > plan.sql
+  ${BIN} migrate --schema langgraph --adopt public --dry-run
+  ${BIN} migrate --schema langgraph --finish-adoption`,
     async run(argv, io) {
-      const { values, positionals: rest } = parse("migrate", argv, { ...CONNECTION_OPTIONS, ...JSON_OPTION, "dry-run": { type: "boolean" } });
+      const { values, positionals: rest } = parse("migrate", argv, {
+        ...CONNECTION_OPTIONS,
+        ...JSON_OPTION,
+        "dry-run": { type: "boolean" },
+        adopt: { type: "string" },
+        "no-adopt": { type: "boolean" },
+        "finish-adoption": { type: "boolean" },
+        "rollback-adoption": { type: "boolean" },
+      });
       positionals("migrate", rest, [], 0);
-      const c = { ...common("migrate", values), dryRun: values["dry-run"] === true };
+      const chosen = (["adopt", "no-adopt", "finish-adoption", "rollback-adoption"] as const).filter((k) => values[k] !== undefined);
+      if (chosen.length > 1) throw new UsageError(`--${chosen[0]} and --${chosen[1]} exclude each other`, "migrate");
+      const from = values.adopt === undefined ? undefined : schemaOption("migrate", values.adopt);
+      const c = {
+        ...common("migrate", values),
+        dryRun: values["dry-run"] === true,
+        adopt: from !== undefined ? { from } : values["no-adopt"] ? false : undefined,
+        step: values["finish-adoption"] ? ("finish" as const) : values["rollback-adoption"] ? ("rollback" as const) : undefined,
+      };
+      if (from !== undefined && from === c.schema) {
+        throw new UsageError(`--adopt ${from}: the official tables cannot be adopted into their own schema; choose another --schema for this package`, "migrate");
+      }
       return (await commands()).migrateCommand(c, io);
     },
   },

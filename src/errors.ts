@@ -17,7 +17,9 @@ export type CheckpointerErrorCode =
   | "DATABASE_ERROR"
   | "DATA_DIR_LOCKED"
   | "UPCASTER_MISSING"
-  | "STATE_VERSION_TOO_NEW";
+  | "STATE_VERSION_TOO_NEW"
+  | "ADOPTION_REQUIRED"
+  | "ADOPTION_ROLLED_BACK";
 
 /**
  * Base class of every error thrown by this package.
@@ -115,32 +117,117 @@ export class SchemaTooNewError extends CheckpointerError {
   readonly schema: string;
   readonly appliedVersion: number;
   readonly knownVersion: number;
-  constructor(schema: string, appliedVersion: number, knownVersion: number) {
+  /**
+   * The oldest code level the schema's newer migrations work with (see
+   * src/compat.ts): this code is below it. Equal to `appliedVersion` when a
+   * newer migration did not record one.
+   */
+  readonly compatibleFrom: number;
+  constructor(schema: string, appliedVersion: number, knownVersion: number, compatibleFrom = appliedVersion, options?: { cause?: unknown }) {
     super(
       "SCHEMA_TOO_NEW",
-      `Schema "${schema}" is at checkpointer migration ${appliedVersion}, newer than this code knows (${knownVersion}). ` +
+      `Schema "${schema}" is at checkpointer migration ${appliedVersion}, newer than this code knows (${knownVersion}), ` +
+        `and works only with code at migration level ${compatibleFrom} or later: this code refuses to use it. ` +
         "Upgrade the package; never point older code at a newer schema.",
+      options,
     );
     this.schema = schema;
     this.appliedVersion = appliedVersion;
     this.knownVersion = knownVersion;
+    this.compatibleFrom = compatibleFrom;
   }
 }
 
 /**
  * A migration failed; its transaction was rolled back, so the schema is exactly
- * as it was before the call.
+ * as it was before the call. When a database error caused it, `sqlState` holds
+ * its SQLSTATE and `retryable` says whether trying again may succeed (the same
+ * rule as {@link DatabaseOperationError}: connection failures, deadlocks,
+ * serialization failures, timeouts).
  *
  * @example
  * ```ts
- * try { await migrate({ pool }); } catch (e) { if (e instanceof MigrationError) console.error(e.migration, e.cause); }
+ * try { await migrate({ pool }); } catch (e) { if (e instanceof MigrationError) console.error(e.migration, e.sqlState, e.retryable); }
  * ```
  */
 export class MigrationError extends CheckpointerError {
   readonly migration: string | undefined;
+  readonly sqlState: string | undefined;
   constructor(message: string, options?: { cause?: unknown; migration?: string }) {
-    super("MIGRATION_FAILED", message, { cause: options?.cause });
+    const cause = options?.cause;
+    super("MIGRATION_FAILED", message, { cause, retryable: cause === undefined ? false : isRetryable(cause) });
     this.migration = options?.migration;
+    this.sqlState = sqlStateOf(cause);
+  }
+}
+
+/** Where another saver's tables were found, and which saver left them. */
+export interface OfficialTables {
+  schema: string;
+  /** `js`: @langchain/langgraph-checkpoint-postgres (migrations up to 4); `python`: langgraph-checkpoint-postgres (5 and later). */
+  source: "js" | "python";
+  /** The last version in its `checkpoint_migrations` table (-1: none readable). */
+  officialVersion: number;
+}
+
+/**
+ * `setup()` or `migrate` found the tables of the official LangGraph Postgres
+ * saver (JS or Python) and was not told what to do with them. Nothing was
+ * changed. Adopt them explicitly (`setup({ adopt: true })`, `migrate --adopt
+ * <schema>`), or start empty beside them (`adopt: false`).
+ *
+ * @example
+ * ```ts
+ * try { await saver.setup(); }
+ * catch (e) { if (e instanceof AdoptionRequiredError) console.error(e.found); }
+ * ```
+ */
+export class AdoptionRequiredError extends CheckpointerError {
+  /** The schema this package was asked to migrate. */
+  readonly schema: string;
+  readonly found: OfficialTables[];
+  constructor(schema: string, found: OfficialTables[]) {
+    const what = found
+      .map((f) => `schema "${f.schema}" holds the tables of the official ${f.source === "js" ? "JS saver (@langchain/langgraph-checkpoint-postgres" : "Python saver (langgraph-checkpoint-postgres"}, checkpoint_migrations at version ${f.officialVersion})`)
+      .join("; ");
+    const inTarget = found.some((f) => f.schema === schema);
+    const from = found[0]!.schema;
+    const target = inTarget ? "langgraph" : schema;
+    super(
+      "ADOPTION_REQUIRED",
+      `Migrating schema "${schema}" stopped: ${what}. langgraph-checkpoint-pg never changes another saver's tables on its own. Nothing was changed. ` +
+        (inTarget ? `Its tables cannot share a schema with the official saver's: give this saver its own schema (e.g. "${target}"), then ` : "To ") +
+        `adopt the official threads (the official tables stay as they are, official instances keep working until replaced): ` +
+        `\`npx langgraph-checkpoint-pg migrate --schema ${target} --adopt ${from} --dry-run\` prints the plan; without --dry-run it runs it; ` +
+        `in code: \`new PostgresSaver(pool, { schema: "${target}" }).setup({ adopt: { from: "${from}" } })\`. ` +
+        (inTarget ? "" : "To start empty beside them instead, pass `adopt: false`. ") +
+        'See "Switching from @langchain/langgraph-checkpoint-postgres" in the README.',
+    );
+    this.schema = schema;
+    this.found = found;
+  }
+}
+
+/**
+ * This saver's schema was rolled back to the official saver (`migrate
+ * --rollback-adoption`): its tables refuse every write, so nothing is written
+ * where the official saver would not see it. Deploy the official saver.
+ *
+ * @example
+ * ```ts
+ * catch (e) { if (e instanceof AdoptionRolledBackError) console.error(`switch back to the official saver on ${e.schema}`); }
+ * ```
+ */
+export class AdoptionRolledBackError extends CheckpointerError {
+  readonly schema: string;
+  constructor(schema: string, options?: { cause?: unknown }) {
+    super(
+      "ADOPTION_ROLLED_BACK",
+      `Schema "${schema}" was rolled back to the official LangGraph saver: it refuses writes. Nothing was written. ` +
+        "Run the official saver on its schema again (this instance belongs to the rolled-back deploy).",
+      options,
+    );
+    this.schema = schema;
   }
 }
 
@@ -267,7 +354,17 @@ export function sqlStateOf(err: unknown): string | undefined {
 // 57014 query_canceled (statement_timeout), 55P03 lock_not_available (lock_timeout).
 const RETRYABLE_SQLSTATE = /^(08...|40001|40P01|57P0[123]|53300|57014|55P03)$/;
 
-function isRetryable(err: unknown): boolean {
+/**
+ * Whether repeating an operation that failed with `err` may succeed: the one
+ * rule behind every error's `retryable` flag.
+ *
+ * @example
+ * ```ts
+ * if (isRetryable(err)) await retryLater();
+ * ```
+ */
+export function isRetryable(err: unknown): boolean {
+  if (err instanceof CheckpointerError) return err.retryable;
   const state = sqlStateOf(err);
   if (state) return RETRYABLE_SQLSTATE.test(state);
   // No SQLSTATE: a socket-level failure (ECONNRESET, ECONNREFUSED, "Connection terminated").

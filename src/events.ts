@@ -63,6 +63,30 @@ export type SaverEvent =
       /** A pooled connection failed while idle; the pool replaces it. */
       type: "connectionError";
       message: string;
+    }
+  | {
+      /**
+       * `setup()` or `migrate` failed for a reason that may pass (database not
+       * reachable yet, restarting, a deadlock, a lock wait that timed out) and
+       * tries again after `delayMs`.
+       */
+      type: "retry";
+      operation: "setup" | "migrate";
+      schema: string;
+      /** The attempt that failed (1-based), of `attempts`. */
+      attempt: number;
+      attempts: number;
+      delayMs: number;
+      /** SQLSTATE, or the socket error's code (e.g. ECONNREFUSED). */
+      code: string | undefined;
+      message: string;
+    }
+  | {
+      /** The schema was migrated by a newer release whose newer migrations this code works with (additive). */
+      type: "schemaNewer";
+      schema: string;
+      schemaVersion: number;
+      codeVersion: number;
     };
 
 export type EventHandler = (event: SaverEvent) => void;

@@ -6,8 +6,28 @@
  * import { PostgresSaver, migrate } from "langgraph-checkpoint-pg";
  * ```
  */
-export { PostgresSaver, ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions, type LineageMode } from "./saver.js";
-export { migrate, loadMigrations, latestVersion, schemaVersion, MIGRATIONS_TABLE, type MigrateOptions, type MigrateResult, type Migration } from "./migrate.js";
+export { PostgresSaver, ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions, type SetupOptions, type LineageMode } from "./saver.js";
+export {
+  migrate,
+  finishAdoption,
+  adoptionStatus,
+  loadMigrations,
+  latestVersion,
+  schemaVersion,
+  MIGRATIONS_TABLE,
+  DEFAULT_RETRY,
+  type MigrateOptions,
+  type MigrateResult,
+  type Migration,
+  type AdoptOption,
+  type RetryOptions,
+  type TargetOptions,
+  type FinishAdoptionOptions,
+  type FinishAdoptionResult,
+} from "./migrate.js";
+export { rollbackAdoption, type RollbackAdoptionOptions, type RollbackAdoptionResult } from "./rollback.js";
+export { ADOPTION_SQLSTATE, type AdoptionRecord, type AdoptionState, type AdoptionSummary } from "./adopt.js";
+export { COMPATIBILITY, type MigrationCompatibility } from "./compat.js";
 export { MsgpackSerializer } from "./serde.js";
 export { EncryptedSerializer, ENCRYPTED_TYPE_PREFIX, type EncryptedSerializerOptions, type EncryptionKey } from "./encryption.js";
 export { grantStatements, type GrantOptions } from "./grants.js";
@@ -23,11 +43,15 @@ export {
   SchemaNotMigratedError,
   SchemaTooNewError,
   MigrationError,
+  AdoptionRequiredError,
+  AdoptionRolledBackError,
   CheckpointConflictError,
   SerializationError,
   DeserializationError,
   DatabaseOperationError,
+  isRetryable,
   type CheckpointerErrorCode,
+  type OfficialTables,
 } from "./errors.js";
 export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts } from "./prune.js";
 export {

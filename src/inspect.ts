@@ -14,7 +14,8 @@ import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { dbOf, type Db, type PGliteLike, type Row } from "./db.js";
 import { CheckpointerError, DatabaseOperationError, InvalidInputError, sqlStateOf } from "./errors.js";
-import { MIGRATIONS_TABLE, assertSchemaCurrent, latestVersion, loadMigrations } from "./migrate.js";
+import { ADOPTION_TABLE, readAdoption, type AdoptionRecord } from "./adopt.js";
+import { MIGRATIONS_TABLE, assertSchemaCurrent, latestVersion, loadMigrations, schemaLevel } from "./migrate.js";
 import { MsgpackSerializer } from "./serde.js";
 import { LIMITS, checkKey, checkSchemaName, quoteIdent } from "./validate.js";
 
@@ -170,8 +171,16 @@ export interface MigrationStatus {
   codeVersion: number;
   /** The version recorded in the schema (0: never migrated). */
   schemaVersion: number;
-  /** `up-to-date`, `pending` (run migrate), or `too-new` (a newer release migrated it: upgrade the package). */
-  state: "up-to-date" | "pending" | "too-new";
+  /**
+   * `up-to-date`; `pending` (run migrate); `newer-compatible` (a newer release
+   * migrated it, and its newer migrations say this code keeps working);
+   * `too-new` (a newer release migrated it and this code must not run on it: upgrade the package).
+   */
+  state: "up-to-date" | "pending" | "newer-compatible" | "too-new";
+  /** For `too-new`: the oldest code level the schema works with. */
+  compatibleFrom?: number;
+  /** The adoption of the official saver's tables recorded in this schema, if any. */
+  adoption?: AdoptionRecord;
   /** Applied migrations; `modified` when the shipped file differs from what was applied. */
   applied: { version: number; name: string; appliedAt: string; modified: boolean; known: boolean }[];
   pending: { version: number; name: string }[];
@@ -198,7 +207,7 @@ export async function migrationStatus(options: Omit<InspectOptions, "serde">): P
     db,
     "reading the schema status",
     `SELECT n AS name, to_regclass($1 || '.' || quote_ident(n)) IS NOT NULL AS ok FROM unnest($2::text[]) AS n`,
-    [s, [MIGRATIONS_TABLE, "checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads"]],
+    [s, [MIGRATIONS_TABLE, "checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads", ADOPTION_TABLE]],
   );
   const has = new Set(present.filter((r) => r.ok).map((r) => r.name));
   const appliedRows = has.has(MIGRATIONS_TABLE)
@@ -213,6 +222,10 @@ export async function migrationStatus(options: Omit<InspectOptions, "serde">): P
     return { version: r.version, name: r.name, appliedAt: r.applied_at, known: known !== undefined, modified: known !== undefined && known.sha256 !== r.sha256 };
   });
   const version = applied.reduce((m, r) => Math.max(m, r.version), 0);
+  // Both read through `run`, so a failure is a typed error.
+  const reader = { query: <R extends Row>(text: string, values?: unknown[]) => run<R>(db, "reading the schema status", text, values).then((rows) => ({ rows })) };
+  const level = version > migrations.length ? await schemaLevel(reader, schema) : undefined;
+  const adoption = has.has(ADOPTION_TABLE) ? await readAdoption(reader, schema) : undefined;
   const rows: MigrationStatus["rows"] = {};
   for (const table of ["checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads"] as const) {
     if (!has.has(table)) continue;
@@ -223,7 +236,9 @@ export async function migrationStatus(options: Omit<InspectOptions, "serde">): P
     schema,
     codeVersion: migrations.length,
     schemaVersion: version,
-    state: version > migrations.length ? "too-new" : version < migrations.length ? "pending" : "up-to-date",
+    state: level ? (level.compatibleFrom > migrations.length ? "too-new" : "newer-compatible") : version < migrations.length ? "pending" : "up-to-date",
+    ...(level && level.compatibleFrom > migrations.length ? { compatibleFrom: level.compatibleFrom } : {}),
+    ...(adoption ? { adoption } : {}),
     applied,
     pending: migrations.slice(version).map((m) => ({ version: m.version, name: m.name })),
     rows,

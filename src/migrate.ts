@@ -7,17 +7,45 @@
  * - recorded in our own table `checkpointer_migrations` inside the target
  *   schema (never drizzle's shared default table, which a host app's own
  *   drizzle migrations also use),
- * - refusing a schema newer than this code, or one whose applied migrations
- *   were edited after the fact,
- * - adopting in place the tables of the official LangGraph Postgres saver
- *   (same names) instead of creating them (see adopt.ts).
+ * - taking the saver's tables first (ACCESS EXCLUSIVE, bounded by a lock
+ *   timeout), so no statement of any release lands in the middle of a
+ *   migration (see compat.ts),
+ * - refusing a schema newer than this code unless its newer migrations say
+ *   this code still works with them (compat.ts), or one whose applied
+ *   migrations were edited after the fact,
+ * - refusing, with a typed error that says how to adopt them, to start next
+ *   to the tables of the official LangGraph Postgres saver unless told
+ *   (`adopt`), and adopting them when told (see adopt.ts),
+ * - retrying what may succeed later (the database not up yet, a deadlock, a
+ *   lock wait that timed out) with backoff, reporting each attempt.
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import { planAdoption, type AdoptionSummary } from "./adopt.js";
+import {
+  ADOPTION_TABLE,
+  SCHEMA_LOCK_SQL,
+  finishStatements,
+  findOfficialTables,
+  isEmpty,
+  planAdoption,
+  readAdoption,
+  type AdoptionRecord,
+  type AdoptionSummary,
+} from "./adopt.js";
+import { compatibleFrom } from "./compat.js";
 import { dbOf, type Db, type PGliteLike, type Queryable } from "./db.js";
-import { DatabaseOperationError, InvalidOptionsError, MigrationError, SchemaNotMigratedError, SchemaTooNewError, sqlStateOf } from "./errors.js";
+import {
+  AdoptionRequiredError,
+  CheckpointerError,
+  DatabaseOperationError,
+  InvalidOptionsError,
+  MigrationError,
+  SchemaNotMigratedError,
+  SchemaTooNewError,
+  sqlStateOf,
+} from "./errors.js";
 import { emit, type EventHandler } from "./events.js";
 import { checkSchemaName, quoteIdent } from "./validate.js";
 
@@ -74,16 +102,70 @@ export function latestVersion(): number {
   return loadMigrations().length;
 }
 
-export interface MigrateOptions {
-  /** Where to migrate: a `pg.Pool` or `pg.Client` (not closed), or a PGlite instance. Or give `connectionString`. */
+/** Where a plain function (`migrate`, `finishAdoption`, ...) runs. */
+export interface TargetOptions {
+  /** A `pg.Pool` or `pg.Client` (not closed), or a PGlite instance. Or give `connectionString`. */
   pool?: pg.Pool | pg.Client | PGliteLike;
   /** Used when no `pool` is given; the connection is closed afterwards. */
   connectionString?: string;
-  /** Target Postgres schema; created if missing. Default `public`. */
+  /** The saver's schema (`migrate` creates it if missing). Default `public`. */
   schema?: string;
+  onEvent?: EventHandler;
+}
+
+/**
+ * Retrying a migration that failed for a reason that may pass (the database
+ * not reachable yet or restarting, a deadlock, a serialization failure, a lock
+ * wait that timed out): jittered exponential backoff between attempts. With
+ * the defaults, about 30 seconds of waiting in all.
+ *
+ * @example
+ * ```ts
+ * await migrate({ pool, schema: "agents", retry: { attempts: 20, initialDelayMs: 500, maxDelayMs: 10_000 } });
+ * ```
+ */
+export interface RetryOptions {
+  /** Total attempts, the first included. Default 10. */
+  attempts?: number;
+  /** First wait in ms; doubles on each retry. Default 250. */
+  initialDelayMs?: number;
+  /** Cap on one wait in ms. Default 5000. */
+  maxDelayMs?: number;
+}
+
+/**
+ * The defaults of {@link RetryOptions}.
+ *
+ * @example
+ * ```ts
+ * await saver.setup({ retry: { ...DEFAULT_RETRY, attempts: 30 } }); // wait about two minutes
+ * ```
+ */
+export const DEFAULT_RETRY: Readonly<Required<RetryOptions>> = Object.freeze({ attempts: 10, initialDelayMs: 250, maxDelayMs: 5000 });
+
+/**
+ * What to do with the tables of the official LangGraph Postgres saver (JS or
+ * Python) when this schema is migrated for the first time:
+ * - not given (default): if any schema of the database holds them, stop with
+ *   `AdoptionRequiredError` and change nothing;
+ * - `{ from: "public" }`: adopt the official tables of that schema (see
+ *   README, "Switching"); `true`: the one schema that holds them;
+ * - `false`: ignore them and start empty beside them.
+ *
+ * @example
+ * ```ts
+ * await migrate({ pool, schema: "langgraph", adopt: { from: "public" } });
+ * ```
+ */
+export type AdoptOption = boolean | { from: string };
+
+export interface MigrateOptions extends TargetOptions {
   /** Report what would run, change nothing. */
   dryRun?: boolean;
-  onEvent?: EventHandler;
+  /** See {@link AdoptOption}. */
+  adopt?: AdoptOption;
+  /** See {@link RetryOptions}; `false`: one attempt. Default {@link DEFAULT_RETRY}. */
+  retry?: RetryOptions | false;
 }
 
 export interface MigrateResult {
@@ -94,16 +176,19 @@ export interface MigrateResult {
   toVersion: number;
   /** Migrations applied by this call, or that would be, for a dry run. */
   applied: { version: number; name: string; sql: string }[];
-  /**
-   * Set when the schema held the official LangGraph saver's tables: they were
-   * (or, for a dry run, would be) adopted in place of `0000_init`, whose
-   * `applied` entry then shows the adoption SQL.
-   */
+  /** Set when `adopt` named official tables: what was (or, in a dry run, would be) done. */
   adoption?: AdoptionSummary;
 }
 
-/** Per database and schema: two migrators of different schemas never wait for each other. */
-const LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('langgraph-checkpoint-pg:migrate'), hashtext(current_database() || '.' || $1))";
+/**
+ * How long a migration waits for each lock (its own table lock, DDL, the
+ * official tables when adopting) before giving up and retrying: writers
+ * queue behind a waiting lock request, so it must not wait long.
+ */
+const MIGRATION_LOCK_TIMEOUT = "10s";
+
+/** Our tables, in the order a migration locks them (a put locks the head first). */
+const OWN_TABLES = ["checkpoint_heads", "checkpoints", "checkpoint_blobs", "checkpoint_writes"] as const;
 
 /**
  * Apply pending migrations to `schema`. Idempotent and safe to run from many
@@ -122,58 +207,155 @@ const LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('langgraph-checkpoint-pg
  */
 export async function migrate(options: MigrateOptions = {}): Promise<MigrateResult> {
   const schema = checkSchemaName(options.schema ?? "public");
+  const settings = { dryRun: options.dryRun, onEvent: options.onEvent, adopt: checkAdopt(options.adopt) };
+  return withRetry("migrate", schema, options.retry, options.onEvent, () => withTarget(options, "migrate", (db) => migrateOnce(db, schema, settings)));
+}
+
+/**
+ * Run `fn` on the target of `options`: the caller's pool or client, or a
+ * client on `connectionString` opened for the call and closed afterwards.
+ */
+export async function withTarget<T>(options: TargetOptions, operation: string, fn: (db: Db) => Promise<T>): Promise<T> {
   if (!options.pool && !options.connectionString) {
     throw new InvalidOptionsError("pool", "give a pg.Pool, a pg.Client, a PGlite instance, or a connectionString");
   }
-  const own = options.pool ? undefined : new pg.Client({ connectionString: options.connectionString, application_name: "langgraph-checkpoint-pg:migrate" });
+  const own = options.pool ? undefined : new pg.Client({ connectionString: options.connectionString, application_name: `langgraph-checkpoint-pg:${operation}` });
   if (own) {
-    await own.connect().catch((cause: unknown) => {
-      throw new MigrationError("could not connect to run migrations", { cause });
+    // A failing connection emits 'error' as well as rejecting: without a listener that would crash the process.
+    own.on("error", () => undefined);
+    await own.connect().catch(async (cause: unknown) => {
+      await own.end().catch(() => undefined);
+      throw new MigrationError(`could not connect to run ${operation} (${describe(cause)})`, { cause });
     });
   }
-  const target = own ?? options.pool!;
-  const db = dbOf(target);
   try {
-    return await runMigrations(db, schema, options);
+    return await fn(dbOf(own ?? options.pool!));
   } finally {
     if (own) await own.end().catch(() => undefined);
   }
 }
 
+/**
+ * Apply pending migrations through `db` (any driver), retrying as
+ * {@link RetryOptions} says. `setup()` and the CLI call this.
+ */
+export function runMigrations(
+  db: Db,
+  schema: string,
+  options: { dryRun?: boolean; onEvent?: EventHandler; adopt?: AdoptOption; retry?: RetryOptions | false; operation?: "setup" | "migrate" } = {},
+): Promise<MigrateResult> {
+  const settings = { dryRun: options.dryRun, onEvent: options.onEvent, adopt: checkAdopt(options.adopt) };
+  return withRetry(options.operation ?? "migrate", schema, options.retry, options.onEvent, () => migrateOnce(db, schema, settings));
+}
+
+function checkAdopt(adopt: unknown): AdoptOption | undefined {
+  if (adopt === undefined || typeof adopt === "boolean") return adopt;
+  if (adopt !== null && typeof adopt === "object" && Object.keys(adopt).every((k) => k === "from")) {
+    return { from: checkSchemaName((adopt as { from?: unknown }).from, "adopt.from") };
+  }
+  throw new InvalidOptionsError("adopt", 'expected true, false, or { from: "<schema of the official tables>" }');
+}
+
+function checkRetry(retry: RetryOptions | false | undefined): Required<RetryOptions> {
+  if (retry === false) return { ...DEFAULT_RETRY, attempts: 1 };
+  if (retry === undefined) return DEFAULT_RETRY;
+  if (retry === null || typeof retry !== "object") throw new InvalidOptionsError("retry", "expected { attempts?, initialDelayMs?, maxDelayMs? } or false");
+  for (const key of Object.keys(retry)) {
+    if (!(key in DEFAULT_RETRY)) throw new InvalidOptionsError(`retry.${key}`, "is not an option (attempts, initialDelayMs, maxDelayMs)");
+  }
+  const r = { ...DEFAULT_RETRY, ...retry };
+  if (!Number.isInteger(r.attempts) || r.attempts < 1) throw new InvalidOptionsError("retry.attempts", "expected an integer >= 1");
+  if (!(r.initialDelayMs >= 0) || !(r.maxDelayMs >= 0)) throw new InvalidOptionsError("retry.initialDelayMs/maxDelayMs", "expected non-negative numbers");
+  return r;
+}
+
+/** Run `fn` until it succeeds, fails for good, or runs out of attempts; report each retry. */
+async function withRetry<T>(
+  operation: "setup" | "migrate",
+  schema: string,
+  retry: RetryOptions | false | undefined,
+  onEvent: EventHandler | undefined,
+  fn: () => Promise<T>,
+): Promise<T> {
+  const { attempts, initialDelayMs, maxDelayMs } = checkRetry(retry);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!(err instanceof CheckpointerError) || !err.retryable || attempt >= attempts) throw err;
+      const cap = Math.min(maxDelayMs, initialDelayMs * 2 ** (attempt - 1));
+      const delayMs = Math.round(cap / 2 + (Math.random() * cap) / 2);
+      emit(onEvent, { type: "retry", operation, schema, attempt, attempts, delayMs, code: codeOf(err), message: err.message });
+      await sleep(delayMs);
+    }
+  }
+}
+
+/** The underlying code of an error: its SQLSTATE, or the socket error's code (ECONNREFUSED...). */
+function codeOf(err: unknown): string | undefined {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const state = sqlStateOf(e);
+    if (state) return state;
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && !(e instanceof CheckpointerError)) return code;
+  }
+  return undefined;
+}
+
+/** First line of a driver error, for a message: the SQLSTATE, or what the socket said. */
+function describe(err: unknown): string {
+  const state = sqlStateOf(err);
+  if (state) return `SQLSTATE ${state}`;
+  return err instanceof Error ? `connection error: ${err.message.split("\n")[0]}` : "connection error";
+}
+
 /** The migration run itself, on any driver: one transaction, under the lock. */
-export async function runMigrations(db: Db, schema: string, options: { dryRun?: boolean; onEvent?: EventHandler } = {}): Promise<MigrateResult> {
+async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; onEvent?: EventHandler; adopt?: AdoptOption }): Promise<MigrateResult> {
   const migrations = loadMigrations();
+  const known = migrations.length;
   const started = performance.now();
   const q = quoteIdent(schema);
   const table = `${q}.${MIGRATIONS_TABLE}`;
+  const dryRun = options.dryRun ?? false;
   let current: Migration | undefined;
   try {
     const result = await db.transaction(
       async (tx) => {
-        await tx.query(LOCK_SQL, [schema]);
+        await tx.query(SCHEMA_LOCK_SQL, [schema]);
+        // Bounded lock waits for everything below: writers queue behind a waiting lock request.
+        await tx.query("SELECT set_config('lock_timeout', $1, true)", [MIGRATION_LOCK_TIMEOUT]);
         const exists = await tx.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [schema]);
-        if (exists.rows.length === 0 && !options.dryRun) await tx.query(`CREATE SCHEMA ${q}`);
-        const hasTable = (await tx.query<{ ok: boolean }>("SELECT to_regclass($1) IS NOT NULL AS ok", [table])).rows[0]!.ok;
-        if (!hasTable && !options.dryRun) {
+        if (exists.rows.length === 0 && !dryRun) await tx.query(`CREATE SCHEMA ${q}`);
+        const present = await tablesIn(tx, schema, [MIGRATIONS_TABLE, ...OWN_TABLES, "checkpoint_migrations"]);
+        const hasTable = present.has(MIGRATIONS_TABLE);
+        const { adoptFrom, already } = hasTable
+          ? await adoptionDecision(tx, schema, options.adopt)
+          : { adoptFrom: await officialTablesDecision(tx, schema, present, options.adopt), already: undefined };
+        if (adoptFrom !== undefined) await tx.query(SCHEMA_LOCK_SQL, [adoptFrom]);
+        if (!hasTable && !dryRun) {
           await tx.query(
             `CREATE TABLE ${table} (
                version integer PRIMARY KEY,
                name text NOT NULL,
                sha256 text NOT NULL,
-               applied_at timestamptz NOT NULL DEFAULT now()
+               applied_at timestamptz NOT NULL DEFAULT now(),
+               compatible_from integer
              )`,
           );
         }
-        // No history of ours: the official saver's tables may be there (refused here if unknown).
-        const adoption = hasTable ? undefined : await planAdoption(tx, schema);
-        const applied = hasTable
-          ? (await tx.query<{ version: number; name: string; sha256: string }>(`SELECT version, name, sha256 FROM ${table} ORDER BY version`)).rows
-          : [];
-        const fromVersion = applied.length === 0 ? 0 : Math.max(...applied.map((r) => r.version));
-        if (fromVersion > migrations.length) throw new SchemaTooNewError(schema, fromVersion, migrations.length);
+        if (hasTable && !dryRun && !(await hasColumn(tx, table, "compatible_from"))) {
+          // Created by a release before compat.ts: older releases never read this column.
+          await tx.query(`ALTER TABLE ${table} ADD COLUMN compatible_from integer`);
+        }
+        const applied = hasTable ? await appliedRows(tx, table) : [];
+        const fromVersion = applied.reduce((m, r) => Math.max(m, r.version), 0);
+        if (fromVersion > known) {
+          const required = requiredLevel(applied, known);
+          if (required > known) throw new SchemaTooNewError(schema, fromVersion, known, required);
+        }
         for (const row of applied) {
-          const known = migrations[row.version - 1];
-          if (!known || known.sha256 !== row.sha256) {
+          const shipped = migrations[row.version - 1];
+          if (row.version <= known && (!shipped || shipped.sha256 !== row.sha256)) {
             throw new MigrationError(
               `migration ${row.version} (${row.name}) applied to schema "${schema}" differs from the one shipped in this package; ` +
                 "released migrations must never be edited",
@@ -181,29 +363,58 @@ export async function runMigrations(db: Db, schema: string, options: { dryRun?: 
             );
           }
         }
-        const pending = migrations.slice(fromVersion);
-        if (!options.dryRun) {
+        const pending = migrations.slice(Math.min(fromVersion, known));
+        if (!dryRun && pending.length > 0) {
+          // Statements of any release run before all of it or after it, never in between. The mode the
+          // DDL needs anyway: a weaker one first would deadlock with readers when the DDL upgrades it.
+          const own = await tablesIn(tx, schema, [...OWN_TABLES]);
+          const locked = OWN_TABLES.filter((t) => own.has(t));
+          if (locked.length > 0) await tx.query(`LOCK TABLE ${locked.map((t) => `${q}.${t}`).join(", ")} IN ACCESS EXCLUSIVE MODE`);
           // The generated SQL is unqualified: resolve it inside the target schema.
           await tx.query(`SET LOCAL search_path TO ${q}, pg_catalog`);
           for (const m of pending) {
             current = m;
             // Record first: a concurrent migrator that somehow got past the lock clashes on the key.
-            await tx.query(`INSERT INTO ${table} (version, name, sha256) VALUES ($1, $2, $3)`, [m.version, m.name, m.sha256]);
-            const statements = m.version === 1 && adoption ? adoption.statements : m.statements;
-            for (const statement of statements) await tx.query(statement);
+            await tx.query(`INSERT INTO ${table} (version, name, sha256, compatible_from) VALUES ($1, $2, $3, $4)`, [
+              m.version,
+              m.name,
+              m.sha256,
+              compatibleFrom(m.version),
+            ]);
+            for (const statement of m.statements) await tx.query(statement);
           }
           current = undefined;
+          await tx.query("SET LOCAL search_path TO DEFAULT");
+        }
+        const unrecorded = applied.filter((r) => r.compatibleFrom === null && r.version <= known);
+        if (!dryRun && unrecorded.length > 0) {
+          await tx.query(`UPDATE ${table} m SET compatible_from = c.level FROM unnest($1::int[], $2::int[]) AS c(version, level) WHERE m.version = c.version`, [
+            unrecorded.map((r) => r.version),
+            unrecorded.map((r) => compatibleFrom(r.version)),
+          ]);
         }
         const result: MigrateResult = {
           schema,
           fromVersion,
-          toVersion: options.dryRun ? fromVersion : migrations.length,
-          applied: pending.map((m) => ({ version: m.version, name: m.name, sql: m.version === 1 && adoption ? adoption.sql : m.sql })),
+          toVersion: dryRun ? fromVersion : Math.max(fromVersion, known),
+          applied: pending.map((m) => ({ version: m.version, name: m.name, sql: m.sql })),
         };
-        if (adoption) result.adoption = { source: adoption.source, officialVersion: adoption.officialVersion, sql: adoption.sql };
+        if (already) {
+          result.adoption = { from: already.from, source: already.source, officialVersion: already.officialVersion, adopted: false, sql: "" };
+        } else if (adoptFrom !== undefined) {
+          if (hasTable && !(await isEmpty(tx, schema))) {
+            throw new MigrationError(
+              `Schema "${schema}" holds threads already; adopt the official tables into an empty schema (a new one is simplest). Nothing was changed.`,
+              { migration: "adoption" },
+            );
+          }
+          const plan = await planAdoption(tx, schema, adoptFrom);
+          if (!dryRun) for (const statement of plan.statements) await tx.query(statement);
+          result.adoption = { from: plan.from, source: plan.source, officialVersion: plan.officialVersion, adopted: true, sql: plan.sql };
+        }
         return result;
       },
-      { rollback: options.dryRun ?? false },
+      { rollback: dryRun },
     );
     emit(options.onEvent, {
       type: "migrate",
@@ -211,19 +422,212 @@ export async function runMigrations(db: Db, schema: string, options: { dryRun?: 
       applied: result.applied.map((m) => m.name),
       fromVersion: result.fromVersion,
       toVersion: result.toVersion,
-      dryRun: options.dryRun ?? false,
+      dryRun,
       durationMs: performance.now() - started,
     });
     return result;
   } catch (err) {
-    if (err instanceof SchemaTooNewError || err instanceof MigrationError) throw err;
+    if (err instanceof CheckpointerError) throw err;
     throw new MigrationError(
       current
-        ? `migration ${current.version} (${current.name}) failed on schema "${schema}" (SQLSTATE ${sqlStateOf(err) ?? "none"}); nothing was applied`
-        : `migrating schema "${schema}" failed (SQLSTATE ${sqlStateOf(err) ?? "none"}); nothing was applied`,
+        ? `migration ${current.version} (${current.name}) failed on schema "${schema}" (${describe(err)}); nothing was applied`
+        : `migrating schema "${schema}" failed (${describe(err)}); nothing was applied`,
       { cause: err, migration: current?.name },
     );
   }
+}
+
+/** Which of `names` are tables in `schema`. */
+async function tablesIn(tx: Queryable, schema: string, names: string[]): Promise<Set<string>> {
+  const { rows } = await tx.query<{ name: string }>(
+    `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = $1 AND c.relname = ANY ($2::text[]) AND c.relkind IN ('r', 'p')`,
+    [schema, names],
+  );
+  return new Set(rows.map((r) => r.name));
+}
+
+async function hasColumn(tx: Queryable, table: string, column: string): Promise<boolean> {
+  const { rows } = await tx.query("SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped", [table, column]);
+  return rows.length > 0;
+}
+
+interface AppliedRow {
+  version: number;
+  name: string;
+  sha256: string;
+  /** NULL: recorded by a release before compat.ts. */
+  compatibleFrom: number | null;
+}
+
+async function appliedRows(tx: Queryable, table: string): Promise<AppliedRow[]> {
+  // to_jsonb: reads compatible_from where the column exists, NULL where a release before it made the table.
+  const { rows } = await tx.query<{ version: number; name: string; sha256: string; cf: number | null }>(
+    `SELECT version, name, sha256, (to_jsonb(m) ->> 'compatible_from')::int AS cf FROM ${table} m ORDER BY version`,
+  );
+  return rows.map((r) => ({ version: r.version, name: r.name, sha256: r.sha256, compatibleFrom: r.cf }));
+}
+
+/** The oldest code level the migrations after `known` work with (unrecorded: their own version, i.e. none older). */
+function requiredLevel(applied: { version: number; compatibleFrom: number | null }[], known: number): number {
+  return applied.filter((r) => r.version > known).reduce((m, r) => Math.max(m, r.compatibleFrom ?? r.version), 0);
+}
+
+/**
+ * `adopt` on a schema migrated before: the adoption it recorded (to report;
+ * refused if it names another source or was rolled back), or the schema to
+ * adopt now (refused later unless this schema is still empty).
+ */
+async function adoptionDecision(
+  tx: Queryable,
+  schema: string,
+  adopt: AdoptOption | undefined,
+): Promise<{ adoptFrom: string | undefined; already: AdoptionRecord | undefined }> {
+  if (adopt === undefined || adopt === false) return { adoptFrom: undefined, already: undefined };
+  const already = await readAdoption(tx, schema);
+  if (!already) return { adoptFrom: typeof adopt === "object" ? adopt.from : await onlyOfficialSchema(tx, schema), already: undefined };
+  if (typeof adopt === "object" && adopt.from !== already.from) {
+    throw new MigrationError(`Schema "${schema}" adopted schema "${already.from}" already, not "${adopt.from}". Nothing was changed.`, { migration: "adoption" });
+  }
+  if (already.state === "rolled-back") {
+    throw new MigrationError(`Schema "${schema}" was rolled back to the official saver in schema "${already.from}"; adopt into a new schema instead. Nothing was changed.`, {
+      migration: "adoption",
+    });
+  }
+  return { adoptFrom: undefined, already };
+}
+
+/**
+ * A first migration of `schema`: decide about the official saver's tables
+ * (see {@link AdoptOption}). Returns the schema to adopt, if any.
+ */
+async function officialTablesDecision(tx: Queryable, schema: string, present: Set<string>, adopt: AdoptOption | undefined): Promise<string | undefined> {
+  if (present.has("checkpoint_migrations")) {
+    // The official saver's own schema: our tables cannot be created beside them (same names).
+    const found = (await findOfficialTables(tx)).filter((f) => f.schema === schema);
+    throw new AdoptionRequiredError(schema, found.length > 0 ? found : [{ schema, source: "js", officialVersion: -1 }]);
+  }
+  const ours = OWN_TABLES.filter((t) => present.has(t));
+  if (ours.length > 0) {
+    throw new MigrationError(
+      `Schema "${schema}" has no ${MIGRATIONS_TABLE} table but holds table(s) ${ours.join(", ")}, which this package would create. ` +
+        "It is not a layout this package or the official LangGraph Postgres saver leaves. Nothing was changed.",
+      { migration: loadMigrations()[0]!.name },
+    );
+  }
+  if (adopt === false) return undefined;
+  if (adopt === undefined) {
+    const found = await findOfficialTables(tx);
+    if (found.length > 0) throw new AdoptionRequiredError(schema, found);
+    return undefined;
+  }
+  return typeof adopt === "object" ? adopt.from : onlyOfficialSchema(tx, schema);
+}
+
+/** `adopt: true`: the one schema holding official tables. */
+async function onlyOfficialSchema(tx: Queryable, schema: string): Promise<string> {
+  const found = (await findOfficialTables(tx)).filter((f) => f.schema !== schema);
+  if (found.length === 1) return found[0]!.schema;
+  throw new MigrationError(
+    found.length === 0
+      ? `adopt: no schema of this database holds the official LangGraph saver's tables. Nothing was changed.`
+      : `adopt: several schemas hold the official LangGraph saver's tables (${found.map((f) => `"${f.schema}"`).join(", ")}); ` +
+          'name one: adopt: { from: "<schema>" } (CLI: --adopt <schema>). Nothing was changed.',
+    { migration: "adoption" },
+  );
+}
+
+export interface FinishAdoptionOptions extends TargetOptions {
+  /** Print the statements, change nothing. */
+  dryRun?: boolean;
+}
+
+export interface FinishAdoptionResult {
+  schema: string;
+  /** The schema of the official tables. */
+  from: string;
+  /** False when it was finished already. */
+  finished: boolean;
+  sql: string;
+}
+
+/**
+ * Finish an adoption once no instance of the official saver runs any more:
+ * its tables stop being copied, and from now on refuse every write (an
+ * instance that was missed fails with SQLSTATE LGB02 and a message saying
+ * so, instead of writing where nobody reads). A rollback stays possible.
+ *
+ * @example
+ * ```ts
+ * await finishAdoption({ pool, schema: "langgraph" });
+ * ```
+ */
+export async function finishAdoption(options: FinishAdoptionOptions = {}): Promise<FinishAdoptionResult> {
+  const schema = checkSchemaName(options.schema ?? "public");
+  return withTarget(options, "finish-adoption", (db) =>
+    adoptionStep(db, schema, "finishing the adoption", async (tx, record) => {
+      if (record.state === "rolled-back") {
+        throw new MigrationError(`Schema "${schema}" was rolled back to the official saver; there is no adoption to finish. Nothing was changed.`);
+      }
+      if (record.state === "finished") return { schema, from: record.from, finished: false, sql: "" };
+      const statements = finishStatements(schema, record.from);
+      if (!options.dryRun) for (const s of statements) await tx.query(s);
+      return { schema, from: record.from, finished: true, sql: statements.map((s) => `${s};`).join("\n") };
+    }, options.dryRun ?? false),
+  );
+}
+
+/**
+ * One adoption step (finish, rollback) on `schema`: one transaction, under the
+ * migration locks of both schemas, with the adoption record read first.
+ */
+export async function adoptionStep<T>(
+  db: Db,
+  schema: string,
+  what: string,
+  fn: (tx: Queryable, record: AdoptionRecord) => Promise<T>,
+  dryRun: boolean,
+): Promise<T> {
+  try {
+    return await db.transaction(
+      async (tx) => {
+        await tx.query(SCHEMA_LOCK_SQL, [schema]);
+        await tx.query("SELECT set_config('lock_timeout', $1, true)", [MIGRATION_LOCK_TIMEOUT]);
+        const record = await readAdoption(tx, schema);
+        if (!record) {
+          throw new MigrationError(`Schema "${schema}" has no ${ADOPTION_TABLE} record: it never adopted the official saver's tables. Nothing was changed.`, {
+            migration: "adoption",
+          });
+        }
+        await tx.query(SCHEMA_LOCK_SQL, [record.from]);
+        return fn(tx, record);
+      },
+      { rollback: dryRun },
+    );
+  } catch (err) {
+    if (err instanceof CheckpointerError) throw err;
+    throw new MigrationError(`${what} on schema "${schema}" failed (${describe(err)}); nothing was changed`, { cause: err, migration: "adoption" });
+  }
+}
+
+/**
+ * The adoption recorded in `schema` (undefined: none). Read-only.
+ *
+ * @example
+ * ```ts
+ * const a = await adoptionStatus({ pool, schema: "langgraph" });
+ * console.log(a?.state); // "bridging" | "finished" | "rolled-back"
+ * ```
+ */
+export async function adoptionStatus(options: TargetOptions = {}): Promise<AdoptionRecord | undefined> {
+  const schema = checkSchemaName(options.schema ?? "public");
+  return withTarget(options, "status", async (db) => {
+    try {
+      return await readAdoption(db, schema);
+    } catch (err) {
+      throw new DatabaseOperationError("reading the adoption record", err);
+    }
+  });
 }
 
 /**
@@ -247,22 +651,48 @@ export async function schemaVersion(db: Queryable, schema: string): Promise<numb
 }
 
 /**
+ * The schema's migration level, and the oldest code level its migrations
+ * newer than this code work with (see compat.ts). Read-only.
+ */
+export async function schemaLevel(db: Queryable, schema: string): Promise<{ version: number; compatibleFrom: number }> {
+  const known = latestVersion();
+  try {
+    const res = await db.query<{ v: number; cf: number }>(
+      `SELECT coalesce(max(version), 0)::int AS v,
+              coalesce(max(coalesce((to_jsonb(m) ->> 'compatible_from')::int, version)) FILTER (WHERE version > $1), 0)::int AS cf
+         FROM ${quoteIdent(schema)}.${MIGRATIONS_TABLE} m`,
+      [known],
+    );
+    return { version: res.rows[0]!.v, compatibleFrom: res.rows[0]!.cf };
+  } catch (err) {
+    // 42P01 undefined_table, 3F000 invalid_schema_name: nothing migrated yet.
+    if (sqlStateOf(err) === "42P01" || sqlStateOf(err) === "3F000") return { version: 0, compatibleFrom: 0 };
+    throw err;
+  }
+}
+
+/**
  * Refuse a schema this code cannot work on: not (fully) migrated, or migrated
- * by a newer release. `operation` names the caller in a connection error.
+ * by a newer release whose newer migrations this code does not work with. A
+ * newer schema whose newer migrations are additive (compat.ts) is accepted,
+ * with a `schemaNewer` event. `operation` names the caller in a connection error.
  *
  * @example
  * ```ts
  * await assertSchemaCurrent(db, "public", "prune"); // SchemaNotMigratedError until migrate() ran
  * ```
  */
-export async function assertSchemaCurrent(db: Queryable, schema: string, operation: string): Promise<void> {
-  let version: number;
+export async function assertSchemaCurrent(db: Queryable, schema: string, operation: string, onEvent?: EventHandler): Promise<void> {
+  let level: { version: number; compatibleFrom: number };
   try {
-    version = await schemaVersion(db, schema);
+    level = await schemaLevel(db, schema);
   } catch (err) {
     throw new DatabaseOperationError(`${operation} (checking the schema version)`, err);
   }
-  const required = latestVersion();
-  if (version < required) throw new SchemaNotMigratedError(schema, version, required);
-  if (version > required) throw new SchemaTooNewError(schema, version, required);
+  const known = latestVersion();
+  if (level.version < known) throw new SchemaNotMigratedError(schema, level.version, known);
+  if (level.version > known) {
+    if (level.compatibleFrom > known) throw new SchemaTooNewError(schema, level.version, known, level.compatibleFrom);
+    emit(onEvent, { type: "schemaNewer", schema, schemaVersion: level.version, codeVersion: known });
+  }
 }

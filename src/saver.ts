@@ -26,18 +26,21 @@ import {
 import pg from "pg";
 import { isPGlite, pgliteDb, poolDb, type Db, type PGliteLike } from "./db.js";
 import { DEFAULT_DATA_DIR, openEmbedded } from "./embedded.js";
+import { ADOPTION_SQLSTATE } from "./adopt.js";
 import {
+  AdoptionRolledBackError,
   CheckpointConflictError,
   CheckpointerError,
   DatabaseOperationError,
   InvalidInputError,
   InvalidOptionsError,
   SchemaNotMigratedError,
+  SchemaTooNewError,
   sqlStateOf,
 } from "./errors.js";
 import { emit, type EventHandler } from "./events.js";
 import { decodeMetadata, encodeMetadata, projectJson } from "./metadata.js";
-import { assertSchemaCurrent, latestVersion, runMigrations, type MigrateResult } from "./migrate.js";
+import { assertSchemaCurrent, latestVersion, runMigrations, schemaLevel, type AdoptOption, type MigrateResult, type RetryOptions } from "./migrate.js";
 import { buildQueries, type ListWhere, type Queries, type ReadRow } from "./queries.js";
 import { MsgpackSerializer } from "./serde.js";
 import { parseDuration } from "./duration.js";
@@ -105,6 +108,44 @@ export interface PostgresSaverOptions {
   preparedStatements?: boolean;
 }
 
+/** Every option of {@link PostgresSaverOptions}: anything else is refused, never ignored. */
+const SAVER_OPTIONS: ReadonlySet<string> = new Set([
+  "schema",
+  "serde",
+  "lineage",
+  "onEvent",
+  "ttl",
+  "runLeaseMs",
+  "stateVersion",
+  "upcasters",
+  "maxValueBytes",
+  "preparedStatements",
+] satisfies (keyof PostgresSaverOptions)[]);
+
+/**
+ * What `setup()` may be told.
+ *
+ * @example
+ * ```ts
+ * await saver.setup({ retry: { attempts: 30 }, adopt: false });
+ * ```
+ */
+export interface SetupOptions {
+  /**
+   * The official LangGraph saver's tables: adopt them (`true`, or `{ from:
+   * "<schema>" }`), or start empty beside them (`false`). Without it, setup()
+   * on a database holding them stops with `AdoptionRequiredError` and changes
+   * nothing. See README, "Switching from @langchain/langgraph-checkpoint-postgres".
+   */
+  adopt?: AdoptOption;
+  /**
+   * Retrying while the database is not reachable yet (or restarting, or a
+   * lock wait timed out): each attempt is reported as a `retry` event.
+   * Default: 10 attempts, 250 ms doubling to 5 s (about 30 s in all); `false`: one attempt.
+   */
+  retry?: RetryOptions | false;
+}
+
 /** The `configurable` flag that lets one invocation fork deliberately in linear mode. */
 export const ALLOW_FORK_KEY = "allow_fork";
 
@@ -169,13 +210,18 @@ export class PostgresSaver extends BaseCheckpointSaver {
 
   /**
    * @param pool A `pg.Pool`, or a PGlite instance, that the caller owns: {@link end} never closes it.
+   * @param options Or, as the official saver takes them, `(pool, serde, options)`.
    *
    * @example
    * ```ts
    * const saver = new PostgresSaver(pool, { lineage: "linear", onEvent: console.log });
+   * // The official saver's shape works too: new PostgresSaver(pool, serde, { schema: "agents" })
    * ```
    */
-  constructor(pool: pg.Pool | PGliteLike, options: PostgresSaverOptions = {}) {
+  constructor(pool: pg.Pool | PGliteLike, options?: PostgresSaverOptions);
+  constructor(pool: pg.Pool | PGliteLike, serde: SerializerProtocol | undefined, options?: PostgresSaverOptions);
+  constructor(pool: pg.Pool | PGliteLike, ...args: [PostgresSaverOptions?] | [SerializerProtocol | undefined, PostgresSaverOptions?]) {
+    const options = saverOptions(args);
     super(options.serde ?? new MsgpackSerializer());
     const pglite = isPGlite(pool);
     if (!pglite && !(pool instanceof pg.Pool) && (typeof pool !== "object" || pool === null || typeof (pool as pg.Pool).connect !== "function")) {
@@ -220,8 +266,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (typeof connectionString !== "string" || connectionString === "") {
       throw new InvalidOptionsError("connectionString", "expected a postgres:// URL");
     }
-    const pool = new pg.Pool({ ...BOUNDED_POOL, ...options.pool, connectionString });
-    return PostgresSaver.#owning(pool, options, () => pool.end());
+    const { pool: poolConfig, ...saverOptions } = options ?? {};
+    const pool = new pg.Pool({ ...BOUNDED_POOL, ...poolConfig, connectionString });
+    return PostgresSaver.#owning(pool, saverOptions, () => pool.end());
   }
 
   /** A saver that closes what it was given; closed at once if the options are bad. */
@@ -253,19 +300,20 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   static async open(
-    options: PostgresSaverOptions & { databaseUrl?: string; dataDir?: string; migrate?: boolean; pool?: pg.PoolConfig } = {},
+    options: PostgresSaverOptions & SetupOptions & { databaseUrl?: string; dataDir?: string; migrate?: boolean; pool?: pg.PoolConfig } = {},
   ): Promise<PostgresSaver> {
-    const url = options.databaseUrl ?? process.env.DATABASE_URL;
+    const { databaseUrl, dataDir, migrate, pool, adopt, retry, ...saverOptions } = options;
+    const url = databaseUrl ?? process.env.DATABASE_URL;
     let saver: PostgresSaver;
     if (url) {
-      saver = PostgresSaver.fromConnString(url, options);
+      saver = PostgresSaver.fromConnString(url, { ...saverOptions, pool });
     } else {
-      const embedded = await openEmbedded(options.dataDir ?? DEFAULT_DATA_DIR);
-      saver = PostgresSaver.#owning(embedded.db, options, embedded.close);
+      const embedded = await openEmbedded(dataDir ?? DEFAULT_DATA_DIR);
+      saver = PostgresSaver.#owning(embedded.db, saverOptions, embedded.close);
     }
-    if (options.migrate !== false) {
+    if (migrate !== false) {
       try {
-        await saver.setup();
+        await saver.setup({ adopt, retry });
       } catch (err) {
         await saver.end();
         throw err;
@@ -276,15 +324,23 @@ export class PostgresSaver extends BaseCheckpointSaver {
 
   /**
    * Apply pending migrations to this saver's schema (the same as {@link migrate}).
+   * Waits for a database that is not reachable yet (see {@link SetupOptions.retry}).
+   * On a database holding the official LangGraph saver's tables it changes
+   * nothing and throws `AdoptionRequiredError` unless told what to do with
+   * them ({@link SetupOptions.adopt}).
    *
    * @example
    * ```ts
    * await saver.setup();
+   * await new PostgresSaver(pool, { schema: "langgraph" }).setup({ adopt: { from: "public" } }); // switching
    * ```
    */
-  async setup(): Promise<MigrateResult> {
-    const result = await runMigrations(this.#db, this.schema, { onEvent: this.#onEvent });
-    this.#ready = Promise.resolve();
+  async setup(options: SetupOptions = {}): Promise<MigrateResult> {
+    if (options === null || typeof options !== "object") throw new InvalidOptionsError("setup options", "expected { adopt?, retry? }");
+    for (const key of Object.keys(options)) if (key !== "adopt" && key !== "retry") throw new InvalidOptionsError(key, "is not a setup() option (adopt, retry)");
+    const result = await runMigrations(this.#db, this.schema, { onEvent: this.#onEvent, adopt: options.adopt, retry: options.retry, operation: "setup" });
+    this.#ready = undefined;
+    await this.#ensureReady();
     return result;
   }
 
@@ -306,7 +362,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
   /** Checks once per saver that the schema is migrated to exactly what this code knows. */
   #ensureReady(): Promise<void> {
     if (!this.#ready) {
-      this.#ready = assertSchemaCurrent(this.#db, this.schema, "saver");
+      this.#ready = assertSchemaCurrent(this.#db, this.schema, "saver", this.#onEvent);
       // Do not cache a failure: the schema may be migrated a moment later.
       this.#ready.catch(() => {
         this.#ready = undefined;
@@ -334,12 +390,27 @@ export class PostgresSaver extends BaseCheckpointSaver {
     try {
       return await this.#db.run<R>(text, values, name);
     } catch (err) {
-      if (sqlStateOf(err) === "42P01" || sqlStateOf(err) === "3F000") {
-        this.#ready = undefined;
-        throw new SchemaNotMigratedError(this.schema, 0, latestVersion(), { cause: err });
-      }
-      throw err instanceof CheckpointerError ? err : new DatabaseOperationError(what, err);
+      throw await this.#failure(err, what);
     }
+  }
+
+  /** The typed error for a failed statement. */
+  async #failure(err: unknown, what: string): Promise<CheckpointerError> {
+    if (err instanceof CheckpointerError) return err;
+    const state = sqlStateOf(err);
+    if (state === ADOPTION_SQLSTATE.rolledBack) return new AdoptionRolledBackError(this.schema, { cause: err });
+    if (state === "42P01" || state === "3F000" || state === "42703") {
+      // A table or column gone: the schema changed under us (dropped, or a newer release's
+      // migration ran since the check). Say which, and check again next time.
+      this.#ready = undefined;
+      const level = await schemaLevel(this.#db, this.schema).catch(() => undefined);
+      const known = latestVersion();
+      if (level && level.version > known && level.compatibleFrom > known) {
+        return new SchemaTooNewError(this.schema, level.version, known, level.compatibleFrom, { cause: err });
+      }
+      if (state !== "42703") return new SchemaNotMigratedError(this.schema, level?.version ?? 0, known, { cause: err });
+    }
+    return new DatabaseOperationError(what, err);
   }
 
   /**
@@ -602,7 +673,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
         await tx.query(this.#queries.deleteThread, [threadId]);
       });
     } catch (err) {
-      throw err instanceof CheckpointerError ? err : new DatabaseOperationError("deleteThread", err);
+      throw await this.#failure(err, "deleteThread");
     }
   }
 
@@ -818,6 +889,39 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (upcast && this.#versioning) upcastTuple(tuple, head.n, this.#versioning);
     return tuple;
   }
+}
+
+/**
+ * The options of `new PostgresSaver(pool, options)` or of the official
+ * saver's `new PostgresSaver(pool, serde, options)`, checked: an option this
+ * saver does not know is refused, never ignored.
+ */
+function saverOptions(args: [PostgresSaverOptions?] | [SerializerProtocol | undefined, PostgresSaverOptions?]): PostgresSaverOptions {
+  const isSerde = (x: unknown) =>
+    typeof x === "object" && x !== null && typeof (x as SerializerProtocol).dumpsTyped === "function" && typeof (x as SerializerProtocol).loadsTyped === "function";
+  let options: PostgresSaverOptions;
+  if (args.length >= 2 || isSerde(args[0])) {
+    // The official shape: (pool, serde?, options?).
+    const [serde, rest] = args as [SerializerProtocol | undefined, PostgresSaverOptions?];
+    if (serde != null && !isSerde(serde)) {
+      throw new InvalidOptionsError("serde", "the second of three arguments is the serializer (with dumpsTyped and loadsTyped), or undefined");
+    }
+    options = checkOptionKeys(rest ?? {});
+    if (serde && options.serde && options.serde !== serde) throw new InvalidOptionsError("serde", "given twice (second argument and options.serde)");
+    if (serde) options = { ...options, serde };
+  } else {
+    options = checkOptionKeys(args[0] ?? {});
+  }
+  if (options.serde !== undefined && !isSerde(options.serde)) throw new InvalidOptionsError("serde", "expected a serializer with dumpsTyped and loadsTyped");
+  return options;
+}
+
+function checkOptionKeys(options: unknown): PostgresSaverOptions {
+  if (options === null || typeof options !== "object" || Array.isArray(options)) throw new InvalidOptionsError("options", "expected an object");
+  for (const key of Object.keys(options)) {
+    if (!SAVER_OPTIONS.has(key)) throw new InvalidOptionsError(key, `is not an option of this saver (${[...SAVER_OPTIONS].join(", ")})`);
+  }
+  return options as PostgresSaverOptions;
 }
 
 /**

@@ -1,22 +1,39 @@
 /**
- * Issue 8: switching from the official LangGraph Postgres saver. Real graphs
- * run on `@langchain/langgraph-checkpoint-postgres` (and a schema laid out as
- * the Python saver leaves it, from test/fixtures/python-saver.json); then our
- * `migrate` adopts the tables in place and every thread goes on with our saver.
+ * Switching from the official LangGraph Postgres saver (issues 8 and 16).
+ * Without `adopt`, setup() and migrate change nothing on a database holding
+ * its tables and say how to adopt them. Adopting copies its threads into our
+ * schema, leaves its tables as they are (plus the triggers that copy what its
+ * instances still write), and our saver reads every thread exactly as it did.
+ * Real graphs run on `@langchain/langgraph-checkpoint-postgres`; the Python
+ * saver's layout comes from test/fixtures/python-saver.json.
+ * test/switch.test.ts covers official processes writing during the switch,
+ * finishing and rolling back.
  */
 import { readFileSync } from "node:fs";
 import { HumanMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { Command, MemorySaver, type StateSnapshot } from "@langchain/langgraph";
-import { DeltaSnapshot, type BaseCheckpointSaver, type CheckpointTuple } from "@langchain/langgraph-checkpoint";
+import { DeltaSnapshot, JsonPlusSerializer, type BaseCheckpointSaver, type CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import { PostgresSaver as OfficialSaver } from "@langchain/langgraph-checkpoint-postgres";
 import { validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
 import { encode, ExtData } from "@msgpack/msgpack";
 import pg from "pg";
-import { beforeAll, describe, expect, it } from "vitest";
-import { DeserializationError, latestVersion, loadMigrations, migrate, MigrationError, MsgpackSerializer, PostgresSaver } from "../src/index.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  AdoptionRequiredError,
+  DeserializationError,
+  latestVersion,
+  loadMigrations,
+  migrate,
+  MigrationError,
+  MsgpackSerializer,
+  PostgresSaver,
+  rollbackAdoption,
+  type SaverEvent,
+} from "../src/index.js";
 import { loadsPython } from "../src/pyserde.js";
-import { withTestDatabase } from "./helpers/db.js";
+import { runCli } from "./helpers/cli.js";
+import { createTestDatabase, withTestDatabase, type TestDatabase } from "./helpers/db.js";
 import { approvalGraph, chatGraph, history, logGraph, mapReduceGraph, nestedGraph, shape, tid } from "./helpers/graphs.js";
 import type { PythonFixture } from "./fixtures/python-saver.gen.js";
 
@@ -30,41 +47,50 @@ async function tuples(saver: BaseCheckpointSaver, config: RunnableConfig): Promi
   return out;
 }
 
-/** Row count of each table in `schema`. */
-async function countRows(schema: string): Promise<Record<string, number>> {
-  const { rows } = await db.pool.query<{ t: string }>("SELECT table_name AS t FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1", [schema]);
-  const out: Record<string, number> = {};
-  for (const { t } of rows) {
-    out[t] = (await db.pool.query(`SELECT count(*)::int AS n FROM ${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(t)}`)).rows[0].n;
+/**
+ * Everything a database holds outside the system schemas: schemas, tables, columns, constraints,
+ * indexes, triggers, views, and each table's rows (all of them, as text, in order).
+ */
+async function snapshot(pool: pg.Pool) {
+  const user = "n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') AND n.nspname NOT LIKE 'pg_temp%' AND n.nspname NOT LIKE 'pg_toast_temp%'";
+  const q = async (sql: string) => (await pool.query(sql)).rows;
+  const tables = await q(`SELECT n.nspname AS schema, c.relname AS name, c.relkind::text AS kind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                           WHERE ${user} AND c.relkind IN ('r', 'v', 'p') ORDER BY 1, 2`);
+  const rows: Record<string, string[]> = {};
+  for (const t of tables.filter((x) => x.kind !== "v")) {
+    const name = `${pg.escapeIdentifier(t.schema)}.${pg.escapeIdentifier(t.name)}`;
+    rows[name] = (await q(`SELECT x::text AS r FROM ${name} x ORDER BY 1`)).map((r) => r.r as string);
   }
-  return out;
+  return {
+    schemas: await q(`SELECT n.nspname FROM pg_namespace n WHERE ${user} ORDER BY 1`),
+    tables,
+    columns: await q(`SELECT n.nspname, c.relname, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull,
+                             pg_get_expr(d.adbin, d.adrelid) AS def, a.attcollation
+                        FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+                        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+                       WHERE ${user} AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped ORDER BY 1, 2, 3`),
+    constraints: await q(`SELECT n.nspname, c.relname, k.conname, pg_get_constraintdef(k.oid) AS def FROM pg_constraint k
+                            JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE ${user} ORDER BY 1, 2, 3`),
+    indexes: await q(`SELECT schemaname, tablename, indexname, indexdef FROM pg_indexes WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1, 2, 3`),
+    triggers: await q(`SELECT n.nspname, c.relname, t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+                        WHERE ${user} AND NOT t.tgisinternal ORDER BY 1, 2, 3`),
+    functions: await q(`SELECT n.nspname, p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE ${user} ORDER BY 1, 2`),
+    rows,
+  };
 }
 
-/** Everything a schema's DDL determines for our tables: columns (in order), constraints, indexes. */
-async function schemaShape(schema: string) {
-  const columns = await db.pool.query(
-    `SELECT table_name, column_name, row_number() OVER (PARTITION BY table_name ORDER BY ordinal_position)::int AS position,
-            data_type, collation_name, is_nullable, column_default
-       FROM information_schema.columns
-      WHERE table_schema = $1 AND table_name <> 'checkpoint_migrations'
-      ORDER BY table_name, position`,
-    [schema],
-  );
-  const constraints = await db.pool.query(
-    `SELECT c.relname AS table_name, k.conname, k.contype::text, pg_get_constraintdef(k.oid) AS def
-       FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-      WHERE n.nspname = $1 AND c.relname <> 'checkpoint_migrations' ORDER BY 1, 2`,
-    [schema],
-  );
-  const indexes = await db.pool.query(
-    `SELECT tablename, indexname, replace(indexdef, quote_ident($1) || '.', '') AS def
-       FROM pg_indexes WHERE schemaname = $1 AND tablename <> 'checkpoint_migrations' ORDER BY 1, 2`,
-    [schema],
-  );
-  const tables = await db.pool.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [schema]);
-  return { tables: tables.rows.map((r) => r.table_name as string), columns: columns.rows, constraints: constraints.rows, indexes: indexes.rows };
+/** The official tables of `schema` only (what adoption must leave exactly as it was, triggers aside). */
+async function officialState(pool: pg.Pool, schema: string) {
+  const all = await snapshot(pool);
+  const mine = <T extends Record<string, unknown>>(xs: T[], key: string) => xs.filter((x) => x[key] === schema);
+  return {
+    tables: mine(all.tables, "schema"),
+    columns: mine(all.columns, "nspname"),
+    constraints: mine(all.constraints, "nspname"),
+    indexes: mine(all.indexes, "schemaname"),
+    rows: Object.fromEntries(Object.entries(all.rows).filter(([name]) => name.startsWith(`${pg.escapeIdentifier(schema)}.`))),
+  };
 }
-
 /** Official JS saver rows for a checkpoint written before format v4 (pending sends as writes of the parent). */
 async function insertV1Checkpoints(schema: string, threadId: string): Promise<{ parent: string; child: string }> {
   const q = pg.escapeIdentifier(schema);
@@ -95,18 +121,18 @@ async function insertV1Checkpoints(schema: string, threadId: string): Promise<{ 
   return { parent, child };
 }
 
-async function officialSchema(schema: string): Promise<OfficialSaver> {
-  const official = new OfficialSaver(db.pool, undefined, { schema });
+async function officialSchema(schema: string, on: Pick<TestDatabase, "pool"> = db): Promise<OfficialSaver> {
+  const official = new OfficialSaver(on.pool, undefined, { schema });
   await official.setup();
   return official;
 }
 
 /** Lays out `schema` as the Python saver's migrations 0..`upTo` leave it, with the fixture's rows. */
-async function pythonSchema(schema: string, fixture: PythonFixture, upTo = fixture.migrations.length - 1): Promise<void> {
-  const client = new pg.Client({ connectionString: db.url });
+async function pythonSchema(schema: string, fixture: PythonFixture, upTo = fixture.migrations.length - 1, on: Pick<TestDatabase, "url"> = db): Promise<void> {
+  const client = new pg.Client({ connectionString: on.url });
   await client.connect();
   try {
-    await client.query(`CREATE SCHEMA ${pg.escapeIdentifier(schema)}`);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${pg.escapeIdentifier(schema)}`);
     await client.query(`SET search_path TO ${pg.escapeIdentifier(schema)}`);
     // One statement at a time, outside a transaction: CREATE INDEX CONCURRENTLY, as the Python saver runs it.
     for (const [v, sql] of fixture.migrations.entries()) {
@@ -144,18 +170,95 @@ async function pythonSchema(schema: string, fixture: PythonFixture, upTo = fixtu
 
 const fixture = JSON.parse(readFileSync(new URL("fixtures/python-saver.json", import.meta.url), "utf8")) as PythonFixture;
 
+
+// ---------------------------------------------------------------------------
+// Without `adopt`: nothing changes, and the error says how to adopt
+// ---------------------------------------------------------------------------
+
+describe("default setup() and migrate on a database holding the official saver's tables", () => {
+  for (const kind of ["js", "python"] as const) {
+    describe(kind === "js" ? "written by the official JS saver (schema public, its default)" : "laid out by the Python saver (schema py_app)", () => {
+      let own: TestDatabase;
+      const from = kind === "js" ? "public" : "py_app";
+      beforeAll(async () => {
+        own = await createTestDatabase(`adopt_default_${kind}`);
+        if (kind === "js") {
+          const official = await officialSchema(from, own);
+          await chatGraph(official).invoke({ messages: [new HumanMessage({ id: "h-1", content: "hi" })] }, cfg("t1"));
+          await approvalGraph(official).invoke({}, cfg("t2"));
+        } else {
+          await pythonSchema(from, fixture, undefined, own);
+        }
+      });
+      afterAll(async () => {
+        await own?.drop();
+      });
+
+      it("change nothing (structure and rows compared) and throw AdoptionRequiredError saying what was found and how to adopt", async () => {
+        const before = await snapshot(own.pool);
+        const attempts: [string, () => Promise<unknown>][] = [
+          ["setup() on its schema", () => new PostgresSaver(own.pool, { schema: from }).setup()],
+          ["setup() on public", () => new PostgresSaver(own.pool).setup()],
+          ["setup() on another schema", () => new PostgresSaver(own.pool, { schema: "langgraph" }).setup()],
+          ["migrate", () => migrate({ pool: own.pool, schema: "langgraph" })],
+          ["migrate, dry run", () => migrate({ pool: own.pool, schema: "langgraph", dryRun: true })],
+        ];
+        for (const [what, attempt] of attempts) {
+          const err = await attempt().catch((e: unknown) => e);
+          expect(err, what).toBeInstanceOf(AdoptionRequiredError);
+          expect(err, what).toMatchObject({ code: "ADOPTION_REQUIRED", retryable: false, found: [{ schema: from, source: kind, officialVersion: kind === "js" ? 4 : 9 }] });
+          const message = (err as Error).message;
+          expect(message, what).toContain(`schema "${from}" holds the tables of the official ${kind === "js" ? "JS" : "Python"} saver`);
+          expect(message, what).toContain("Nothing was changed");
+          expect(message, what).toMatch(new RegExp(`migrate --schema [a-z_]+ --adopt ${from} --dry-run`));
+          expect(message, what).toContain(`setup({ adopt: { from: "${from}" } })`);
+        }
+        const cli = await runCli(["migrate", "--schema", "langgraph", "--database-url", own.url]);
+        expect(cli.code).toBe(3);
+        expect(cli.stderr).toContain(`--adopt ${from}`);
+        expect(await snapshot(own.pool)).toEqual(before);
+      });
+
+      it("adopt: false starts empty beside them, and they stay as they were", async () => {
+        const before = await officialState(own.pool, from);
+        const result = await new PostgresSaver(own.pool, { schema: "beside" }).setup({ adopt: false });
+        expect(result.adoption).toBeUndefined();
+        expect(await new PostgresSaver(own.pool, { schema: "beside" }).getTuple(cfg(kind === "js" ? "t1" : "py-log"))).toBeUndefined();
+        expect(await officialState(own.pool, from)).toEqual(before);
+        // Once migrated, the schema is ours: later setup() calls need no decision.
+        expect((await new PostgresSaver(own.pool, { schema: "beside" }).setup()).applied).toEqual([]);
+      });
+    });
+  }
+});
+
+it("a schema an earlier release adopted in place (the official history kept beside ours) does not count as the official saver's", async () => {
+  const own = await createTestDatabase("adopt_in_place");
+  try {
+    await own.pool.query(
+      `CREATE SCHEMA converted;
+       CREATE TABLE converted.checkpoint_migrations (v integer PRIMARY KEY); INSERT INTO converted.checkpoint_migrations VALUES (0), (1), (2), (3), (4);
+       CREATE TABLE converted.checkpoints (thread_id text);
+       CREATE TABLE converted.checkpointer_migrations (version integer PRIMARY KEY)`,
+    );
+    expect((await migrate({ pool: own.pool, schema: "fresh" })).toVersion).toBe(latestVersion());
+  } finally {
+    await own.drop();
+  }
+});
+
 // ---------------------------------------------------------------------------
 // A database written by the official JS saver
 // ---------------------------------------------------------------------------
 
 describe("adopting a schema written by @langchain/langgraph-checkpoint-postgres", () => {
-  const schema = "agents-prod";
+  const from = "agents-prod";
+  const schema = "agents";
   const threads = { chat: tid("chat"), approval: tid("approval"), nested: tid("nested"), log: tid("log"), map: tid("map"), v1: tid("v1") };
   const before = new Map<string, { tuples: Map<string, CheckpointTuple>; state: StateSnapshot; history: StateSnapshot[] }>();
-  let official: OfficialSaver;
   let saver: PostgresSaver;
   let result: Awaited<ReturnType<typeof migrate>>;
-  let rowsBefore: Record<string, number>;
+  let officialBefore: Awaited<ReturnType<typeof officialState>>;
   const graphs = (s: BaseCheckpointSaver) => ({
     chat: chatGraph(s),
     approval: approvalGraph(s),
@@ -166,7 +269,7 @@ describe("adopting a schema written by @langchain/langgraph-checkpoint-postgres"
   });
 
   beforeAll(async () => {
-    official = await officialSchema(schema);
+    const official = await officialSchema(from);
     const g = graphs(official);
     for (const text of ["hi", "how are you?", "bye"]) await g.chat.invoke({ messages: [new HumanMessage({ id: `h-${text}`, content: text })] }, cfg(threads.chat));
     await g.approval.invoke({}, cfg(threads.approval)); // left at its interrupt
@@ -174,7 +277,7 @@ describe("adopting a schema written by @langchain/langgraph-checkpoint-postgres"
     await g.log.invoke({ word: "one" }, cfg(threads.log));
     await g.log.invoke({ word: "two" }, cfg(threads.log));
     await g.map.invoke({ items: ["x", "y"] }, cfg(threads.map));
-    await insertV1Checkpoints(schema, threads.v1);
+    await insertV1Checkpoints(from, threads.v1);
     for (const [name, thread] of Object.entries(threads)) {
       const graph = g[name as keyof typeof g];
       before.set(name, {
@@ -183,34 +286,32 @@ describe("adopting a schema written by @langchain/langgraph-checkpoint-postgres"
         history: await history(graph, cfg(thread)),
       });
     }
-    rowsBefore = await countRows(schema);
-    result = await migrate({ pool: db.pool, schema });
+    officialBefore = await officialState(db.pool, from);
+    result = await migrate({ pool: db.pool, schema, adopt: { from } });
     saver = new PostgresSaver(db.pool, { schema });
   });
 
-  it("records the adoption as our migrations and reports what it found", async () => {
-    expect(result.adoption).toMatchObject({ source: "js", officialVersion: 4 });
+  it("migrates our schema, records the adoption, and leaves the official tables exactly as they were (triggers aside)", async () => {
+    expect(result.adoption).toMatchObject({ from, source: "js", officialVersion: 4, adopted: true });
     expect(result.fromVersion).toBe(0);
     expect(result.toVersion).toBe(latestVersion());
     expect(result.applied.map((m) => m.name)).toEqual(loadMigrations().map((m) => m.name));
-    expect(result.applied[0]!.sql).toMatch(/Adopting the official LangGraph Postgres saver's tables/);
-    const { rows } = await db.pool.query(`SELECT version, name, sha256 FROM "${schema}".checkpointer_migrations ORDER BY version`);
-    expect(rows).toEqual(loadMigrations().map((m) => ({ version: m.version, name: m.name, sha256: m.sha256 })));
-    // Nothing lost: the same rows are still there (no Python inline values here, so no new blobs).
-    const { rows: lineages } = await db.pool.query(`SELECT DISTINCT thread_id, checkpoint_ns FROM "${schema}".checkpoints`);
-    expect(await countRows(schema)).toEqual({ ...rowsBefore, checkpointer_migrations: latestVersion(), checkpoint_heads: lineages.length });
-    // Backfills: one head per lineage, the greatest checkpoint id (the official saver's "latest");
-    // created_at is each checkpoint's own timestamp, so retention rules see the real age of old threads.
+    expect(await officialState(db.pool, from)).toEqual(officialBefore);
+    // One head per lineage: the greatest checkpoint id (the official saver's "latest"); created_at is each checkpoint's own timestamp.
     const { rows: wrong } = await db.pool.query(
-      `SELECT thread_id, checkpoint_ns, max(checkpoint_id) AS checkpoint_id FROM "${schema}".checkpoints c GROUP BY 1, 2
-       HAVING max(checkpoint_id) IS DISTINCT FROM (SELECT h.checkpoint_id FROM "${schema}".checkpoint_heads h
+      `SELECT thread_id, checkpoint_ns, max(checkpoint_id) AS checkpoint_id FROM ${schema}.checkpoints c GROUP BY 1, 2
+       HAVING max(checkpoint_id) IS DISTINCT FROM (SELECT h.checkpoint_id FROM ${schema}.checkpoint_heads h
                                                     WHERE h.thread_id = c.thread_id AND h.checkpoint_ns = c.checkpoint_ns)
        UNION ALL
-       SELECT thread_id, checkpoint_ns, checkpoint_id FROM "${schema}".checkpoints WHERE created_at <> (checkpoint ->> 'ts')::timestamptz`,
+       SELECT thread_id, checkpoint_ns, checkpoint_id FROM ${schema}.checkpoints WHERE created_at <> (checkpoint ->> 'ts')::timestamptz`,
     );
     expect(wrong).toEqual([]);
-    // Migrating again is a no-op.
-    expect((await migrate({ pool: db.pool, schema })).applied).toEqual([]);
+    const { rows: counts } = await db.pool.query(
+      `SELECT (SELECT count(*) FROM "${from}".checkpoints)::int = (SELECT count(*) FROM ${schema}.checkpoints)::int AS c,
+              (SELECT count(*) FROM "${from}".checkpoint_blobs)::int = (SELECT count(*) FROM ${schema}.checkpoint_blobs)::int AS b,
+              (SELECT count(*) FROM "${from}".checkpoint_writes)::int = (SELECT count(*) FROM ${schema}.checkpoint_writes)::int AS w`,
+    );
+    expect(counts[0]).toEqual({ c: true, b: true, w: true });
   });
 
   it("reads every old checkpoint exactly as the official saver did (values, versions, metadata, writes, v1 pending sends)", async () => {
@@ -313,13 +414,6 @@ describe("adopting a schema written by @langchain/langgraph-checkpoint-postgres"
     await graph.invoke({ word: "three" }, config);
     expect((await graph.getState(config)).values).toEqual({ word: "three", log: ["one", "fork", "three"], turn: 3 });
   });
-
-  it("the official saver stops working on the adopted tables (it fails loudly, never writes behind our back)", async () => {
-    await expect(official.getTuple(cfg(threads.chat))).rejects.toThrow(/blob/);
-    await expect(chatGraph(official).invoke({ messages: [new HumanMessage("sneaky")] }, cfg(threads.chat))).rejects.toThrow();
-    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM "${schema}".checkpoint_heads WHERE thread_id = $1`, [threads.chat]);
-    expect(rows[0].n).toBe(1);
-  });
 });
 
 // ---------------------------------------------------------------------------
@@ -327,31 +421,30 @@ describe("adopting a schema written by @langchain/langgraph-checkpoint-postgres"
 // ---------------------------------------------------------------------------
 
 describe("adopting a schema laid out by the Python saver (migrations 0..9)", () => {
-  const schema = "py_saver";
+  const from = "py_saver";
+  const schema = "py_ours";
   let saver: PostgresSaver;
   let result: Awaited<ReturnType<typeof migrate>>;
+  let officialBefore: Awaited<ReturnType<typeof officialState>>;
 
   beforeAll(async () => {
-    await pythonSchema(schema, fixture);
-    result = await migrate({ pool: db.pool, schema });
+    await pythonSchema(from, fixture);
+    officialBefore = await officialState(db.pool, from);
+    result = await migrate({ pool: db.pool, schema, adopt: { from } });
     saver = new PostgresSaver(db.pool, { schema });
   });
 
-  it("adopts it, drops Python's redundant thread_id indexes, retags its msgpack values", async () => {
-    expect(result.adoption).toMatchObject({ source: "python", officialVersion: 9 });
-    const { rows: idx } = await db.pool.query("SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1", [schema]);
-    expect(idx.map((r) => r.indexname)).not.toContain("checkpoints_thread_id_idx");
+  it("adopts it without changing it: Python's msgpack values are tagged apart in our copy, their bytes untouched", async () => {
+    expect(result.adoption).toMatchObject({ from, source: "python", officialVersion: 9, adopted: true });
+    expect(await officialState(db.pool, from)).toEqual(officialBefore);
     const { rows: types } = await db.pool.query(
       `SELECT DISTINCT type FROM ${schema}.checkpoint_blobs UNION SELECT DISTINCT type FROM ${schema}.checkpoint_writes ORDER BY 1`,
     );
     expect(types.map((r) => r.type)).toEqual(["json", "msgpack-py", "null"]);
-    // The bytes are untouched.
     const { rows } = await db.pool.query(`SELECT encode(value, 'hex') AS hex FROM ${schema}.checkpoint_blobs WHERE type = 'msgpack-py' ORDER BY 1`);
     expect(rows.map((r) => r.hex)).toEqual(fixture.blobs.map((b) => b.blob).sort());
     // Inline primitives also became blobs (one per channel version); the checkpoint JSONB still has them.
-    const { rows: inline } = await db.pool.query(
-      `SELECT count(*)::int AS n FROM ${schema}.checkpoints WHERE checkpoint -> 'channel_values' <> '{}'::jsonb`,
-    );
+    const { rows: inline } = await db.pool.query(`SELECT count(*)::int AS n FROM ${schema}.checkpoints WHERE checkpoint -> 'channel_values' <> '{}'::jsonb`);
     expect(inline[0].n).toBe(fixture.checkpoints.filter((c) => Object.keys((c.checkpoint as { channel_values: object }).channel_values).length > 0).length);
   });
 
@@ -366,12 +459,31 @@ describe("adopting a schema laid out by the Python saver (migrations 0..9)", () 
     expect(await history(logGraph(saver), cfg("py-log"))).toHaveLength(6);
   });
 
+  it("a checkpoint a Python instance stores after the switch is copied as it is stored, inline values included", async () => {
+    const head = (await db.pool.query(`SELECT * FROM ${from}.checkpoints WHERE thread_id = 'py-log' ORDER BY checkpoint_id DESC LIMIT 1`)).rows[0];
+    const id = "1fffffff-0000-6000-8000-00000000a001";
+    const checkpoint = {
+      ...head.checkpoint,
+      id,
+      channel_values: { ...head.checkpoint.channel_values, word: "late" },
+      channel_versions: { ...head.checkpoint.channel_versions, word: "00000000000000000000000000000099.0000000000000000" },
+    };
+    // What the Python saver's put stores: blobs for non-primitive new values (none here), then the row.
+    await db.pool.query(
+      `INSERT INTO ${from}.checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata) VALUES ('py-log', '', $1, $2, $3, $4)`,
+      [id, head.checkpoint_id, checkpoint, { source: "update", step: 3, parents: {} }],
+    );
+    const tuple = await saver.getTuple(cfg("py-log"));
+    expect(tuple?.checkpoint.id).toBe(id);
+    expect(tuple?.checkpoint.channel_values).toMatchObject({ word: "late", log: ["hello", "world"], turn: 2 });
+  });
+
   it("a Python thread continues with our saver, and time travel works on it", async () => {
     const graph = logGraph(saver);
     await graph.invoke({ word: "again" }, cfg("py-log"));
     expect((await graph.getState(cfg("py-log"))).values).toEqual({ word: "again", log: ["hello", "world", "again"], turn: 3 });
     const states = await history(graph, cfg("py-log"));
-    expect(states).toHaveLength(9);
+    expect(states).toHaveLength(10);
     const afterFirst = states.find((s) => s.metadata?.step === 1)!;
     await graph.invoke({ word: "fork" }, afterFirst.config);
     expect((await graph.getState(cfg("py-log"))).values).toEqual({ word: "fork", log: ["hello", "fork"], turn: 2 });
@@ -382,48 +494,55 @@ describe("adopting a schema laid out by the Python saver (migrations 0..9)", () 
     expect(err).toBeInstanceOf(DeserializationError);
     expect((err as Error).message).toMatch(/pydantic v2 model \(ext 5\) of class langchain_core\.messages\.human\.HumanMessage/);
   });
-});
 
-// ---------------------------------------------------------------------------
-// The adopted schema is exactly a migrated one
-// ---------------------------------------------------------------------------
-
-describe("schema after adoption", () => {
-  it("is identical to a freshly migrated schema (columns in order, types, collations, defaults, constraints, indexes)", async () => {
-    await migrate({ pool: db.pool, schema: "fresh" });
-    const fresh = await schemaShape("fresh");
-    expect(fresh.tables).toEqual(["checkpoint_blobs", "checkpoint_heads", "checkpoint_writes", "checkpointer_migrations", "checkpoints"]);
-
-    await officialSchema("shape_js");
-    await migrate({ pool: db.pool, schema: "shape_js" });
-    await pythonSchema("shape_py", fixture);
-    await migrate({ pool: db.pool, schema: "shape_py" });
-    for (const adopted of ["shape_js", "shape_py"]) {
-      const got = await schemaShape(adopted);
-      // The official migrations table stays, for reference; everything else matches.
-      expect(got.tables).toEqual(["checkpoint_blobs", "checkpoint_heads", "checkpoint_migrations", "checkpoint_writes", "checkpointer_migrations", "checkpoints"]);
-      expect(got.columns, adopted).toEqual(fresh.columns);
-      expect(got.constraints, adopted).toEqual(fresh.constraints);
-      expect(got.indexes, adopted).toEqual(fresh.indexes);
+  it("rolling back to the Python saver: what this package wrote goes back in its layout (string versions, JSON values, task paths)", async () => {
+    const official = (await db.pool.query(`SELECT checkpoint_id FROM ${from}.checkpoints WHERE thread_id = 'py-log'`)).rows.map((r) => r.checkpoint_id as string);
+    const ours = [...(await tuples(saver, cfg("py-log"))).values()];
+    expect(await rollbackAdoption({ pool: db.pool, schema })).toMatchObject({ from, target: "python", rolledBack: true });
+    const { rows } = await db.pool.query(`SELECT checkpoint_id, checkpoint FROM ${from}.checkpoints WHERE thread_id = 'py-log'`);
+    expect(rows.map((r) => r.checkpoint_id).sort()).toEqual(ours.map((t) => t.checkpoint.id).sort());
+    const written = rows.filter((r) => !official.includes(r.checkpoint_id));
+    expect(written.length).toBeGreaterThan(0);
+    const json = new JsonPlusSerializer();
+    for (const r of written) {
+      const mine = ours.find((t) => t.checkpoint.id === r.checkpoint_id)!;
+      expect(r.checkpoint.channel_versions).toEqual(mine.checkpoint.channel_versions); // the Python saver's own string format
+      expect(r.checkpoint.channel_values).toEqual({});
+      for (const [channel, value] of Object.entries(mine.checkpoint.channel_values)) {
+        if (!(channel in mine.checkpoint.channel_versions)) continue;
+        const { rows: blobs } = await db.pool.query(
+          `SELECT type, blob FROM ${from}.checkpoint_blobs WHERE thread_id = 'py-log' AND checkpoint_ns = '' AND channel = $1 AND version = $2`,
+          [channel, mine.checkpoint.channel_versions[channel]],
+        );
+        expect(blobs, `${r.checkpoint_id} ${channel}`).toHaveLength(1);
+        if (blobs[0].type === "json") expect(await json.loadsTyped("json", blobs[0].blob)).toEqual(value);
+        else expect(blobs[0].type).toBe("msgpack"); // written by the Python saver itself, before the switch
+      }
+    }
+    const { rows: writes } = await db.pool.query(
+      `SELECT w.task_path, w.type FROM ${from}.checkpoint_writes w WHERE w.thread_id = 'py-log' AND NOT (w.checkpoint_id = ANY ($1::text[]))`,
+      [official],
+    );
+    expect(writes.length).toBeGreaterThan(0);
+    for (const w of writes) {
+      expect(w.type).toBe("json");
+      expect(w.task_path).not.toBe("");
     }
   });
 });
 
 // ---------------------------------------------------------------------------
-// Refusals, dry run, concurrency
+// Refusals, dry run, concurrency, deadlocks
 // ---------------------------------------------------------------------------
 
 describe("what adoption refuses, and how it runs", () => {
-  async function snapshot(schema: string) {
-    return { shape: await schemaShape(schema), rows: await countRows(schema) };
-  }
-  async function refused(schema: string, pattern: RegExp): Promise<void> {
-    const before = await snapshot(schema);
-    const err = await migrate({ pool: db.pool, schema }).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(MigrationError);
+  async function refused(from: string, pattern: RegExp, schema = `${from}_ours`, type: typeof MigrationError | typeof AdoptionRequiredError = MigrationError): Promise<void> {
+    const before = await snapshot(db.pool);
+    const err = await migrate({ pool: db.pool, schema, adopt: { from } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(type);
     expect((err as Error).message).toMatch(pattern);
     expect((err as Error).message).toMatch(/Nothing was changed/);
-    expect(await snapshot(schema)).toEqual(before);
+    expect(await snapshot(db.pool)).toEqual(before);
   }
 
   it("a partly migrated official schema: says which versions it found", async () => {
@@ -437,66 +556,106 @@ describe("what adoption refuses, and how it runs", () => {
     await refused("newer", /version 10, newer than the versions this package can adopt/);
   });
 
-  it("unknown columns, constraints and dependent views", async () => {
+  it("columns it would not carry over; not views or foreign keys, which stay as they are", async () => {
     await officialSchema("changed");
     await db.pool.query(`ALTER TABLE changed.checkpoints ADD COLUMN tenant text; ALTER TABLE changed.checkpoint_writes ALTER COLUMN idx TYPE bigint`);
     await refused("changed", /checkpoints\.tenant is not an official column; checkpoint_writes\.idx is bigint NOT NULL, expected integer NOT NULL/);
 
-    await officialSchema("viewed");
+    const official = await officialSchema("viewed");
+    await logGraph(official).invoke({ word: "w" }, cfg("t"));
     await db.pool.query(`CREATE VIEW viewed.heads AS SELECT thread_id FROM viewed.checkpoints`);
     await db.pool.query(`CREATE TABLE viewed.owners (thread_id text, checkpoint_ns text, checkpoint_id text,
       FOREIGN KEY (thread_id, checkpoint_ns, checkpoint_id) REFERENCES viewed.checkpoints)`);
-    await refused("viewed", /foreign key owners_thread_id_checkpoint_ns_checkpoint_id_fkey on table owners references them; view viewed\.heads depends on them/);
+    await migrate({ pool: db.pool, schema: "viewed_ours", adopt: { from: "viewed" } });
+    expect((await logGraph(new PostgresSaver(db.pool, { schema: "viewed_ours" })).getState(cfg("t"))).values.word).toBe("w");
   });
 
-  it("same-named tables without the official migrations table", async () => {
-    await db.pool.query(`CREATE SCHEMA lookalike; CREATE TABLE lookalike.checkpoints (id int)`);
-    await refused("lookalike", /holds table\(s\) checkpoints but no checkpoint_migrations table/);
-  });
-
-  it("data the adoption would have to drop or could not keep", async () => {
+  it("data it would not carry over", async () => {
     const official = await officialSchema("typed");
     await chatGraph(official).invoke({ messages: [new HumanMessage("hi")] }, cfg("t"));
     await db.pool.query(`UPDATE typed.checkpoints SET type = 'custom' WHERE checkpoint_id = (SELECT min(checkpoint_id) FROM typed.checkpoints)`);
     await refused("typed", /checkpoints whose "type" column is set/);
   });
 
-  it("--dry-run prints the plan and changes nothing", async () => {
+  it("a schema without the official tables, into itself, into a schema holding threads, and adopt: true when several schemas hold them", async () => {
+    await db.pool.query(`CREATE SCHEMA lookalike; CREATE TABLE lookalike.checkpoints (id int)`);
+    await refused("lookalike", /holds table\(s\) checkpoints but no checkpoint_migrations table/);
+    await officialSchema("selfish");
+    await refused("selfish", /Its tables cannot share a schema with the official saver's/, "selfish", AdoptionRequiredError);
+    await officialSchema("busy_src");
+    await migrate({ pool: db.pool, schema: "busy", adopt: false });
+    await new PostgresSaver(db.pool, { schema: "busy" }).put(cfg("x", { checkpoint_ns: "" }), { v: 4, id: "1", ts: new Date().toISOString(), channel_values: {}, channel_versions: {}, versions_seen: {} }, { source: "input", step: -1, parents: {} }, {});
+    await refused("busy_src", /holds threads already; adopt the official tables into an empty schema/, "busy");
+    const several = await migrate({ pool: db.pool, schema: "which_one", adopt: true }).catch((e: unknown) => e);
+    expect(several).toBeInstanceOf(MigrationError);
+    expect((several as Error).message).toMatch(/several schemas hold the official LangGraph saver's tables \(.*"busy_src".*\); name one/);
+  });
+
+  it("--dry-run prints the plan and changes nothing (API and CLI)", async () => {
     const official = await officialSchema("dry");
     await logGraph(official).invoke({ word: "w" }, cfg("t"));
-    const before = await snapshot("dry");
-    const plan = await migrate({ pool: db.pool, schema: "dry", dryRun: true });
-    expect(plan.adoption).toMatchObject({ source: "js", officialVersion: 4 });
+    const before = await snapshot(db.pool);
+    const plan = await migrate({ pool: db.pool, schema: "dry_ours", adopt: { from: "dry" }, dryRun: true });
+    expect(plan.adoption).toMatchObject({ from: "dry", source: "js", officialVersion: 4, adopted: true });
     expect(plan.toVersion).toBe(0);
     expect(plan.applied.map((m) => m.name)).toEqual(loadMigrations().map((m) => m.name));
     for (const fragment of [
-      "ADD COLUMN is_head boolean DEFAULT false NOT NULL",
-      "ALTER COLUMN thread_id TYPE text COLLATE \"C\"",
-      "RENAME COLUMN blob TO value",
-      "CREATE UNIQUE INDEX checkpoints_one_head_per_lineage",
+      'LOCK TABLE "dry".checkpoint_blobs, "dry".checkpoints, "dry".checkpoint_writes IN SHARE ROW EXCLUSIVE MODE',
+      'INSERT INTO "dry_ours".checkpoints',
+      'CREATE TRIGGER langgraph_checkpoint_pg_bridge AFTER INSERT OR UPDATE ON "dry".checkpoints FOR EACH ROW',
     ]) {
-      expect(plan.applied[0]!.sql).toContain(fragment);
+      expect(plan.adoption!.sql).toContain(fragment);
     }
-    expect(await snapshot("dry")).toEqual(before);
-    const { rowCount } = await db.pool.query("SELECT 1 FROM information_schema.tables WHERE table_schema = 'dry' AND table_name = 'checkpointer_migrations'");
-    expect(rowCount).toBe(0);
+    const cli = await runCli(["migrate", "--schema", "dry_ours", "--adopt", "dry", "--dry-run", "--database-url", db.url]);
+    expect(cli.code, cli.stderr).toBe(0);
+    expect(cli.stdout).toContain("-- then, in the same transaction:");
+    expect(cli.stdout).toContain('CREATE TRIGGER langgraph_checkpoint_pg_bridge AFTER INSERT OR UPDATE ON "dry".checkpoint_writes');
+    expect(await snapshot(db.pool)).toEqual(before);
   });
 
-  it("concurrent migrate from several processes adopts once", async () => {
+  it("concurrent migrate --adopt from several processes adopts once", async () => {
     const official = await officialSchema("racing_adopt");
     for (const word of ["a", "b", "c"]) await logGraph(official).invoke({ word }, cfg("t"));
     const pools = Array.from({ length: 8 }, () => new pg.Pool({ connectionString: db.url, max: 1 }));
     try {
-      const results = await Promise.all(pools.map((pool) => migrate({ pool, schema: "racing_adopt" })));
-      expect(results.filter((r) => r.adoption !== undefined)).toHaveLength(1);
-      expect(results.filter((r) => r.applied.length === 0)).toHaveLength(7);
+      const results = await Promise.all(pools.map((pool) => migrate({ pool, schema: "racing_ours", adopt: { from: "racing_adopt" } })));
+      expect(results.filter((r) => r.adoption?.adopted === true)).toHaveLength(1);
+      expect(results.filter((r) => r.adoption?.adopted === false)).toHaveLength(7);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }
-    const saver = new PostgresSaver(db.pool, { schema: "racing_adopt" });
+    const saver = new PostgresSaver(db.pool, { schema: "racing_ours" });
     expect((await logGraph(saver).getState(cfg("t"))).values).toEqual({ word: "c", log: ["a", "b", "c"], turn: 3 });
   });
+
+  it("a deadlock with an official writer is typed retryable (40P01) and retried", async () => {
+    await officialSchema("locked");
+    // An official-style transaction that holds the checkpoints table while the adoption waits for it,
+    // then asks for the blobs table the adoption already holds.
+    const writer = new pg.Client({ connectionString: db.url });
+    await writer.connect();
+    try {
+      await writer.query("BEGIN");
+      await writer.query(`INSERT INTO locked.checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata) VALUES ('d', '', '1', '{"v":4,"id":"1","ts":"2024-01-01T00:00:00Z","channel_versions":{},"versions_seen":{}}', '{}')`);
+      const events: SaverEvent[] = [];
+      const adopting = migrate({ pool: db.pool, schema: "locked_ours", adopt: { from: "locked" }, onEvent: (e) => events.push(e) });
+      await waitFor(async () => (await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'LOCK TABLE \"locked\"%'")).rows.length > 0);
+      await writer.query("INSERT INTO locked.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) VALUES ('d', '', 'c', '1', 'json', '\\x31')");
+      await writer.query("COMMIT");
+      const result = await adopting;
+      expect(result.adoption?.adopted).toBe(true);
+      expect(events.filter((e) => e.type === "retry").map((e) => e.type === "retry" && e.code)).toContain("40P01");
+      // What the official writer committed was copied by the retried adoption.
+      expect((await db.pool.query("SELECT count(*)::int AS n FROM locked_ours.checkpoint_blobs WHERE thread_id = 'd'")).rows[0].n).toBe(1);
+    } finally {
+      await writer.end();
+    }
+  });
 });
+
+async function waitFor(condition: () => Promise<boolean>): Promise<void> {
+  while (!(await condition())) await new Promise((r) => setTimeout(r, 10));
+}
 
 // ---------------------------------------------------------------------------
 // Python msgpack values (the decoder behind "msgpack-py")
@@ -562,10 +721,10 @@ const initializer: CheckpointSaverTestInitializer<PostgresSaver> = {
   checkpointerName: "langgraph-checkpoint-pg",
   beforeAllTimeout: 60_000,
   async beforeAll() {
-    const official = await officialSchema(conformanceSchema);
+    const official = await officialSchema("conformance_official");
     await logGraph(official).invoke({ word: "before the switch" }, cfg("old-thread"));
-    const adopted = await migrate({ pool: db.pool, schema: conformanceSchema });
-    if (!adopted.adoption) throw new Error("expected an adoption");
+    const adopted = await migrate({ pool: db.pool, schema: conformanceSchema, adopt: { from: "conformance_official" } });
+    if (!adopted.adoption?.adopted) throw new Error("expected an adoption");
   },
   async createCheckpointer() {
     await db.pool.query(`TRUNCATE ${conformanceSchema}.checkpoints, ${conformanceSchema}.checkpoint_writes, ${conformanceSchema}.checkpoint_blobs, ${conformanceSchema}.checkpoint_heads`);

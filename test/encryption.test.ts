@@ -237,4 +237,58 @@ describe("EncryptedSerializer as the saver's serde", () => {
     expect(rowCount).toBeGreaterThan(0);
     await expect(strict.getTuple(config)).rejects.toThrow(/Refusing an unencrypted value/);
   });
+
+  it("the official constructor shape new PostgresSaver(pool, serde, { schema }): that serde encrypts, in that schema; the pool stays open", async () => {
+    const serde = new EncryptedSerializer({ keys: { k1 }, current: "k1" });
+    await migrate({ pool: db.pool, schema: "enc-three-args" });
+    const saver = new PostgresSaver(db.pool, serde, { schema: "enc-three-args" });
+    expect(saver.schema).toBe("enc-three-args");
+    expect(saver.serde).toBe(serde);
+    const thread = tid("enc-3");
+    const config = { configurable: { thread_id: thread } };
+    await chatGraph(saver).invoke({ messages: [new HumanMessage({ id: "h", content: SECRET })] }, config);
+    const { rows } = await db.pool.query(
+      `SELECT type, value FROM "enc-three-args".checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL
+       UNION ALL SELECT type, value FROM "enc-three-args".checkpoint_writes WHERE thread_id = $1`,
+      [thread],
+    );
+    expect(rows.length).toBeGreaterThan(0);
+    for (const r of rows) {
+      expect(r.type).toMatch(/^enc:k1:/);
+      expect(Buffer.from(r.value).includes(Buffer.from(SECRET))).toBe(false);
+    }
+    // Nothing went to the default schema.
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM public.checkpoints WHERE thread_id = $1", [thread])).rows[0].n).toBe(0);
+    expect((await chatGraph(saver).getState(config)).values.messages.map((m: { content: unknown }) => m.content)).toEqual([SECRET, `echo: ${SECRET}`]);
+    await expect(new PostgresSaver(db.pool, undefined, { schema: "enc-three-args" }).getTuple(config)).rejects.toBeInstanceOf(DeserializationError);
+    // end() closes only what the saver opened: the caller's pool stays usable.
+    await saver.end();
+    expect((await db.pool.query("SELECT 1 AS one")).rows[0].one).toBe(1);
+  });
+
+  it("the three-argument form refuses what it cannot honour: unknown options, a serde given twice, a non-serializer second argument", () => {
+    const serde = new EncryptedSerializer({ keys: { k1 }, current: "k1" });
+    const other = new MsgpackSerializer();
+    const cases: [() => unknown, string][] = [
+      [() => new PostgresSaver(db.pool, serde, { schema: "s", tenant: "x" } as never), "tenant"],
+      [() => new PostgresSaver(db.pool, serde, { serde: other }), "serde"],
+      [() => new PostgresSaver(db.pool, { schema: "s" } as never, { schema: "t" }), "serde"],
+      [() => new PostgresSaver(db.pool, { schema: "s", pool: {} } as never), "pool"],
+      [() => new PostgresSaver(db.pool, { serde: {} as never }), "serde"],
+    ];
+    for (const [make, option] of cases) {
+      let error: unknown;
+      try {
+        make();
+      } catch (e) {
+        error = e;
+      }
+      expect(error, option).toBeInstanceOf(InvalidOptionsError);
+      expect((error as InvalidOptionsError).option, option).toBe(option);
+    }
+    // The same serde in both places is no conflict; undefined takes the default.
+    expect(new PostgresSaver(db.pool, serde, { serde }).serde).toBe(serde);
+    expect(new PostgresSaver(db.pool, undefined, { schema: "s" }).serde).toBeInstanceOf(MsgpackSerializer);
+  });
 });
+

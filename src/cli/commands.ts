@@ -6,7 +6,9 @@ import type pg from "pg";
 import { isPGlite, pgliteDb, poolDb } from "../db.js";
 import { history, listThreads, migrationStatus, show, threadIds, toJsonSafe, type InspectOptions } from "../inspect.js";
 import { prune, type PruneResult } from "../prune.js";
-import { MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, type MigrateResult } from "../migrate.js";
+import type { SaverEvent } from "../events.js";
+import { MIGRATIONS_TABLE, finishAdoption, latestVersion, loadMigrations, runMigrations, type AdoptOption, type MigrateResult } from "../migrate.js";
+import { rollbackAdoption } from "../rollback.js";
 import { PostgresSaver } from "../saver.js";
 import type { Upcaster } from "../upcast.js";
 import { quoteIdent } from "../validate.js";
@@ -42,9 +44,15 @@ async function withConnection<T>(c: Common, create: boolean, fn: (conn: Connecti
   }
 }
 
-export async function migrateCommand(c: Common & { dryRun: boolean }, io: Io): Promise<number> {
+export async function migrateCommand(
+  c: Common & { dryRun: boolean; adopt: AdoptOption | undefined; step: "finish" | "rollback" | undefined },
+  io: Io,
+): Promise<number> {
   const { schema, dryRun } = c;
+  const flag = schema === "public" ? "" : ` --schema ${schema}`;
+  if (c.step) return adoptionStepCommand(c, c.step, io);
   const print = (result: MigrateResult, label: string) => {
+    const adoption = result.adoption;
     if (c.json) {
       io.out(json({ database: label, dryRun, ...result, applied: result.applied.map((m) => (dryRun ? m : { version: m.version, name: m.name })) }));
     } else if (dryRun) {
@@ -53,25 +61,40 @@ export async function migrateCommand(c: Common & { dryRun: boolean }, io: Io): P
       if (result.applied.length > 0) {
         io.out(
           `-- Applied in ONE transaction, after: SELECT pg_advisory_xact_lock(...); CREATE SCHEMA IF NOT EXISTS; ` +
-            `SET LOCAL search_path TO ${quoteIdent(schema)}, pg_catalog;`,
+            `LOCK TABLE <the saver's tables> IN ACCESS EXCLUSIVE MODE; SET LOCAL search_path TO ${quoteIdent(schema)}, pg_catalog;`,
         );
       }
       for (const m of result.applied) {
         io.out(`\n-- migration ${m.version}: ${m.name} (recorded in ${quoteIdent(schema)}.${MIGRATIONS_TABLE})\n${m.sql.trim()}`);
       }
-    } else if (result.applied.length === 0) {
-      io.out(`Schema ${JSON.stringify(schema)} is up to date (version ${result.toVersion}) in ${label}; nothing to apply.`);
+      if (adoption?.adopted) io.out(`\n-- then, in the same transaction:\n${adoption.sql}`);
+      else if (adoption) io.out(`\n-- schema ${JSON.stringify(schema)} adopted ${JSON.stringify(adoption.from)} already: nothing to do for --adopt.`);
     } else {
       io.out(
-        `Migrated schema ${JSON.stringify(schema)} in ${label} from version ${result.fromVersion} to ${result.toVersion}: ` +
-          result.applied.map((m) => m.name).join(", "),
+        result.applied.length === 0
+          ? `Schema ${JSON.stringify(schema)} is up to date (version ${result.toVersion}) in ${label}; nothing to apply.`
+          : `Migrated schema ${JSON.stringify(schema)} in ${label} from version ${result.fromVersion} to ${result.toVersion}: ` +
+              result.applied.map((m) => m.name).join(", "),
       );
+      if (adoption?.adopted) {
+        io.out(
+          `Adopted the official ${adoption.source === "js" ? "JS" : "Python"} saver's tables in schema ${JSON.stringify(adoption.from)} ` +
+            `(checkpoint_migrations at version ${adoption.officialVersion}): every thread is copied, and what its instances still write is copied as they write it.\n` +
+            `Next: run this package on schema ${JSON.stringify(schema)}; once no official instance runs any more: \`${BIN} migrate${flag} --finish-adoption\`. ` +
+            `To go back: \`${BIN} migrate${flag} --rollback-adoption\`.`,
+        );
+      } else if (adoption) {
+        io.out(`Schema ${JSON.stringify(schema)} adopted schema ${JSON.stringify(adoption.from)} already; nothing to do for --adopt.`);
+      }
     }
     return EXIT.OK;
   };
+  const onEvent = (e: SaverEvent) => {
+    if (e.type === "retry") io.err(`${BIN}: attempt ${e.attempt} of ${e.attempts} failed (${e.code ?? "error"}); retrying in ${e.delayMs} ms`);
+  };
   try {
     return await withConnection(c, !dryRun, async (conn) =>
-      print(await runMigrations(isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool), schema, { dryRun }), conn.label),
+      print(await runMigrations(isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool), schema, { dryRun, adopt: c.adopt, onEvent }), conn.label),
     );
   } catch (err) {
     // A dry run never creates the embedded folder: without one, everything is pending.
@@ -81,12 +104,45 @@ export async function migrateCommand(c: Common & { dryRun: boolean }, io: Io): P
   }
 }
 
+/** `migrate --finish-adoption` and `--rollback-adoption`. */
+async function adoptionStepCommand(c: Common & { dryRun: boolean }, step: "finish" | "rollback", io: Io): Promise<number> {
+  const { schema, dryRun } = c;
+  const flag = schema === "public" ? "" : ` --schema ${schema}`;
+  return withConnection(c, false, async (conn) => {
+    if (step === "finish") {
+      const r = await finishAdoption({ pool: conn.pool, schema, dryRun });
+      if (c.json) io.out(json({ database: conn.label, dryRun, ...r }));
+      else if (!r.finished) io.out(`The adoption of schema ${JSON.stringify(r.from)} by ${JSON.stringify(schema)} is finished already; nothing to do.`);
+      else if (dryRun) io.out(`-- ${BIN} migrate --finish-adoption --dry-run: ${conn.label}. Nothing was changed.\n${r.sql}`);
+      else {
+        io.out(
+          `Finished: the official tables in schema ${JSON.stringify(r.from)} are no longer copied and refuse writes from now on ` +
+            `(an official instance still running fails with SQLSTATE LGB02). Going back stays possible: \`${BIN} migrate${flag} --rollback-adoption\`.`,
+        );
+      }
+      return EXIT.OK;
+    }
+    const r = await rollbackAdoption({ pool: conn.pool, schema, dryRun });
+    if (c.json) io.out(json({ database: conn.label, dryRun, ...r }));
+    else {
+      const what = `${r.checkpoints} checkpoint(s), ${r.blobs} blob(s) and ${r.writes} pending write(s)`;
+      io.out(
+        dryRun
+          ? `Would convert ${what} into the official ${r.target === "js" ? "JS" : "Python"} saver's tables in schema ${JSON.stringify(r.from)}. Nothing was changed.`
+          : `Rolled back: ${what} converted into the official ${r.target === "js" ? "JS" : "Python"} saver's tables in schema ${JSON.stringify(r.from)}; ` +
+              `they carry no trigger of this package any more. Schema ${JSON.stringify(schema)} refuses writes from now on: deploy the official saver on ${JSON.stringify(r.from)}.`,
+      );
+    }
+    return EXIT.OK;
+  });
+}
+
 export async function statusCommand(c: Common, io: Io): Promise<number> {
   const { schema } = c;
   return withConnection(c, false, async (conn) => {
     const s = await migrationStatus({ pool: conn.pool, schema });
     const modified = s.applied.some((m) => m.modified);
-    const code = s.state === "up-to-date" && !modified ? EXIT.OK : EXIT.SCHEMA;
+    const code = (s.state === "up-to-date" || s.state === "newer-compatible") && !modified ? EXIT.OK : EXIT.SCHEMA;
     if (c.json) {
       io.out(json({ database: conn.label, ...s }));
       return code;
@@ -97,13 +153,29 @@ export async function statusCommand(c: Common, io: Io): Promise<number> {
         ? st.green("up to date")
         : s.state === "pending"
           ? st.yellow(`${s.pending.length} migration(s) pending: run \`${BIN} migrate${schema === "public" ? "" : ` --schema ${schema}`}\``)
-          : st.red(`NEWER than this code (${s.schemaVersion} > ${s.codeVersion}): upgrade the package before using this schema`);
+          : s.state === "newer-compatible"
+            ? st.green(`newer than this code (${s.schemaVersion} > ${s.codeVersion}), and its newer migrations keep this code working`)
+            : st.red(`NEWER than this code (${s.schemaVersion} > ${s.codeVersion}, works with code from level ${s.compatibleFrom}): upgrade the package before using this schema`);
     io.out(
       fields(
         [
           ["database", conn.label],
           ["schema", schema],
           ["version", `${s.schemaVersion} (this code: ${s.codeVersion}), ${state}`],
+          ...(s.adoption
+            ? ([
+                [
+                  "adoption",
+                  `of schema ${JSON.stringify(s.adoption.from)} (official ${s.adoption.source === "js" ? "JS" : "Python"} saver): ${
+                    s.adoption.state === "bridging"
+                      ? "bridging (official writes are copied here); finish with --finish-adoption"
+                      : s.adoption.state === "finished"
+                        ? `finished ${formatTime(s.adoption.finishedAt!)} (the official tables refuse writes)`
+                        : `rolled back ${formatTime(s.adoption.rolledBackAt!)} (this schema refuses writes)`
+                  }`,
+                ],
+              ] as [string, string][])
+            : []),
         ],
         st,
       ),

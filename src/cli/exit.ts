@@ -14,7 +14,7 @@ export const EXIT = {
   FAILED: 1,
   /** Bad usage: unknown command or option, missing or malformed argument. Nothing was done. */
   USAGE: 2,
-  /** The schema is not migrated, or was migrated by a newer release. */
+  /** The schema is not migrated, or was migrated by a newer release, or the official saver's tables wait for a decision (--adopt). */
   SCHEMA: 3,
   /** The embedded data folder is held by another process. */
   LOCKED: 4,
@@ -51,7 +51,7 @@ export class NoEmbeddedDatabaseError extends CheckpointerError {
 export function exitCodeOf(err: unknown): number {
   if (err instanceof UsageError) return EXIT.USAGE;
   if (err instanceof CheckpointerError) {
-    if (err.code === "SCHEMA_NOT_MIGRATED" || err.code === "SCHEMA_TOO_NEW") return EXIT.SCHEMA;
+    if (err.code === "SCHEMA_NOT_MIGRATED" || err.code === "SCHEMA_TOO_NEW" || err.code === "ADOPTION_REQUIRED") return EXIT.SCHEMA;
     if (err.code === "DATA_DIR_LOCKED") return EXIT.LOCKED;
   }
   return EXIT.FAILED;
