@@ -373,8 +373,7 @@ describe("keepLast: 1 on real graphs", () => {
   });
 });
 
-// The two long threads are independent (own thread ids, prune scoped to them): built at once.
-describe.concurrent("a 1,000-step chat thread", () => {
+describe("a 1,000-step chat thread", () => {
   it("rows and bytes before and after prune({ keepLast: 1 }); the dry run predicts exactly", { timeout: 180_000 }, async () => {
     const thread = tid("chat-1000");
     const graph = chatGraph(saver);
