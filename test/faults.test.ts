@@ -436,7 +436,7 @@ describe("pool exhaustion", () => {
     const app = "faults-leak";
     const max = 5;
     // pg-pool destroys the client after every SQL error, so most of these operations open a new
-    // connection: the generous default connectionTimeoutMillis keeps that from failing them.
+    // connection; they get the default connectionTimeoutMillis (10 s) for it (see `batch`).
     const pool = boundedPool(server.url, app, { max });
     const saver = new PostgresSaver(pool, { lineage: "linear" });
     // Lock timeouts (kind 4) come from a second pool. With a 20 ms lock_timeout on every client,
