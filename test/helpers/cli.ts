@@ -1,8 +1,8 @@
 /**
  * Spawns the real CLI (or demo) from source, as a child process, the way a
- * user or a CI step runs it: `node .test-build/cli.mjs ...`, a bundle of src/
- * that global setup builds once per run ({@link bundleScripts}); any other
- * script, or a run without that setup, goes through `node --import tsx src/...`.
+ * user or a CI step runs it: `node .test-build/<run>/cli.mjs ...`, a bundle of
+ * src/ that global setup builds once per run ({@link bundleScripts}); any
+ * other script, or a run without that setup, goes through `node --import tsx src/...`.
  *
  * @example
  * ```ts
@@ -12,14 +12,15 @@
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { createRequire } from "node:module";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { inject } from "vitest";
 
 declare module "vitest" {
   export interface ProvidedContext {
-    /** The scripts global setup bundled for this run (see {@link bundleScripts}). */
-    bundledScripts: string[] | undefined;
+    /** Where global setup bundled which scripts for this run (see {@link bundleScripts}). */
+    scriptBundle: { dir: string; scripts: string[] } | undefined;
   }
 }
 
@@ -45,8 +46,9 @@ export function runScript(script: string, args: string[], options: RunOptions = 
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
   if (!options.env?.DATABASE_URL) delete env.DATABASE_URL;
   delete env.FORCE_COLOR;
-  const bundled = inject("bundledScripts")?.includes(script) ? [bundlePath(script)] : undefined;
-  const child = spawn(process.execPath, [...(bundled ?? ["--import", TSX, join(ROOT, script)]), ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
+  const bundle = inject("scriptBundle");
+  const entry = bundle?.scripts.includes(script) ? [join(bundle.dir, script.replace(/^src\//, "").replace(/\.ts$/, ".mjs"))] : ["--import", TSX, join(ROOT, script)];
+  const child = spawn(process.execPath, [...entry, ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
   child.stdin.end(options.input ?? "");
   return collect(child);
 }
@@ -68,31 +70,30 @@ export const runDemo = (args: string[], options?: RunOptions) => runScript("src/
 
 /** The scripts the tests spawn, bundled once per run by global setup. */
 export const SCRIPTS = ["src/cli.ts", "src/demo.ts"];
-/**
- * One level below the root, so a bundle's `../migrations` and `../package.json` resolve as
- * they do from src/ (and from dist/, what users run).
- */
-const BUNDLE_DIR = join(ROOT, ".test-build");
-const bundlePath = (script: string) => join(BUNDLE_DIR, script.replace(/^src\//, "").replace(/\.ts$/, ".mjs"));
 
 /**
- * Bundles {@link SCRIPTS} (our source in one file, packages left as imports): a spawned CLI then
- * starts in plain node, a third of the CPU time under tsx, whose loader hooks see every module
- * load. The CLI tests spawn dozens of processes; on a busy machine that is most of their time.
- * Returns the scripts bundled; a script not in it runs through tsx.
+ * Bundles {@link SCRIPTS}: our source compiled into a few files (split at its dynamic imports, so
+ * `--help` still loads no driver), packages left as imports. A spawned CLI then starts in plain
+ * node, a third of the CPU time under tsx, whose loader hooks see every module load; the CLI
+ * tests spawn dozens of processes. The bundle lives in the repository (packages resolve from its
+ * node_modules), one folder per run; `import.meta.url` reads as src/'s, so `../migrations` and
+ * `../package.json` resolve as they do from src/ (every module that uses it sits in src/ itself).
  */
-export async function bundleScripts(): Promise<string[]> {
+export async function bundleScripts(): Promise<{ dir: string; scripts: string[]; remove(): Promise<void> }> {
   const { build } = await import("esbuild");
+  const dir = join(ROOT, ".test-build", String(process.pid));
   await build({
     entryPoints: SCRIPTS.map((s) => join(ROOT, s)),
     bundle: true,
+    splitting: true,
     platform: "node",
     format: "esm",
     target: "node20",
     packages: "external",
-    outdir: BUNDLE_DIR,
+    define: { "import.meta.url": JSON.stringify(pathToFileURL(join(ROOT, "src", "bundled.mjs")).href) },
+    outdir: dir,
     outExtension: { ".js": ".mjs" },
     logLevel: "warning",
   });
-  return SCRIPTS;
+  return { dir, scripts: SCRIPTS, remove: () => rm(dir, { recursive: true, force: true }) };
 }

@@ -26,11 +26,18 @@ interface Server {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const [server, bundled] = await Promise.all([startServer(), bundleScripts()]);
+  const bundle = await bundleScripts(); // half a second; a syntax error in src/ shows here
+  const server = await startServer().catch(async (err: unknown) => {
+    await bundle.remove();
+    throw err;
+  });
   console.log(`[pg] using ${server.source}`);
   project.provide("pgAdminUrl", server.url);
-  project.provide("bundledScripts", bundled);
-  return () => server.stop();
+  project.provide("scriptBundle", { dir: bundle.dir, scripts: bundle.scripts });
+  return async () => {
+    await bundle.remove();
+    await server.stop();
+  };
 }
 
 async function startServer(): Promise<Server> {
