@@ -89,7 +89,9 @@ interface Target {
   name: string;
   goal: string;
   measured: string;
+  /** null: not judged (see `note`). */
   pass: boolean | null;
+  note?: string;
 }
 
 interface Check {
@@ -113,8 +115,40 @@ function check(name: string, ok: boolean, detail?: string): void {
   if (!ok) log(`CHECK FAILED: ${name}${detail ? `: ${detail}` : ""}`);
 }
 
-function target(name: string, goal: string, measured: string, pass: boolean | null): void {
-  targets.push({ name, goal, measured, pass });
+/**
+ * A goal of this project's own. A --quick run takes too few samples to judge a
+ * timing or a size against it (a FAIL there says nothing): it shows the
+ * measurement, not judged. Exact counts (round trips) are judged in any run.
+ */
+let judgeTimings = true;
+/** Graph invocations per contender, and the wrong answers among them. */
+interface Invokes {
+  total: number;
+  wrong: number;
+  example?: string;
+}
+
+function tally(into: Map<string, Invokes>, name: string, thread: string, items: string[]): void {
+  const t = into.get(name) ?? { total: 0, wrong: 0 };
+  t.total += 1;
+  if (items.join() !== EXPECTED_ITEMS.join()) {
+    t.wrong += 1;
+    t.example ??= `${thread}: items ${JSON.stringify(items)}`;
+  }
+  into.set(name, t);
+}
+
+/** One check per contender, whatever happened: the count of checks never depends on the answers. */
+function checkInvokes(what: string, names: string[], tallies: Map<string, Invokes>): void {
+  for (const name of names) {
+    const t = tallies.get(name) ?? { total: 0, wrong: 0 };
+    check(`${name}: every ${what} invoke returned the 10 expected items`, t.total > 0 && t.wrong === 0, `${t.wrong} of ${t.total} wrong (${t.example ?? "none ran"})`);
+  }
+}
+
+function target(name: string, goal: string, measured: string, pass: boolean | null, exact = false): void {
+  if (pass !== null && !exact && !judgeTimings) targets.push({ name, goal, measured, pass: null, note: "not judged (--quick)" });
+  else targets.push({ name, goal, measured, pass });
 }
 
 function addRows(section: string, op: string, stats: Map<string, ContenderStats>): void {
@@ -276,6 +310,7 @@ async function countRoundTrips(proxy: CountingProxy, op: string, saver: string, 
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
   const P = params(args);
+  judgeTimings = !args.quick;
   const server = await startServer();
   log(`postgres: ${server.source}`);
   const ours = await loadOurs();
@@ -374,7 +409,7 @@ async function main(): Promise<number> {
         listed.length === 10 && listed.every((t, k) => t.checkpoint.id === want[k]),
         `got ${listed.length}: ${listed.map((t) => t.checkpoint.id.slice(0, 13)).join(",")}`,
       );
-      if (listed[3]) checkTuple(`${name}: list(limit 10) item 4 has its values and writes`, listed[3], read, n - 4);
+      checkTuple(`${name}: list(limit 10) item 4 has its values and writes`, listed[3], read, n - 4);
       const wt = await saver.getTuple(threadConfig("writes-thread"));
       const calls = putWritesCalls.get(name)!;
       check(
@@ -389,12 +424,10 @@ async function main(): Promise<number> {
     // ---------------- 10-node graph, end to end
     const graphCase = async (durability: Durability, parallel: boolean) => {
       const label = `10-node graph, ${durability}${parallel ? ", 10 threads parallel" : ", sequential"} (invokes)`;
+      const wrong = new Map<string, Invokes>();
       const contenders: Contender[] = [...allNames, "none" as const].map((name) => {
         const g = tenNodeGraph(name === "none" ? undefined : savers.get(name));
-        const one = async (thread: string) => {
-          const out = await g.invoke(thread, durability);
-          if (out.items.join() !== EXPECTED_ITEMS.join()) check(`${name}: graph ${thread} final state`, false, `items ${JSON.stringify(out.items)}`);
-        };
+        const one = async (thread: string) => tally(wrong, name, thread, (await g.invoke(thread, durability)).items);
         const tag = `g-${durability}-${parallel ? "p" : "s"}`;
         return {
           name: name === "none" ? "no checkpointer" : name,
@@ -410,11 +443,11 @@ async function main(): Promise<number> {
         const items = (t?.checkpoint.channel_values as { items?: string[] } | undefined)?.items;
         check(`${name}: graph (${durability}${parallel ? ", parallel" : ""}) checkpoint holds the final state of 10 entries`, items?.join() === EXPECTED_ITEMS.join(), `items ${JSON.stringify(items)}`);
       }
+      checkInvokes(`graph (${durability}${parallel ? ", parallel" : ""})`, [...allNames, "none"], wrong);
     };
     await graphCase("async", false);
     await graphCase("sync", false);
     await graphCase("async", true);
-    checks.push({ name: "every graph invoke returned the 10 expected items", ok: !checks.some((c) => c.name.includes("graph g-") && !c.ok) });
 
     // ---------------- round trips (through the counting proxy; not timed)
     const { host, port } = hostPort(server.adminUrl);
@@ -488,17 +521,16 @@ async function main(): Promise<number> {
         await netCase("put (5 channels, 2 changed)", (name) => (i) => netPut.get(name)!.put(i), P.network);
         await netCase("putWrites (2 writes)", (name) => (i) => netWrites.get(name)!.putWrites(i), P.network);
         await netCase("getTuple latest", (_, saver) => () => saver.getTuple(threadConfig("read-thread")), P.network);
+        const wrong = new Map<string, Invokes>();
         await netCase(
           "10-node graph, async, sequential (invokes)",
           (name, saver) => {
             const g = tenNodeGraph(saver);
-            return async (i) => {
-              const out = await g.invoke(`net-g-${i}`, "async");
-              if (out.items.join() !== EXPECTED_ITEMS.join()) check(`${name}: graph net-g-${i} over the network`, false, `items ${JSON.stringify(out.items)}`);
-            };
+            return async (i) => tally(wrong, name, `net-g-${i}`, (await g.invoke(`net-g-${i}`, "async")).items);
           },
           P.networkGraph,
         );
+        checkInvokes("graph over the network", pgNames, wrong);
         for (const name of pgNames) {
           const t = await net.get(name)!.getTuple(threadConfig("net-put-thread"));
           check(`${name}: over the network, getTuple(latest) returns the last put`, t?.checkpoint.id === netPut.get(name)!.head);
@@ -688,7 +720,7 @@ async function main(): Promise<number> {
     );
     for (const op of ["put (5 channels, 2 changed)", "putWrites (2 writes)", "getTuple latest", "getTuple by id", "list(limit 10)"]) {
       const rt = roundTrips.find((r) => r.saver === "ours" && r.op === op);
-      target(`round trips: ${op}`, "= 1", rt ? fmt(rt.perOp) : "n/a", rt ? rt.perOp === 1 : null);
+      target(`round trips: ${op}`, "= 1", rt ? fmt(rt.perOp) : "n/a", rt ? rt.perOp === 1 : null, true);
     }
     if (!hasOurs) for (const t of targets) t.pass = null;
 
@@ -701,7 +733,8 @@ async function main(): Promise<number> {
     } else {
       console.log(report(meta, listMem, storage, scaleRatios));
     }
-    log(`done in ${meta.durationSec.toFixed(0)}s: ${checks.length - failedChecks.length}/${checks.length} checks passed, ${targets.filter((t) => t.pass).length}/${targets.length} targets met`);
+    const judged = targets.filter((t) => t.pass !== null);
+    log(`done in ${meta.durationSec.toFixed(0)}s: ${checks.length - failedChecks.length}/${checks.length} checks passed, ${judged.filter((t) => t.pass).length}/${judged.length} judged targets met`);
     if (failedChecks.length) return 1;
     if (args.strict && (failedTargets.length || !hasOurs)) return 1;
     return 0;
@@ -776,7 +809,7 @@ function report(
     }
   }
   out.push("", "## Targets", "", "| target | goal | measured | result |", "|---|---|---|---|");
-  for (const t of targets) out.push(`| ${t.name} | ${t.goal} | ${t.measured} | ${t.pass === null ? "SKIP" : t.pass ? "PASS" : "**FAIL**"} |`);
+  for (const t of targets) out.push(`| ${t.name} | ${t.goal} | ${t.measured} | ${t.pass === null ? (t.note ?? "SKIP") : t.pass ? "PASS" : "**FAIL**"} |`);
   const failed = checks.filter((c) => !c.ok);
   out.push("", `## Correctness spot checks: ${checks.length - failed.length}/${checks.length} passed`);
   for (const c of failed) out.push(`- FAIL ${c.name}${c.detail ? `: ${c.detail}` : ""}`);

@@ -374,7 +374,9 @@ export async function readAdoption(tx: Queryable, schema: string): Promise<Adopt
 }
 
 /** Per database and schema, the same key as `migrate`'s: adoption work on a schema queues behind its migrations. */
-export const SCHEMA_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('langgraph-checkpoint-pg:migrate'), hashtext(current_database() || '.' || $1))";
+export const SCHEMA_LOCK_SQL =
+  "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('langgraph-checkpoint-pg:migrate'), " +
+  "pg_catalog.hashtext(pg_catalog.concat(pg_catalog.current_database(), '.', $1::text)))";
 
 /**
  * Lock the official tables, in the official saver's own order (no deadlock

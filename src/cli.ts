@@ -50,12 +50,14 @@ Commands:
   migrate               apply pending schema migrations (--dry-run prints the SQL)
   status                applied and pending migrations, row counts per table
   threads               recent threads: checkpoints, namespaces, size, last update
+  threads delete <id>   delete threads whole (--dry-run: what would go)
   history <thread>      a thread's checkpoints as a tree, per namespace
   show <thread> [id]    one checkpoint, decoded: metadata, channel values, pending writes
   export [thread...]    threads as JSON lines (--all: every thread)
   import [file]         load an export into this database and schema
   prune                 retention: old checkpoints, idle threads (dry run unless --yes)
   upgrade-state         rewrite old checkpoints into the current state schema (upcasters)
+  reencrypt             rewrite encrypted values under the current key, bound to their rows
   grants --role <role>  print the GRANT statements for a least-privilege application role
 
 ${DATABASE_HELP}
@@ -65,7 +67,7 @@ Without --database-url or DATABASE_URL, commands use the embedded database in
 
 ${EXIT_HELP}
 
-Run \`${BIN} <command> --help\` for a command's options.`;
+Run \`npx ${BIN} <command> --help\` for a command's options.`;
 
 interface CommandSpec {
   usage: string;
@@ -153,14 +155,37 @@ const COMMANDS: Record<string, CommandSpec> = {
   },
 
   threads: {
-    usage: "threads [--limit <n>] [--json]",
-    summary: "Recently updated threads: checkpoints, namespaces, writes, blobs, stored size, last update.",
+    usage: "threads [--limit <n>] [--json]  |  threads delete <thread>... [--dry-run] [--json]",
+    summary:
+      "Recently updated threads: checkpoints, namespaces, writes, blobs, stored size, last update.\n" +
+      "`threads delete` deletes threads whole (every namespace: checkpoints, writes, blobs), each in\n" +
+      "one transaction, as the saver's deleteThread does; with --dry-run it prints what would go.\n" +
+      "A thread that does not exist is an error (exit 1) and nothing is deleted.",
     options: `  --limit <n>           at most n threads (default 20)
+  --dry-run             (delete) print what would be deleted; delete nothing
   --json                print as JSON`,
-    examples: `  ${BIN} threads --limit 5`,
+    examples: `  ${BIN} threads --limit 5
+  ${BIN} threads delete 12345 --dry-run
+  ${BIN} threads delete 12345 67890`,
     async run(argv, io) {
-      const { values, positionals: rest } = parse("threads", argv, { ...CONNECTION_OPTIONS, ...JSON_OPTION, limit: { type: "string" } });
-      positionals("threads", rest, [], 0);
+      const { values, positionals: rest } = parse("threads", argv, {
+        ...CONNECTION_OPTIONS,
+        ...JSON_OPTION,
+        limit: { type: "string" },
+        "dry-run": { type: "boolean" },
+      });
+      if (rest[0] === "delete") {
+        if (rest.length < 2) throw new UsageError("missing argument <thread>", "threads");
+        if (values.limit !== undefined) throw new UsageError("--limit: not an option of threads delete", "threads");
+        const c = {
+          ...common("threads", values),
+          threadIds: [...new Set(rest.slice(1).map((t) => keyArg("threads", "<thread>", t, "thread_id")))],
+          dryRun: values["dry-run"] === true,
+        };
+        return (await commands()).deleteThreadsCommand(c, io);
+      }
+      if (rest.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(rest[0])} (to delete threads: threads delete <thread>...)`, "threads");
+      if (values["dry-run"]) throw new UsageError("--dry-run: only with threads delete", "threads");
       const c = { ...common("threads", values), limit: positiveInt("threads", "limit", values.limit, 20) };
       return (await commands()).threadsCommand(c, io);
     },
@@ -260,13 +285,13 @@ const COMMANDS: Record<string, CommandSpec> = {
   },
 
   prune: {
-    usage: "prune [--keep-last <n>] [--older-than <dur>] [--idle-for <dur>] [--ttl | --no-ttl] [--yes]",
+    usage: "prune [--keep-last <n>] [--older-than <dur>] [--idle-for <dur>] [--ttl | --no-ttl] [--dry-run | --yes]",
     summary:
       "Retention. Deletes checkpoints outside the last N of each lineage and/or older than a\n" +
       "duration (the head always stays), whole threads idle for a duration or past the TTL\n" +
       "their saver recorded, and the writes and blobs nothing needs any more. Safe while\n" +
       "graphs run (short transactions per batch; busy threads are skipped and reported).\n" +
-      "A DRY RUN unless --yes: it prints what would be deleted. Durations: 30d, 12h, 1h30m, 500ms.\n" +
+      "A DRY RUN unless --yes: it prints what would be deleted, per thread. Durations: 30d, 12h, 1h30m, 500ms.\n" +
       "Progress is shown on a terminal; Ctrl-C stops after the current batch.",
     options: `  --keep-last <n>       keep the newest n checkpoints of each lineage (n >= 1)
   --older-than <dur>    delete checkpoints older than this (with --keep-last: only beyond the last n)
@@ -276,8 +301,9 @@ const COMMANDS: Record<string, CommandSpec> = {
   --no-ttl              do not enforce ttls
   --thread <id>         only this thread (repeatable)
   --grace <dur>         leave anything younger alone: a running graph's work (default 15m; 0 = off)
-  --yes                 delete for real (default: dry run)
-  --json                print the result as JSON`,
+  --dry-run             print what would be deleted, per thread; delete nothing (the default)
+  --yes                 delete for real
+  --json                print the result as JSON (a dry run: with every thread's counts)`,
     examples: `  ${BIN} prune --keep-last 20 --older-than 30d            # what would go
   ${BIN} prune --keep-last 20 --older-than 30d --yes      # delete it
   ${BIN} prune --idle-for 90d --yes --json                # a nightly job`,
@@ -293,9 +319,11 @@ const COMMANDS: Record<string, CommandSpec> = {
         thread: { type: "string", multiple: true },
         grace: { type: "string" },
         yes: { type: "boolean" },
+        "dry-run": { type: "boolean" },
       });
       positionals("prune", rest, [], 0);
       if (values.ttl && values["no-ttl"]) throw new UsageError("--ttl and --no-ttl exclude each other", "prune");
+      if (values.yes && values["dry-run"]) throw new UsageError("--dry-run and --yes exclude each other", "prune");
       const keepLast = values["keep-last"] === undefined ? undefined : positiveInt("prune", "keep-last", values["keep-last"], 1);
       const olderThan = durationArg("prune", "older-than", values["older-than"]);
       const idleFor = durationArg("prune", "idle-for", values["idle-for"]);
@@ -323,12 +351,13 @@ const COMMANDS: Record<string, CommandSpec> = {
       "batches (one transaction each): new blobs for upcast channels, the row compare-and-set on\n" +
       "its row_version, renamed pending writes. Nothing is deleted and history is unchanged;\n" +
       "afterwards the saver needs no upcasters. The module exports the same `stateVersion` and\n" +
-      "`upcasters` your application's saver uses.",
-    options: `  --module <file>       a JS/TS module exporting stateVersion and upcasters (required)
+      "`upcasters` your application's saver uses (and `serde`, if it has its own).",
+    options: `  --module <file>       a JS/TS module exporting stateVersion and upcasters (required);
+                        TypeScript needs Node 22.6+ or tsx installed in your project
   --batch-size <n>      checkpoints per transaction (default 100)
   --json                print the result as JSON`,
     examples: `  ${BIN} upgrade-state --module ./dist/state-upcasters.js
-  ${BIN} upgrade-state --module ./src/state-upcasters.ts --batch-size 500   # with: node --import tsx`,
+  ${BIN} upgrade-state --module ./src/state-upcasters.ts --batch-size 500`,
     async run(argv, io) {
       const { values, positionals: rest } = parse("upgrade-state", argv, {
         ...CONNECTION_OPTIONS,
@@ -342,23 +371,58 @@ const COMMANDS: Record<string, CommandSpec> = {
       return (await commands()).upgradeStateCommand({ ...common("upgrade-state", values), module: values.module, batchSize }, io);
     },
   },
-  grants: {
-    usage: "grants --role <role> [--schema <name>]",
+  reencrypt: {
+    usage: "reencrypt --module <file> [--batch-size <n>] [--dry-run] [--json]",
     summary:
-      "Prints the GRANT statements that let an application role run every saver operation and\n" +
-      "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the three\n" +
-      "tables, SELECT on checkpointer_migrations. Run migrations as the schema owner, then run\n" +
-      "these as the owner. Needs no database connection.",
-    options: `  --role <role>         the application's role (required)`,
-    examples: `  ${BIN} grants --role agents_app --schema agents | psql "$OWNER_DATABASE_URL"`,
+      "Rewrites every stored value that is not yet encrypted under the serializer's current key\n" +
+      "and bound to its row: rows written before row binding, rows under an older key (after a\n" +
+      "rotation, so the old key can go), and, with allowPlaintext, rows written before encryption\n" +
+      "was turned on. The inner bytes are kept; only the encryption changes. Batches of rows,\n" +
+      "one transaction each, safe while graphs run. The module exports `serde`: the same\n" +
+      "EncryptedSerializer your application's saver uses.",
+    options: `  --module <file>       a JS/TS module exporting serde, an EncryptedSerializer (required)
+  --batch-size <n>      rows per transaction (default 200)
+  --dry-run             count what would be rewritten, change nothing
+  --json                print the result as JSON`,
+    examples: `  ${BIN} reencrypt --module ./dist/checkpoint-serde.js --dry-run
+  ${BIN} reencrypt --module ./dist/checkpoint-serde.js`,
     async run(argv, io) {
-      const { values, positionals: rest } = parse("grants", argv, { ...CONNECTION_OPTIONS, role: { type: "string" } });
+      const { values, positionals: rest } = parse("reencrypt", argv, {
+        ...CONNECTION_OPTIONS,
+        ...JSON_OPTION,
+        module: { type: "string" },
+        "batch-size": { type: "string" },
+        "dry-run": { type: "boolean" },
+      });
+      positionals("reencrypt", rest, [], 0);
+      if (values.module === undefined || values.module === "") throw new UsageError("--module <file> is required", "reencrypt");
+      const batchSize = values["batch-size"] === undefined ? 200 : positiveInt("reencrypt", "batch-size", values["batch-size"], 1);
+      return (await commands()).reencryptCommand({ ...common("reencrypt", values), module: values.module, batchSize, dryRun: values["dry-run"] === true }, io);
+    },
+  },
+  grants: {
+    usage: "grants --role <role> [--schema <name>] [--revoke-public-temp]",
+    summary:
+      "Prints the statements that let an application role run every saver operation and\n" +
+      "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the four\n" +
+      "tables (checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads), SELECT on\n" +
+      "checkpointer_migrations; then it revokes what the role does not need\n" +
+      "(CREATE on the schema, TRUNCATE/REFERENCES/TRIGGER, TEMPORARY on the database). Run\n" +
+      "migrations as the schema owner, then run these as the owner. Needs no database connection.",
+    options: `  --role <role>         the application's role (required)
+  --revoke-public-temp  also revoke TEMPORARY on the database from PUBLIC (every role holds it
+                        through PUBLIC; affects all roles without a grant of their own; run as
+                        the database owner)`,
+    examples: `  ${BIN} grants --role agents_app --schema agents | psql "$OWNER_DATABASE_URL"
+  ${BIN} grants --role agents_app --schema agents --revoke-public-temp | psql "$DATABASE_OWNER_URL"`,
+    async run(argv, io) {
+      const { values, positionals: rest } = parse("grants", argv, { ...CONNECTION_OPTIONS, role: { type: "string" }, "revoke-public-temp": { type: "boolean" } });
       positionals("grants", rest, [], 0);
       if (values.role === undefined || values.role === "") throw new UsageError("--role <role> is required", "grants");
       const { grantStatements } = await import("./grants.js");
       let statements: string[];
       try {
-        statements = grantStatements({ role: values.role, schema: schemaOption("grants", values.schema) });
+        statements = grantStatements({ role: values.role, schema: schemaOption("grants", values.schema), revokePublicTemp: values["revoke-public-temp"] === true });
       } catch (err) {
         throw new UsageError(err instanceof Error ? err.message : String(err), "grants");
       }

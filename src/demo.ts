@@ -12,6 +12,11 @@
  * ./.langgraph-pg. Needs `@langchain/langgraph` (a devDependency: the demo runs
  * from the repository).
  */
+import { existsSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { brotliDecompressSync } from "node:zlib";
 import { Annotation, Command, END, START, StateGraph } from "@langchain/langgraph";
 import { BIN, CONNECTION_OPTIONS, UsageError, connectionTarget, keyArg, parse, positionals, schemaOption } from "./cli/args.js";
 import { connect } from "./cli/connect.js";
@@ -19,11 +24,13 @@ import { resolveUrl } from "./cli/mask.js";
 import { EXIT, errorText, exitCodeOf } from "./cli/exit.js";
 import { fields, styleFor, table, valueText, type Style } from "./cli/format.js";
 import { exportThread, toJsonSafe, type BlobRecord, type CheckpointRecord, type ExportRecord, type WriteRecord } from "./inspect.js";
+import { loadMigrations } from "./migrate.js";
 import { PostgresSaver } from "./saver.js";
 
-const HELP = `Usage: npm run demo -- [options]   (or: node --import tsx src/demo.ts [options])
+const HELP = `Usage: npm run demo -- [options]   (npm run -s demo -- --json: JSON alone)
 
-Runs the article's graph START -> get_address -> END on a thread and prints what
+Runs the graph of the article «Im Inneren von LangGraphs InMemorySaver» (see the
+README's Sources), START -> get_address -> END, on a thread and prints what
 the checkpointer stored: each checkpoint (id, parent, source, step, channel
 versions, updated channels), the writes stored under it and the blobs it added.
 Run it again: the thread continues from where the last run stopped.
@@ -39,7 +46,7 @@ Options:
 
 Exit codes: 0 ok, 1 failed, 2 bad usage, 3 schema newer than this code,
 4 the embedded data folder is in use by another process.
-Inspect afterwards with: ${BIN} threads | history 12345 | show 12345`;
+Inspect afterwards with: npm run -s cli -- threads | history 12345 | show 12345`;
 
 /** The article's state and node: a Command that sets both fields, then END. */
 const AddressState = Annotation.Root({
@@ -53,6 +60,44 @@ function addressGraph(checkpointer: PostgresSaver) {
     .addEdge(START, "get_address")
     .addEdge("get_address", END)
     .compile({ checkpointer });
+}
+
+/**
+ * A new embedded folder starts from scripts/demo-pgdata.tar.br (`npm run
+ * demo:snapshot`): a database with the migrations applied, saved by PGlite.
+ * PGlite's initdb and the first migrations took most of a first run. Used only
+ * with the PGlite version that made it (a data folder belongs to one Postgres
+ * build) and while its migrations are the shipped ones; otherwise the demo
+ * runs initdb and migrates as usual.
+ */
+function demoSnapshot(): Uint8Array | undefined {
+  const made = snapshotInfo();
+  if (!made || made.pglite !== installedPGlite(made.root)) return undefined;
+  const shipped = loadMigrations();
+  if (made.migrations.some((m, i) => shipped[i]?.name !== m.name || shipped[i]?.sha256 !== m.sha256)) return undefined;
+  return brotliDecompressSync(readFileSync(join(made.root, "scripts", "demo-pgdata.tar.br")));
+}
+
+interface SnapshotInfo {
+  root: string;
+  pglite: string;
+  migrations: { name: string; sha256: string }[];
+}
+
+/** scripts/demo-pgdata.json, found above this file (src/, or the bundle under node_modules/.cache). */
+function snapshotInfo(): SnapshotInfo | undefined {
+  for (let root = dirname(fileURLToPath(import.meta.url)); ; root = dirname(root)) {
+    const file = join(root, "scripts", "demo-pgdata.json");
+    if (existsSync(file)) return { root, ...(JSON.parse(readFileSync(file, "utf8")) as Omit<SnapshotInfo, "root">) };
+    if (dirname(root) === root) return undefined;
+  }
+}
+
+/** The installed PGlite's version (its package.json is not exported: found above its entry point). */
+function installedPGlite(root: string): string {
+  let dir = dirname(createRequire(join(root, "package.json")).resolve("@electric-sql/pglite"));
+  while (!existsSync(join(dir, "package.json"))) dir = dirname(dir);
+  return (JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { version: string }).version;
 }
 
 interface DemoCheckpoint {
@@ -169,7 +214,7 @@ async function main(argv: string[]): Promise<number> {
     const threadId = keyArg("demo", "--thread", values.thread ?? "12345", "thread_id");
     const target = connectionTarget("demo", values);
     url = resolveUrl(target);
-    const conn = await connect(target, { create: true, applicationName: "langgraph-checkpoint-pg:demo" });
+    const conn = await connect(target, { create: true, applicationName: "langgraph-checkpoint-pg:demo", loadDataDir: demoSnapshot });
     try {
       const saver = new PostgresSaver(conn.pool, { schema });
       await saver.setup();
@@ -231,7 +276,8 @@ async function main(argv: string[]): Promise<number> {
       out(
         `\nRun ${st.cyan("npm run demo")} again: the state survives the restart and the thread continues.\n` +
           `Start over with ${st.cyan("npm run demo -- --fresh")}. Look around with ` +
-          `${st.cyan(`npx tsx src/cli.ts history ${threadId}${where}`)} or ${st.cyan(`show ${threadId}${where}`)}.`,
+          `${st.cyan(`npm run -s cli -- history ${threadId}${where}`)} or ${st.cyan(`show ${threadId}${where}`)}\n` +
+          `(in this clone, \`npm run -s cli --\` runs the command a project that installed the package runs as \`npx ${BIN}\`).`,
       );
       return EXIT.OK;
     } finally {

@@ -9,19 +9,30 @@
  * stored in plaintext (it is the `type` column): it says that the value is
  * encrypted, under which key, and what the inner serializer made of it.
  *
- * Bytes: `0x01` (format version) | 12-byte random IV | ciphertext | 16-byte GCM tag.
+ * Bytes: format byte | 12-byte random IV | ciphertext | 16-byte GCM tag.
  *
- * Additional authenticated data: `langgraph-checkpoint-pg/enc/v1`, NUL, key id,
- * NUL, inner type. Changing the tag (another key id, another inner type) makes
- * decryption fail instead of feeding the plaintext to the wrong decoder.
+ * Format 2 (bound to its row, what the saver writes): additional authenticated
+ * data `langgraph-checkpoint-pg/enc/v2`, NUL, key id, NUL, inner type, NUL,
+ * the row's identity (its table and key: thread, namespace, then channel and
+ * version, or checkpoint, task and index; see rowserde.ts). A value copied to
+ * another row, or two values swapped, fail to decrypt there.
+ *
+ * Format 1 (unbound; written by releases before row binding, and by
+ * `dumpsTyped` without a row): additional authenticated data
+ * `langgraph-checkpoint-pg/enc/v1`, NUL, key id, NUL, inner type. Still read
+ * (unless `allowUnbound: false`); `reencrypt` rewrites such rows in format 2.
+ *
+ * Either way, changing the tag (another key id, another inner type) makes
+ * decryption fail instead of feeding the plaintext to the wrong decoder, and
+ * the format byte cannot be changed either (each format authenticates its own
+ * label).
  *
  * ## Limits (say so, don't pretend)
  *
- * - The serializer API never sees which row a value belongs to, so a value is
- *   not bound to its row: someone with write access to the tables can copy an
- *   encrypted value from one row (or thread) to another. They cannot read it,
- *   alter it, or plant a value of their own (plaintext is refused, see
- *   `allowPlaintext`).
+ * - A value is bound to its row, not to its moment: someone with write access
+ *   can put back a row's earlier value (from a backup, say), and can delete
+ *   rows. They cannot read, alter, move or forge a value, or plant one of their
+ *   own (plaintext is refused, see `allowPlaintext`).
  * - Only what passes through the serializer is encrypted: the `value` columns
  *   of `checkpoint_blobs` and `checkpoint_writes`. Ids, namespaces, channel
  *   names, versions, task ids and paths, the checkpoint JSON without its
@@ -33,16 +44,19 @@
 import { createCipheriv, createDecipheriv, createSecretKey, KeyObject, randomBytes } from "node:crypto";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { DeserializationError, InvalidOptionsError, SerializationError } from "./errors.js";
+import { rowIdentity, type RowBoundSerializer, type ValueRow } from "./rowserde.js";
 import { MsgpackSerializer } from "./serde.js";
 
 /** Prefix of the type tag of every encrypted value. */
 export const ENCRYPTED_TYPE_PREFIX = "enc:";
 
-const FORMAT_VERSION = 1;
+/** Format byte: 1 unbound (authenticated data without the row), 2 bound to its row. */
+const UNBOUND = 1;
+const BOUND = 2;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 const KEY_ID = /^[A-Za-z0-9_.-]{1,64}$/;
-const AAD_LABEL = "langgraph-checkpoint-pg/enc/v1";
+const AAD_LABEL = { [UNBOUND]: "langgraph-checkpoint-pg/enc/v1", [BOUND]: "langgraph-checkpoint-pg/enc/v2" } as const;
 
 /** A 32-byte AES-256 key: raw bytes, or a secret `KeyObject` (`crypto.createSecretKey`). */
 export type EncryptionKey = Uint8Array | KeyObject;
@@ -65,6 +79,19 @@ export interface EncryptedSerializerOptions {
    * cannot plant a plaintext value. Turn it on only while migrating old rows.
    */
   allowPlaintext?: boolean;
+  /**
+   * Read values encrypted without their row (format 1: rows written before
+   * this release). Default true, so existing rows still read; once `reencrypt`
+   * has rewritten them, set it to false, so that an old value copied into
+   * another row (from a backup, say) is refused too.
+   */
+  allowUnbound?: boolean;
+  /**
+   * Bind new values to their row (format 2). Default true. Set it to false
+   * only during a rolling upgrade, while processes of an older release, which
+   * cannot read format 2, still read the same tables.
+   */
+  bindToRow?: boolean;
 }
 
 /**
@@ -85,11 +112,13 @@ export interface EncryptedSerializerOptions {
  * // checkpoint_blobs.type is now e.g. "enc:2025-06:msgpack" and value is ciphertext.
  * ```
  */
-export class EncryptedSerializer implements SerializerProtocol {
+export class EncryptedSerializer implements RowBoundSerializer {
   readonly #keys: Map<string, KeyObject>;
   readonly #current: string;
   readonly #inner: SerializerProtocol;
   readonly #allowPlaintext: boolean;
+  readonly #allowUnbound: boolean;
+  readonly #bindToRow: boolean;
 
   constructor(options: EncryptedSerializerOptions) {
     if (options === null || typeof options !== "object") throw new InvalidOptionsError("EncryptedSerializer options", "expected an object");
@@ -106,12 +135,14 @@ export class EncryptedSerializer implements SerializerProtocol {
     if (options.inner !== undefined && (typeof options.inner?.dumpsTyped !== "function" || typeof options.inner?.loadsTyped !== "function")) {
       throw new InvalidOptionsError("inner", "expected a serializer (dumpsTyped and loadsTyped)");
     }
-    if (options.allowPlaintext !== undefined && typeof options.allowPlaintext !== "boolean") {
-      throw new InvalidOptionsError("allowPlaintext", "expected a boolean");
+    for (const flag of ["allowPlaintext", "allowUnbound", "bindToRow"] as const) {
+      if (options[flag] !== undefined && typeof options[flag] !== "boolean") throw new InvalidOptionsError(flag, "expected a boolean");
     }
     this.#current = options.current;
     this.#inner = options.inner ?? new MsgpackSerializer();
     this.#allowPlaintext = options.allowPlaintext ?? false;
+    this.#allowUnbound = options.allowUnbound ?? true;
+    this.#bindToRow = options.bindToRow ?? true;
   }
 
   /** Id of the key new values are encrypted with. */
@@ -119,20 +150,98 @@ export class EncryptedSerializer implements SerializerProtocol {
     return this.#current;
   }
 
-  /** Serializes with the inner serializer, then encrypts under the current key. */
+  /**
+   * Serializes with the inner serializer, then encrypts under the current key,
+   * not bound to any row (format 1): for use outside the saver. The saver
+   * calls {@link dumpsTypedForRow}.
+   */
   async dumpsTyped(data: unknown): Promise<[string, Uint8Array]> {
+    const [innerType, plain] = await this.#serialize(data);
+    return this.#seal(innerType, plain, undefined);
+  }
+
+  /** Serializes, then encrypts under the current key, bound to `row` (format 2; format 1 with `bindToRow: false`). */
+  async dumpsTypedForRow(data: unknown, row: ValueRow): Promise<[string, Uint8Array]> {
+    const [innerType, plain] = await this.#serialize(data);
+    return this.#seal(innerType, plain, this.#bindToRow ? row : undefined);
+  }
+
+  /**
+   * Decrypts a value written by {@link dumpsTyped} (under any configured key)
+   * and decodes it with the inner serializer. A value bound to its row needs
+   * {@link loadsTypedForRow}. A wrong key, tampered bytes or tag, an unknown
+   * key id, or a plaintext value (unless `allowPlaintext`) throw
+   * {@link DeserializationError}.
+   */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  async loadsTyped(type: string, data: Uint8Array | string): Promise<any> {
+    const opened = this.#open(type, data, undefined);
+    return opened.plaintext ? this.#inner.loadsTyped(type, data) : this.#inner.loadsTyped(opened.innerType, opened.plain);
+  }
+
+  /**
+   * Decrypts a value stored in `row` and decodes it: format 2 only if it was
+   * bound to this very row, format 1 while `allowUnbound`. A value moved from
+   * another row fails with {@link DeserializationError}.
+   */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  async loadsTypedForRow(type: string, data: Uint8Array | string, row: ValueRow): Promise<any> {
+    const opened = this.#open(type, data, row);
+    return opened.plaintext ? this.#inner.loadsTyped(type, data) : this.#inner.loadsTyped(opened.innerType, opened.plain);
+  }
+
+  /**
+   * The stored form `row` should hold now: encrypted under the current key and
+   * bound to the row. Undefined when it already is. The inner bytes are kept
+   * as they are (never decoded and encoded again). What `reencrypt` writes.
+   *
+   * @example
+   * ```ts
+   * const next = await serde.rewrap(type, bytes, row); // [type, bytes] to store, or undefined
+   * ```
+   */
+  async rewrap(type: string, data: Uint8Array | string, row: ValueRow): Promise<[string, Uint8Array] | undefined> {
+    if (this.#isCurrent(type, data)) return undefined;
+    const opened = this.#open(type, data, row);
+    if (opened.plaintext) {
+      const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+      return this.#seal(type, bytes, row);
+    }
+    return this.#seal(opened.innerType, opened.plain, row);
+  }
+
+  /** The type tag prefix and format byte of a value that needs no rewrap (what `reencrypt` selects against). */
+  get currentForm(): { typePrefix: string; format: number } {
+    return { typePrefix: `${ENCRYPTED_TYPE_PREFIX}${this.#current}:`, format: BOUND };
+  }
+
+  /** True when values that are not encrypted are read (the `allowPlaintext` option). */
+  get allowsPlaintext(): boolean {
+    return this.#allowPlaintext;
+  }
+
+  #isCurrent(type: string, data: Uint8Array | string): boolean {
+    return typeof type === "string" && type.startsWith(this.currentForm.typePrefix) && data instanceof Uint8Array && data[0] === BOUND;
+  }
+
+  async #serialize(data: unknown): Promise<[string, Uint8Array]> {
     const [innerType, plain] = await this.#inner.dumpsTyped(data);
     if (typeof innerType !== "string" || !(plain instanceof Uint8Array)) {
       throw new SerializationError("The inner serializer returned something other than [type, bytes]");
     }
+    return [innerType, plain];
+  }
+
+  #seal(innerType: string, plain: Uint8Array, row: ValueRow | undefined): [string, Uint8Array] {
     const id = this.#current;
+    const format = row ? BOUND : UNBOUND;
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv("aes-256-gcm", this.#keys.get(id)!, iv, { authTagLength: TAG_BYTES });
-    cipher.setAAD(aad(id, innerType));
+    cipher.setAAD(aad(format, id, innerType, row));
     const body = cipher.update(plain);
     const rest = cipher.final(); // empty for GCM, kept for form
     const out = new Uint8Array(1 + IV_BYTES + body.length + rest.length + TAG_BYTES);
-    out[0] = FORMAT_VERSION;
+    out[0] = format;
     out.set(iv, 1);
     out.set(body, 1 + IV_BYTES);
     out.set(rest, 1 + IV_BYTES + body.length);
@@ -140,16 +249,10 @@ export class EncryptedSerializer implements SerializerProtocol {
     return [`${ENCRYPTED_TYPE_PREFIX}${id}:${innerType}`, out];
   }
 
-  /**
-   * Decrypts a value written by {@link dumpsTyped} (under any configured key)
-   * and decodes it with the inner serializer. A wrong key, tampered bytes or
-   * tag, an unknown key id, or a plaintext value (unless `allowPlaintext`)
-   * throw {@link DeserializationError}.
-   */
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  async loadsTyped(type: string, data: Uint8Array | string): Promise<any> {
+  /** Decrypt (or accept plaintext, when allowed) a value read from `row` (undefined: no row known). */
+  #open(type: string, data: Uint8Array | string, row: ValueRow | undefined): { plaintext: true } | { plaintext: false; innerType: string; plain: Uint8Array } {
     if (typeof type !== "string" || !type.startsWith(ENCRYPTED_TYPE_PREFIX)) {
-      if (this.#allowPlaintext) return this.#inner.loadsTyped(type, data);
+      if (this.#allowPlaintext) return { plaintext: true };
       throw new DeserializationError(
         `Refusing an unencrypted value (type ${JSON.stringify(String(type).slice(0, 40))}): encryption is on. ` +
           "Set allowPlaintext: true only to read rows written before encryption was enabled.",
@@ -163,26 +266,34 @@ export class EncryptedSerializer implements SerializerProtocol {
     if (!key) throw new DeserializationError(`Value encrypted under key ${JSON.stringify(id)}, which is not configured (keep old keys in "keys")`);
     if (!(data instanceof Uint8Array)) throw new DeserializationError("Encrypted data must be bytes");
     if (data.length < 1 + IV_BYTES + TAG_BYTES) throw new DeserializationError("Encrypted data is truncated");
-    if (data[0] !== FORMAT_VERSION) throw new DeserializationError(`Unknown encryption format version ${data[0]}`);
-    let plain: Buffer;
+    const format = data[0];
+    if (format !== UNBOUND && format !== BOUND) throw new DeserializationError(`Unknown encryption format version ${format}`);
+    if (format === BOUND && !row) {
+      throw new DeserializationError("This value is bound to the row that stores it: read it through the saver (loadsTypedForRow), not loadsTyped");
+    }
+    if (format === UNBOUND && row && !this.#allowUnbound) {
+      throw new DeserializationError("Refusing a value not bound to its row (written before row binding, or moved here): allowUnbound is false");
+    }
     try {
       const decipher = createDecipheriv("aes-256-gcm", key, data.subarray(1, 1 + IV_BYTES), { authTagLength: TAG_BYTES });
-      decipher.setAAD(aad(id, innerType));
+      decipher.setAAD(aad(format, id, innerType, format === BOUND ? row : undefined));
       decipher.setAuthTag(data.subarray(data.length - TAG_BYTES));
       const body = decipher.update(data.subarray(1 + IV_BYTES, data.length - TAG_BYTES));
       const rest = decipher.final();
-      plain = rest.length === 0 ? body : Buffer.concat([body, rest]);
+      return { plaintext: false, innerType, plain: rest.length === 0 ? body : Buffer.concat([body, rest]) };
     } catch (cause) {
-      throw new DeserializationError(`Could not decrypt a value under key ${JSON.stringify(id)}: wrong key, or the data or its type tag were altered`, {
-        cause,
-      });
+      throw new DeserializationError(
+        `Could not decrypt a value under key ${JSON.stringify(id)}: wrong key, or the data or its type tag were altered` +
+          (format === BOUND ? ", or it was moved from another row" : ""),
+        { cause },
+      );
     }
-    return this.#inner.loadsTyped(innerType, plain);
   }
 }
 
-function aad(id: string, innerType: string): Buffer {
-  return Buffer.from(`${AAD_LABEL}\u0000${id}\u0000${innerType}`, "utf8");
+function aad(format: typeof UNBOUND | typeof BOUND, id: string, innerType: string, row: ValueRow | undefined): Buffer {
+  const base = `${AAD_LABEL[format]}\u0000${id}\u0000${innerType}`;
+  return Buffer.from(row ? `${base}\u0000${rowIdentity(row)}` : base, "utf8");
 }
 
 /** A private copy of the key: later changes to the caller's buffer do not affect it. */

@@ -12,6 +12,7 @@ export type CheckpointerErrorCode =
   | "SCHEMA_TOO_NEW"
   | "MIGRATION_FAILED"
   | "CHECKPOINT_CONFLICT"
+  | "CHECKPOINT_PARENT_MISSING"
   | "SERIALIZATION_FAILED"
   | "DESERIALIZATION_FAILED"
   | "DATABASE_ERROR"
@@ -19,7 +20,9 @@ export type CheckpointerErrorCode =
   | "UPCASTER_MISSING"
   | "STATE_VERSION_TOO_NEW"
   | "ADOPTION_REQUIRED"
-  | "ADOPTION_ROLLED_BACK";
+  | "ADOPTION_ROLLED_BACK"
+  | "HISTORY_CORRUPT"
+  | "UNSAFE_SCHEMA";
 
 /**
  * Base class of every error thrown by this package.
@@ -62,6 +65,35 @@ export class InvalidInputError extends CheckpointerError {
 }
 
 /**
+ * A value, or everything one statement would carry, is larger than the saver
+ * accepts: a single serialized value above `maxValueBytes`, or a whole `put` /
+ * `putWrites` above what Postgres takes in one message (1 GiB, less 1 MiB
+ * kept for keys and framing). Found after serialization and before any SQL;
+ * nothing was written. Not retryable: the same input fails the same way.
+ * `largest` names the biggest parts (channels, writes), largest first.
+ *
+ * @example
+ * ```ts
+ * try { await saver.put(config, checkpoint, metadata, versions); }
+ * catch (e) { if (e instanceof PayloadTooLargeError) console.error(e.largest.map((p) => `${p.name}: ${p.bytes}`)); }
+ * ```
+ */
+export class PayloadTooLargeError extends InvalidInputError {
+  /** Serialized size of the value, or of the whole statement's payload. */
+  readonly bytes: number;
+  /** The limit it exceeded. */
+  readonly limit: number;
+  /** The largest parts, largest first (at most 5). */
+  readonly largest: { name: string; bytes: number }[];
+  constructor(field: string, problem: string, info: { bytes: number; limit: number; largest: { name: string; bytes: number }[] }) {
+    super(field, problem);
+    this.bytes = info.bytes;
+    this.limit = info.limit;
+    this.largest = info.largest;
+  }
+}
+
+/**
  * Bad options passed to a constructor or a plain function (`migrate`, `prune`, ...).
  *
  * @example
@@ -78,6 +110,20 @@ export class InvalidOptionsError extends CheckpointerError {
 }
 
 /**
+ * A migration as people see it: the number its file starts with (`0005` for
+ * migrations/0005_heads_table.sql), from its 1-based position (6). Versions,
+ * levels and counts in code stay 1-based; messages show file numbers.
+ *
+ * @example
+ * ```ts
+ * migrationNumber(7); // "0006"
+ * ```
+ */
+export function migrationNumber(version: number): string {
+  return String(Math.max(version - 1, 0)).padStart(4, "0");
+}
+
+/**
  * The target schema lacks some or all of this package's migrations. The saver
  * never runs DDL on its own: run `migrate()` (or `saver.setup()`) first.
  *
@@ -88,12 +134,15 @@ export class InvalidOptionsError extends CheckpointerError {
  */
 export class SchemaNotMigratedError extends CheckpointerError {
   readonly schema: string;
+  /** How many migrations the schema has (`0004_pending_tasks` applied last: 5). */
   readonly appliedVersion: number;
+  /** How many this code ships (7 when its last is `0006_unversioned_values`). */
   readonly requiredVersion: number;
   constructor(schema: string, appliedVersion: number, requiredVersion: number, options?: { cause?: unknown }) {
     super(
       "SCHEMA_NOT_MIGRATED",
-      `Schema "${schema}" is at checkpointer migration ${appliedVersion}, this code needs ${requiredVersion}. ` +
+      `Schema "${schema}" ${appliedVersion > 0 ? `is at checkpointer migration ${migrationNumber(appliedVersion)}` : "has no checkpointer migration"}, ` +
+        `this code needs migrations up to ${migrationNumber(requiredVersion)}. ` +
         `Run the migrations first: \`npx langgraph-checkpoint-pg migrate --schema ${JSON.stringify(schema)}\`, ` +
         "`await migrate({ pool, schema })` in a deploy step, or `await saver.setup()`.",
       options,
@@ -115,19 +164,22 @@ export class SchemaNotMigratedError extends CheckpointerError {
  */
 export class SchemaTooNewError extends CheckpointerError {
   readonly schema: string;
+  /** How many migrations the schema has (counting from 1: migration `0007` is 8). */
   readonly appliedVersion: number;
+  /** How many this code ships (7 when its last is `0006_unversioned_values`). */
   readonly knownVersion: number;
   /**
    * The oldest code level the schema's newer migrations work with (see
-   * src/compat.ts): this code is below it. Equal to `appliedVersion` when a
-   * newer migration did not record one.
+   * src/compat.ts; a level counts migrations: code at level 7 knows `0000` to
+   * `0006`): this code is below it. Equal to `appliedVersion` when a newer
+   * migration did not record one.
    */
   readonly compatibleFrom: number;
   constructor(schema: string, appliedVersion: number, knownVersion: number, compatibleFrom = appliedVersion, options?: { cause?: unknown }) {
     super(
       "SCHEMA_TOO_NEW",
-      `Schema "${schema}" is at checkpointer migration ${appliedVersion}, newer than this code knows (${knownVersion}), ` +
-        `and works only with code at migration level ${compatibleFrom} or later: this code refuses to use it. ` +
+      `Schema "${schema}" is at checkpointer migration ${migrationNumber(appliedVersion)}, newer than this code knows (${migrationNumber(knownVersion)}), ` +
+        `and works only with code that knows migration ${migrationNumber(compatibleFrom)} or later: this code refuses to use it. ` +
         "Upgrade the package; never point older code at a newer schema.",
       options,
     );
@@ -135,6 +187,37 @@ export class SchemaTooNewError extends CheckpointerError {
     this.appliedVersion = appliedVersion;
     this.knownVersion = knownVersion;
     this.compatibleFrom = compatibleFrom;
+  }
+}
+
+/**
+ * The schema holds, or lets other roles create, what would run with the
+ * migrating role's rights. Nothing was changed. `roles` are the untrusted
+ * roles found (`PUBLIC` for everyone); `findings` say what each one can do.
+ *
+ * @example
+ * ```ts
+ * try { await migrate({ pool, schema: "public" }); }
+ * catch (e) { if (e instanceof UnsafeSchemaError) console.error(e.schema, e.roles, e.findings); }
+ * ```
+ */
+export class UnsafeSchemaError extends CheckpointerError {
+  readonly schema: string;
+  readonly roles: string[];
+  readonly findings: string[];
+  constructor(schema: string, migratingRole: string, findings: { text: string; role: string }[]) {
+    const roles = [...new Set(findings.map((f) => f.role))];
+    const creators = findings.some((f) => f.text.includes("may CREATE"));
+    super(
+      "UNSAFE_SCHEMA",
+      `Refusing to migrate schema "${schema}": ${findings.map((f) => f.text).join("; ")}. ` +
+        `Their code would run with the rights of ${JSON.stringify(migratingRole)}, the migrating role. ` +
+        (creators ? `Revoke it (e.g. REVOKE CREATE ON SCHEMA ${JSON.stringify(schema)} FROM PUBLIC), or ` : "") +
+        "migrate as the role that owns these objects, or have them reviewed and reassigned (ALTER ... OWNER TO). Nothing was changed.",
+    );
+    this.schema = schema;
+    this.roles = roles;
+    this.findings = findings.map((f) => f.text);
   }
 }
 
@@ -231,7 +314,7 @@ export class AdoptionRolledBackError extends CheckpointerError {
   }
 }
 
-export type ConflictReason = "head-moved" | "run-in-progress" | "parent-missing";
+export type ConflictReason = "head-moved" | "run-in-progress";
 
 /**
  * A `put` in `lineage: "linear"` mode whose parent is not the lineage's
@@ -255,9 +338,7 @@ export class CheckpointConflictError extends CheckpointerError {
    * `head-moved`: another writer advanced the lineage first.
    * `run-in-progress`: the head is right, but another run has unfinished steps
    * on it; a new run (input or state update) must wait for it.
-   * `parent-missing`: the parent was deleted (deleteThread, prune) under the
-   * run; in either lineage mode, since the new checkpoint would inherit values
-   * that are gone.
+   * (A parent that is not stored is not a conflict: see {@link CheckpointParentMissingError}.)
    */
   readonly reason: ConflictReason;
   constructor(info: {
@@ -273,9 +354,7 @@ export class CheckpointConflictError extends CheckpointerError {
       `Checkpoint conflict on thread ${JSON.stringify(info.threadId)} namespace ${JSON.stringify(info.checkpointNs)}: ` +
         (reason === "run-in-progress"
           ? `another run has unfinished steps on the head ${info.actualHead}. `
-          : reason === "parent-missing"
-            ? `the parent ${info.expectedParent} no longer exists (the thread was deleted or pruned). `
-            : `the put expected parent ${info.expectedParent ?? "(none: a root)"} but the head is ${info.actualHead ?? "(none)"}. `) +
+          : `the put expected parent ${info.expectedParent ?? "(none: a root)"} but the head is ${info.actualHead ?? "(none)"}. `) +
         "Nothing was written. Retry when the other run is done.",
       { retryable: true },
     );
@@ -288,17 +367,109 @@ export class CheckpointConflictError extends CheckpointerError {
 }
 
 /**
- * A value could not be encoded (e.g. a function or a class instance the
- * serializer does not know). Nothing was written.
+ * A walk over a thread's parent links found them broken: a cycle (a
+ * checkpoint is its own ancestor) or, where the walk needs it, a parent that
+ * does not exist. Only a corrupted or hand-edited row does this; the walk
+ * stops (it never runs on), and nothing was changed. Not retryable.
  *
  * @example
  * ```ts
- * await serde.dumpsTyped({ f: () => 1 }); // throws SerializationError
+ * catch (e) { if (e instanceof HistoryCorruptError) console.error(e.threadId, e.checkpointId, e.reason); }
+ * ```
+ */
+export class HistoryCorruptError extends CheckpointerError {
+  readonly threadId: string;
+  readonly checkpointNs: string;
+  /** Where the walk stopped: a checkpoint on the cycle, or the one whose parent is missing. */
+  readonly checkpointId: string;
+  readonly reason: "cycle" | "missing-parent";
+  constructor(info: { threadId: string; checkpointNs: string; checkpointId: string; reason: "cycle" | "missing-parent"; operation: string }) {
+    super(
+      "HISTORY_CORRUPT",
+      `${info.operation}: the parent links of thread ${JSON.stringify(info.threadId)} namespace ${JSON.stringify(info.checkpointNs)} are broken at checkpoint ` +
+        `${JSON.stringify(info.checkpointId)}: ${info.reason === "cycle" ? "they form a cycle" : "its parent does not exist"}. ` +
+        "A row was changed by hand or corrupted; see its rows with `langgraph-checkpoint-pg export <thread>`.",
+    );
+    this.threadId = info.threadId;
+    this.checkpointNs = info.checkpointNs;
+    this.checkpointId = info.checkpointId;
+    this.reason = info.reason;
+  }
+}
+
+/**
+ * A `put` named a parent checkpoint that is not stored, and the checkpoint
+ * cannot stand without it. Nothing was written. Not retryable:
+ * `withConflictRetry` rethrows it at once.
+ *
+ * - Branch mode accepts an unknown parent as long as every channel value the
+ *   new checkpoint refers to (`channel_versions`) is written by the put or
+ *   already stored; `missing` lists the ones that are gone (the thread was
+ *   deleted, or pruned, under a running graph).
+ * - Linear mode needs the parent to be the lineage's head, so an unknown
+ *   parent is refused even when no value is missing (`missing` may be empty).
+ *
+ * @example
+ * ```ts
+ * try { await graph.invoke(null, config); }
+ * catch (e) { if (e instanceof CheckpointParentMissingError) console.log(e.parentCheckpointId, e.missing); }
+ * ```
+ */
+export class CheckpointParentMissingError extends CheckpointerError {
+  readonly threadId: string;
+  readonly checkpointNs: string;
+  /** The id of the checkpoint that was refused. */
+  readonly checkpointId: string;
+  /** The parent the put named, which is not stored. */
+  readonly parentCheckpointId: string;
+  /** The channel values the checkpoint refers to that are not stored, as `{ channel, version }`. */
+  readonly missing: ReadonlyArray<{ channel: string; version: string }>;
+  constructor(info: {
+    threadId: string;
+    checkpointNs: string;
+    checkpointId: string;
+    parentCheckpointId: string;
+    missing: ReadonlyArray<{ channel: string; version: string }>;
+  }) {
+    const shown = info.missing.slice(0, 10).map((m) => `${JSON.stringify(m.channel)}@${m.version}`);
+    if (info.missing.length > shown.length) shown.push(`and ${info.missing.length - shown.length} more`);
+    super(
+      "CHECKPOINT_PARENT_MISSING",
+      `Checkpoint ${info.checkpointId} on thread ${JSON.stringify(info.threadId)} namespace ${JSON.stringify(info.checkpointNs)} ` +
+        `names parent ${info.parentCheckpointId}, which is not stored` +
+        (info.missing.length > 0
+          ? `, and refers to channel values that are not stored either: ${shown.join(", ")} (the thread was deleted or pruned under the run?). `
+          : "; linear lineage needs the parent to be the head. ") +
+        "Nothing was written.",
+    );
+    this.threadId = info.threadId;
+    this.checkpointNs = info.checkpointNs;
+    this.checkpointId = info.checkpointId;
+    this.parentCheckpointId = info.parentCheckpointId;
+    this.missing = info.missing;
+  }
+}
+
+/**
+ * A value could not be encoded (a function as the whole value, nesting deeper
+ * than the serializer allows; in strict mode anything that would not come back
+ * exactly, such as a class instance). Nothing was written.
+ *
+ * @example
+ * ```ts
+ * await new MsgpackSerializer({ strict: true }).dumpsTyped({ link: new URL("https://x.dev") });
+ * // throws SerializationError, path "$.link"
  * ```
  */
 export class SerializationError extends CheckpointerError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super("SERIALIZATION_FAILED", message, options);
+  /** The saver input that held the value, e.g. `put checkpoint.channel_values["messages"]` (set by the saver). */
+  readonly field: string | undefined;
+  /** Where inside the value, e.g. `$.items[2].link`, when the serializer could tell. */
+  readonly path: string | undefined;
+  constructor(message: string, options?: { cause?: unknown; field?: string; path?: string }) {
+    super("SERIALIZATION_FAILED", options?.field === undefined ? message : `${options.field}: ${message}`, { cause: options?.cause });
+    this.field = options?.field;
+    this.path = options?.path;
   }
 }
 
@@ -318,9 +489,12 @@ export class DeserializationError extends CheckpointerError {
 }
 
 /**
- * A database operation failed. `cause` is the driver error (with `code`, the
- * SQLSTATE); `sqlState` repeats it. `retryable` is true for connection loss,
- * serialization failures, deadlocks and timeouts.
+ * A database operation failed. `cause` is the driver error; `sqlState` is the
+ * SQLSTATE the server sent (undefined for a socket or client-side failure,
+ * whose Node `code` stays on `cause`). `retryable` follows
+ * {@link isRetryable}'s table: connection loss, a server that cannot take
+ * writes now (shutdown, restart, failover, read-only), serialization failures,
+ * deadlocks and timeouts.
  *
  * @example
  * ```ts
@@ -330,43 +504,201 @@ export class DeserializationError extends CheckpointerError {
 export class DatabaseOperationError extends CheckpointerError {
   readonly operation: string;
   readonly sqlState: string | undefined;
-  constructor(operation: string, cause: unknown) {
+  /**
+   * @param options.retryable overrides the classification of `cause`, for
+   * failures this package detects itself (e.g. a head that kept moving).
+   */
+  constructor(operation: string, cause: unknown, options?: { retryable?: boolean }) {
     const sqlState = sqlStateOf(cause);
-    super(
-      "DATABASE_ERROR",
-      `${operation} failed: ${sqlState ? `SQLSTATE ${sqlState}` : "connection error"}` +
-        (cause instanceof Error && !sqlState ? ` (${cause.message.split("\n")[0]})` : ""),
-      { cause, retryable: isRetryable(cause) },
-    );
+    const failure = classify(cause);
+    const code = sqlState ? undefined : socketCodeOf(cause);
+    const detail = cause instanceof Error ? cause.message.split("\n")[0] : "unknown error";
+    const what = sqlState ? `SQLSTATE ${sqlState}` : failure.connection ? `connection error${code ? ` ${code}` : ""} (${detail})` : detail;
+    super("DATABASE_ERROR", `${operation} failed: ${what}`, { cause, retryable: options?.retryable ?? failure.retryable });
     this.operation = operation;
     this.sqlState = sqlState;
   }
 }
 
-/** The SQLSTATE of a driver error, if it has one. */
-export function sqlStateOf(err: unknown): string | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
-}
-
-// Class 08 connection exceptions, 40001 serialization failure, 40P01 deadlock,
-// 57P01-57P03 admin shutdown / crash / cannot connect now, 53300 too many connections,
-// 57014 query_canceled (statement_timeout), 55P03 lock_not_available (lock_timeout).
-const RETRYABLE_SQLSTATE = /^(08...|40001|40P01|57P0[123]|53300|57014|55P03)$/;
+const SQLSTATE = /^[0-9A-Z]{5}$/;
 
 /**
- * Whether repeating an operation that failed with `err` may succeed: the one
- * rule behind every error's `retryable` flag.
+ * The SQLSTATE of an error the server sent, if it is one. Only a driver
+ * `DatabaseError` (pg's, another copy of pg's, PGlite's: each carries the
+ * server's `severity`) has one; a Node socket error's `code` (`EPIPE`,
+ * `EBADF`...) has the same shape and is not a SQLSTATE.
  *
  * @example
  * ```ts
- * if (isRetryable(err)) await retryLater();
+ * if (sqlStateOf(err) === "23505") throw new ThreadExistsError(threadId, { cause: err });
+ * ```
+ */
+export function sqlStateOf(err: unknown): string | undefined {
+  if (typeof err !== "object" || err === null) return undefined;
+  const e = err as { code?: unknown; severity?: unknown; errno?: unknown; syscall?: unknown };
+  if (typeof e.code !== "string" || !SQLSTATE.test(e.code)) return undefined;
+  return typeof e.severity === "string" && e.errno === undefined && e.syscall === undefined ? e.code : undefined;
+}
+
+/**
+ * SQLSTATEs worth retrying. `drop`: the connection (and, for a server-wide
+ * event, every connection made before it) must not be reused.
+ */
+const RETRYABLE_SQLSTATES: ReadonlyArray<readonly [pattern: RegExp, drop: boolean]> = [
+  // Class 08, connection exception (PgBouncer sends 08P01 for its own timeouts and lost servers).
+  [/^08...$/, true],
+  // read_only_sql_transaction: a standby, or a primary being switched over.
+  [/^25006$/, true],
+  // admin_shutdown (also pg_terminate_backend), crash_shutdown, cannot_connect_now (starting, stopping, promoting).
+  [/^57P0[123]$/, true],
+  // idle_session_timeout, idle_in_transaction_session_timeout: this session ended, the server is fine.
+  [/^(57P05|25P03)$/, false],
+  // serialization_failure, deadlock_detected (both also for conflicts with recovery on a standby),
+  // query_canceled (statement_timeout, a cancel, recovery conflicts), lock_not_available (lock_timeout),
+  // too_many_connections.
+  [/^(40001|40P01|57014|55P03|53300)$/, false],
+];
+
+/** Node socket error codes of a connection that failed or went away. */
+const SOCKET_CODES = new Set([
+  "ECONNRESET",
+  "ECONNREFUSED",
+  "ECONNABORTED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "EHOSTDOWN",
+  "ENETUNREACH",
+  "ENETDOWN",
+  "ENETRESET",
+  "ENOTCONN",
+  "EAI_AGAIN",
+  "ERR_STREAM_DESTROYED",
+  "ERR_STREAM_WRITE_AFTER_END",
+]);
+
+/**
+ * pg's own errors for a lost or silent connection carry no code, only these
+ * messages (pg 8: client.js, pg-pool). Matched exactly; anything else without
+ * a SQLSTATE or a socket code is not retryable.
+ */
+const CONNECTION_MESSAGES = new Set([
+  "Connection terminated unexpectedly",
+  "Connection terminated",
+  "Connection terminated due to connection timeout",
+  "Query read timeout",
+  "timeout expired",
+  "Client has encountered a connection error and is not queryable",
+]);
+
+/** pg-pool's "no free client in time": retryable, but says nothing about the server. */
+const POOL_WAIT_TIMEOUT = "timeout exceeded when trying to connect";
+
+/** The Node socket error code of `err` or of an error it wraps. */
+function socketCodeOf(err: unknown): string | undefined {
+  for (const e of chain(err)) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && SOCKET_CODES.has(code)) return code;
+  }
+  return undefined;
+}
+
+/** `err`, the errors it wraps (`cause`), and an AggregateError's members (a host with several addresses). */
+function* chain(err: unknown, depth = 0): Generator<object> {
+  if (typeof err !== "object" || err === null || depth > 5) return;
+  yield err;
+  const { cause, errors } = err as { cause?: unknown; errors?: unknown };
+  yield* chain(cause, depth + 1);
+  if (Array.isArray(errors)) for (const member of errors) yield* chain(member, depth + 1);
+}
+
+/**
+ * The `cause` of a retryable {@link DatabaseOperationError}: Postgres
+ * committed locally but its synchronous standby had not confirmed the commit
+ * (the wait for it was canceled, e.g. by `pg_cancel_backend`; the server only
+ * warns). Such a commit may be missing after a failover, so it is not reported
+ * as a success; repeating the write is safe.
+ *
+ * @example
+ * ```ts
+ * catch (e) { if (e instanceof DatabaseOperationError && e.cause instanceof UnconfirmedCommitError) metrics.unconfirmed++; }
+ * ```
+ */
+export class UnconfirmedCommitError extends Error {
+  constructor() {
+    super("the commit was not confirmed by the synchronous standby (the wait for it was canceled); it may not survive a failover");
+    this.name = "UnconfirmedCommitError";
+  }
+}
+
+/** What a failure means for a retry and for the connection it happened on. */
+export interface FailureClass {
+  /** Repeating the operation later may succeed. */
+  retryable: boolean;
+  /** No answer from the server: the link or the connection failed (or none was free in time). */
+  connection: boolean;
+  /**
+   * The connection, and the server or link behind it, cannot be trusted: drop
+   * it, and do not reuse connections opened before it either.
+   */
+  connectionLost: boolean;
+}
+
+/** See {@link isRetryable}; also says whether the connection behind the failure is done for. */
+export function classify(err: unknown): FailureClass {
+  const none = { retryable: false, connection: false, connectionLost: false };
+  if (err instanceof DatabaseOperationError) return { ...classify(err.cause), retryable: err.retryable };
+  if (err instanceof CheckpointerError) return { ...none, retryable: err.retryable };
+  if (err instanceof UnconfirmedCommitError) return { ...none, retryable: true };
+  for (const e of chain(err)) {
+    const state = sqlStateOf(e);
+    if (state) {
+      const rule = RETRYABLE_SQLSTATES.find(([pattern]) => pattern.test(state));
+      return rule ? { retryable: true, connection: false, connectionLost: rule[1] } : none;
+    }
+  }
+  const lost = { retryable: true, connection: true, connectionLost: true };
+  if (socketCodeOf(err)) return lost;
+  for (const e of chain(err)) {
+    const message = (e as { message?: unknown }).message;
+    if (typeof message !== "string") continue;
+    if (CONNECTION_MESSAGES.has(message)) return lost;
+    if (message === POOL_WAIT_TIMEOUT) return { retryable: true, connection: true, connectionLost: false };
+  }
+  return none;
+}
+
+/**
+ * True when repeating the failed operation later may succeed: the one rule
+ * every retry in and around this package follows. For this package's errors it
+ * is their `retryable` flag; for driver errors (what `cause` holds, or what a
+ * pool you use directly throws) it is decided by the SQLSTATE the server sent,
+ * else by the Node socket code, else by pg's connection-loss messages:
+ *
+ * | SQLSTATE or code | meaning | retryable |
+ * |---|---|---|
+ * | `08xxx` | connection exception | yes |
+ * | `25006` | read-only transaction: a standby, or a primary being switched over | yes |
+ * | `57P01` `57P02` `57P03` | shutdown, crash, cannot connect now (starting, promoting) | yes |
+ * | `57P05` `25P03` | idle session / idle-in-transaction timeout | yes |
+ * | `40001` `40P01` | serialization failure, deadlock (also recovery conflicts) | yes |
+ * | `57014` `55P03` | statement canceled or timed out, lock timeout | yes |
+ * | `53300` | too many connections | yes |
+ * | `ECONNRESET` `ECONNREFUSED` `EPIPE` `ETIMEDOUT` `EHOSTUNREACH` ... | socket errors | yes |
+ * | pg: `Connection terminated`, `Query read timeout`, connection or pool timeout | no answer in time | yes |
+ * | anything else (`23505`, `42501`, `ENOTFOUND`, TLS and password errors...) | | no |
+ *
+ * A retry is safe: a re-put of the same checkpoint is accepted once, and
+ * writes are idempotent per (task, idx).
+ *
+ * @example
+ * ```ts
+ * for (let attempt = 1; ; attempt++) {
+ *   try { return await graph.invoke(input, config); }
+ *   catch (err) { if (!isRetryable(err) || attempt === 10) throw err; await sleep(100 * 2 ** attempt); }
+ * }
  * ```
  */
 export function isRetryable(err: unknown): boolean {
-  if (err instanceof CheckpointerError) return err.retryable;
-  const state = sqlStateOf(err);
-  if (state) return RETRYABLE_SQLSTATE.test(state);
-  // No SQLSTATE: a socket-level failure (ECONNRESET, ECONNREFUSED, "Connection terminated").
-  return err instanceof Error;
+  return classify(err).retryable;
 }

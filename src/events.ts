@@ -36,7 +36,21 @@ export type SaverEvent =
       checkpointId: string;
       expectedParent: string | undefined;
       actualHead: string | undefined;
-      reason: "head-moved" | "run-in-progress" | "parent-missing";
+      reason: "head-moved" | "run-in-progress";
+      durationMs: number;
+    }
+  | {
+      /**
+       * A put was refused because its parent is not stored and the checkpoint
+       * cannot stand without it (see `CheckpointParentMissingError`).
+       */
+      type: "parentMissing";
+      threadId: string;
+      checkpointNs: string;
+      checkpointId: string;
+      parentCheckpointId: string;
+      /** Channel values the checkpoint refers to that are not stored (empty: linear mode refused the unknown parent itself). */
+      missing: { channel: string; version: string }[];
       durationMs: number;
     }
   | {
@@ -58,6 +72,18 @@ export type SaverEvent =
       toVersion: number;
       dryRun: boolean;
       durationMs: number;
+    }
+  | {
+      /**
+       * Linear mode: a run's put or putWrites failed, and the run lease it held
+       * on the lineage's head was released, so new input is accepted at once.
+       */
+      type: "leaseReleased";
+      threadId: string;
+      checkpointNs: string;
+      checkpointId: string;
+      /** 1 when released right after the failure; more when it had to be retried. */
+      attempts: number;
     }
   | {
       /** A pooled connection failed while idle; the pool replaces it. */
@@ -89,15 +115,88 @@ export type SaverEvent =
       codeVersion: number;
     };
 
-export type EventHandler = (event: SaverEvent) => void;
+/** Receives structured events. May be async: a rejected promise is contained like a throw. */
+export type EventHandler = (event: SaverEvent) => unknown;
+
+/** Which callback failed, for {@link HandlerErrorHandler}. */
+export interface HandlerErrorInfo {
+  /** The option the failing callback was passed as. */
+  handler: "onEvent" | "onProgress";
+  /** For `onEvent`: the type of the event it failed on. */
+  event?: SaverEvent["type"];
+}
+
+/**
+ * Receives every error an `onEvent` / `onProgress` callback throws or rejects
+ * with (option `onHandlerError`). Without it, the first error of each callback
+ * is printed on stderr (as a process warning) and later ones are not.
+ * Either way the operation's outcome is unchanged.
+ *
+ * @example
+ * ```ts
+ * new PostgresSaver(pool, { onEvent: sendToTracer, onHandlerError: (err, { event }) => log.error({ err, event }, "tracer failed") });
+ * ```
+ */
+export type HandlerErrorHandler = (error: unknown, info: HandlerErrorInfo) => unknown;
+
+/** Callbacks whose failure was already printed: each is reported once, not once per event. */
+const warned = new WeakSet<object>();
+
+function isThenable(x: unknown): x is PromiseLike<unknown> {
+  return x !== null && (typeof x === "object" || typeof x === "function") && typeof (x as { then?: unknown }).then === "function";
+}
+
+/** Run `fn`; whatever it throws or rejects with goes to `fail`, never into the caller or the process. */
+function contain(fn: () => unknown, fail: (error: unknown) => void): void {
+  try {
+    const result = fn();
+    if (isThenable(result)) result.then(undefined, fail);
+  } catch (error) {
+    fail(error);
+  }
+}
+
+function warnOnce(callback: object, name: string, error: unknown, info: HandlerErrorInfo): void {
+  if (warned.has(callback)) return;
+  warned.add(callback);
+  const where = info.event ? ` on a "${info.event}" event` : "";
+  process.emitWarning(
+    `${name} handler failed${where}: ${String(error)}. The operation was not affected; further failures of this handler are not reported ` +
+      "(pass onHandlerError to receive each one).",
+    "CheckpointerHandlerWarning",
+  );
+}
+
+/**
+ * Wrap a user callback (`onEvent`, `onProgress`) so that nothing it does,
+ * throwing or returning a rejected promise, reaches the operation or crashes
+ * the process: failures go to `onHandlerError`, else once to stderr.
+ *
+ * @example
+ * ```ts
+ * const onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
+ * onEvent?.({ type: "connectionError", message: "..." }); // never throws
+ * ```
+ */
+export function guard<A extends [unknown?]>(
+  callback: ((...args: A) => unknown) | undefined,
+  name: HandlerErrorInfo["handler"],
+  onHandlerError: HandlerErrorHandler | undefined,
+): ((...args: A) => void) | undefined {
+  if (!callback) return undefined;
+  return (...args: A) =>
+    contain(
+      () => callback(...args),
+      (error) => {
+        const event = (args[0] as { type?: unknown } | undefined)?.type;
+        const info: HandlerErrorInfo = name === "onEvent" && typeof event === "string" ? { handler: name, event: event as SaverEvent["type"] } : { handler: name };
+        if (onHandlerError) contain(() => onHandlerError(error, info), (e) => warnOnce(onHandlerError, "onHandlerError", e, info));
+        else warnOnce(callback, name, error, info);
+      },
+    );
+}
 
 /** Call the handler, never letting a handler bug break a checkpoint operation. */
 export function emit(handler: EventHandler | undefined, event: SaverEvent): void {
-  if (!handler) return;
-  try {
-    handler(event);
-  } catch (err) {
-    // Not silent: a broken handler surfaces as a process warning.
-    process.emitWarning(`onEvent handler threw on a "${event.type}" event: ${String(err)}`, "CheckpointerEventWarning");
-  }
+  if (handler) guard(handler, "onEvent", undefined)!(event);
 }

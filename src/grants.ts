@@ -15,6 +15,14 @@ export interface GrantOptions {
   role: string;
   /** The saver's schema. Default `public`. */
   schema?: string;
+  /**
+   * Also revoke `TEMPORARY` on the current database from `PUBLIC`. Every role
+   * holds it through `PUBLIC` by default, so revoking it from the role alone
+   * changes nothing until this is done; it affects every role that has no
+   * grant of its own (grant it back to those that need temporary tables).
+   * Needs the database owner or a superuser. Default false.
+   */
+  revokePublicTemp?: boolean;
 }
 
 /**
@@ -22,10 +30,15 @@ export interface GrantOptions {
  * `putWrites`, `getTuple`, `list`, `deleteThread`, `getDeltaChannelHistory`,
  * pruning) and nothing more: `USAGE` on the schema, `SELECT, INSERT, UPDATE,
  * DELETE` on the four tables, and `SELECT` on `checkpointer_migrations` (the
- * saver checks the schema version once). No `CREATE`, `TRUNCATE`,
- * `REFERENCES` or `TRIGGER`: the role cannot change the schema, so it cannot
- * migrate either - run migrations as the owner, then run these as the owner.
- * Idempotent. Run them again after a release whose migrations add a table.
+ * saver checks the schema version once). It then revokes what the role does
+ * not need and may hold from an earlier grant: `CREATE` on the schema,
+ * `TRUNCATE`, `REFERENCES` and `TRIGGER` on the tables, and `TEMPORARY` on
+ * the database (also from `PUBLIC` with `revokePublicTemp`). The role cannot
+ * change the schema, so it cannot migrate either - run migrations as the
+ * owner, then run these as the owner. What stays (README, "Least privilege"):
+ * `LOCK TABLE` in any mode on the tables, which Postgres allows to any role
+ * that may UPDATE or DELETE them. Idempotent. Run them again after a release
+ * whose migrations add a table.
  *
  * @example
  * ```ts
@@ -37,15 +50,30 @@ export interface GrantOptions {
  */
 export function grantStatements(options: GrantOptions): string[] {
   if (options === null || typeof options !== "object") throw new InvalidOptionsError("options", "expected { role, schema? }");
+  if (options.revokePublicTemp !== undefined && typeof options.revokePublicTemp !== "boolean") {
+    throw new InvalidOptionsError("revokePublicTemp", "expected true or false");
+  }
   const schema = quoteIdent(checkSchemaName(options.schema ?? "public"));
-  const role = quoteIdent(checkRoleName(options.role));
+  const name = checkRoleName(options.role);
+  const role = quoteIdent(name);
   const tables = DATA_TABLES.map((t) => `${schema}.${t}`).join(", ");
+  // The database has no name in these statements (they run wherever they are piped): format() finds it.
+  const revokeTemp = (from: string | undefined) =>
+    `DO ${TAG} BEGIN EXECUTE pg_catalog.format('REVOKE TEMPORARY ON DATABASE %I FROM ${from === undefined ? "PUBLIC" : "%I"}', ` +
+    `pg_catalog.current_database()${from === undefined ? "" : `, '${from.replace(/'/g, "''")}'`}); END ${TAG}`;
   return [
     `GRANT USAGE ON SCHEMA ${schema} TO ${role}`,
     `GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE ${tables} TO ${role}`,
     `GRANT SELECT ON TABLE ${schema}.${MIGRATIONS_TABLE} TO ${role}`,
+    `REVOKE CREATE ON SCHEMA ${schema} FROM ${role}`,
+    `REVOKE TRUNCATE, REFERENCES, TRIGGER ON TABLE ${tables} FROM ${role}`,
+    revokeTemp(name),
+    ...(options.revokePublicTemp ? [revokeTemp(undefined)] : []),
   ];
 }
+
+/** Dollar-quote tag of the DO blocks; a role name may not contain it. */
+const TAG = "$lgcp_grants$";
 
 function checkRoleName(role: unknown): string {
   if (typeof role !== "string" || role === "") throw new InvalidOptionsError("role", "expected a non-empty role name");
@@ -54,5 +82,6 @@ function checkRoleName(role: unknown): string {
   if (bytes > 63) throw new InvalidOptionsError("role", `is ${bytes} bytes; Postgres identifiers hold at most 63`);
   // Quoted, "public" would name a (non-existent) role called public, not PUBLIC: refuse the confusion.
   if (role.toLowerCase() === "public") throw new InvalidOptionsError("role", "grant to a dedicated role, not PUBLIC");
+  if (role.includes(TAG)) throw new InvalidOptionsError("role", `must not contain ${TAG}`);
   return role;
 }

@@ -31,29 +31,37 @@ export { COMPATIBILITY, type MigrationCompatibility } from "./compat.js";
 export { MsgpackSerializer } from "./serde.js";
 export { EncryptedSerializer, ENCRYPTED_TYPE_PREFIX, type EncryptedSerializerOptions, type EncryptionKey } from "./encryption.js";
 export { grantStatements, type GrantOptions } from "./grants.js";
-export type { SaverEvent, EventHandler } from "./events.js";
+export { reencrypt, type ReencryptOptions, type ReencryptResult, type ReencryptCounts } from "./reencrypt.js";
+export type { ValueRow, RowBoundSerializer } from "./rowserde.js";
+export type { SaverEvent, EventHandler, HandlerErrorHandler, HandlerErrorInfo } from "./events.js";
 export { StateVersionError, type Upcaster, type UpcastFunction, type UpcastContext } from "./upcast.js";
-export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo } from "./embedded.js";
+export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo, type OpenEmbeddedOptions } from "./embedded.js";
 export type { PGliteLike } from "./db.js";
-export { withConflictRetry, type ConflictRetryOptions } from "./retry.js";
+export { withConflictRetry, withRetry, type ConflictRetryOptions, type WithRetryOptions } from "./retry.js";
 export {
   CheckpointerError,
   InvalidInputError,
+  PayloadTooLargeError,
   InvalidOptionsError,
   SchemaNotMigratedError,
   SchemaTooNewError,
   MigrationError,
+  UnsafeSchemaError,
   AdoptionRequiredError,
   AdoptionRolledBackError,
   CheckpointConflictError,
+  CheckpointParentMissingError,
   SerializationError,
   DeserializationError,
   DatabaseOperationError,
+  UnconfirmedCommitError,
+  HistoryCorruptError,
   isRetryable,
+  sqlStateOf,
   type CheckpointerErrorCode,
   type OfficialTables,
 } from "./errors.js";
-export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts } from "./prune.js";
+export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts, type PruneThreadCounts } from "./prune.js";
 export {
   migrationStatus,
   listThreads,

@@ -13,9 +13,11 @@
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { dbOf, type Db, type PGliteLike, type Row } from "./db.js";
-import { CheckpointerError, DatabaseOperationError, InvalidInputError, sqlStateOf } from "./errors.js";
+import { CheckpointerError, DatabaseOperationError, HistoryCorruptError, InvalidInputError, sqlStateOf } from "./errors.js";
 import { ADOPTION_TABLE, readAdoption, type AdoptionRecord } from "./adopt.js";
 import { MIGRATIONS_TABLE, assertSchemaCurrent, latestVersion, loadMigrations, schemaLevel } from "./migrate.js";
+import { decodeMetadata } from "./metadata.js";
+import { loadsForRow, type ValueRow } from "./rowserde.js";
 import { MsgpackSerializer } from "./serde.js";
 import { LIMITS, checkKey, checkSchemaName, quoteIdent } from "./validate.js";
 
@@ -139,25 +141,36 @@ function jsonSafe(value: unknown, depth: number): unknown {
   return Object.prototype.hasOwnProperty.call(obj, "$type") ? { $type: "object", value: entries } : entries;
 }
 
-/** Decode a stored value; never throws (an undecodable value is described, its bytes are kept elsewhere). */
-async function decodeStored(serde: SerializerProtocol, type: string, value: Uint8Array | null): Promise<{ ok: true; value: unknown } | { ok: false; error: string }> {
+/**
+ * Decode a value stored in `row`; never throws (an undecodable value is
+ * described, its bytes are kept elsewhere).
+ */
+async function decodeStored(
+  serde: SerializerProtocol,
+  type: string,
+  value: Uint8Array | null,
+  row: ValueRow,
+): Promise<{ ok: true; value: unknown } | { ok: false; error: string }> {
   if (type === "empty") return { ok: true, value: undefined };
   try {
-    return { ok: true, value: await serde.loadsTyped(type, value ?? new Uint8Array()) };
+    return { ok: true, value: await loadsForRow(serde, type, value ?? new Uint8Array(), row) };
   } catch (err) {
     return { ok: false, error: err instanceof Error ? err.message : String(err) };
   }
 }
 
-async function decodeSafe(serde: SerializerProtocol, type: string, value: Uint8Array | null): Promise<unknown> {
-  const d = await decodeStored(serde, type, value);
+async function decodeSafe(serde: SerializerProtocol, type: string, value: Uint8Array | null, row: ValueRow): Promise<unknown> {
+  const d = await decodeStored(serde, type, value, row);
   return d.ok ? toJsonSafe(d.value) : { $type: "undecodable", error: d.error };
 }
 
-async function decodeMetadataRow(serde: SerializerProtocol, json: unknown, raw: Uint8Array | null): Promise<unknown> {
-  if (!raw) return json;
-  const d = await decodeStored(serde, "msgpack", raw);
-  return d.ok ? d.value : json;
+/** `metadata_raw` is plain msgpack whatever the serializer (metadata is never encrypted): decoded as the saver does. */
+async function decodeMetadataRaw(json: unknown, raw: Uint8Array | null): Promise<{ ok: true; value: unknown } | { ok: false; error: string }> {
+  try {
+    return { ok: true, value: await decodeMetadata(json, raw) };
+  } catch (err) {
+    return { ok: false, error: err instanceof Error ? err.message : String(err) };
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -206,7 +219,7 @@ export async function migrationStatus(options: Omit<InspectOptions, "serde">): P
   const present = await run<{ name: string; ok: boolean }>(
     db,
     "reading the schema status",
-    `SELECT n AS name, to_regclass($1 || '.' || quote_ident(n)) IS NOT NULL AS ok FROM unnest($2::text[]) AS n`,
+    `SELECT n AS name, pg_catalog.to_regclass($1 || '.' || pg_catalog.quote_ident(n)) IS NOT NULL AS ok FROM pg_catalog.unnest($2::text[]) AS n`,
     [s, [MIGRATIONS_TABLE, "checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads", ADOPTION_TABLE]],
   );
   const has = new Set(present.filter((r) => r.ok).map((r) => r.name));
@@ -214,7 +227,7 @@ export async function migrationStatus(options: Omit<InspectOptions, "serde">): P
     ? await run<{ version: number; name: string; sha256: string; applied_at: string }>(
         db,
         "reading applied migrations",
-        `SELECT version, name, sha256, to_json(applied_at) #>> '{}' AS applied_at FROM ${s}.${MIGRATIONS_TABLE} ORDER BY version`,
+        `SELECT version, name, sha256, pg_catalog.to_json(applied_at) #>> '{}' AS applied_at FROM ${s}.${MIGRATIONS_TABLE} ORDER BY version`,
       )
     : [];
   const applied = appliedRows.map((r) => {
@@ -229,7 +242,7 @@ export async function migrationStatus(options: Omit<InspectOptions, "serde">): P
   const rows: MigrationStatus["rows"] = {};
   for (const table of ["checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads"] as const) {
     if (!has.has(table)) continue;
-    const [r] = await run<{ n: string }>(db, "counting rows", `SELECT count(*)::text AS n FROM ${s}.${table}`);
+    const [r] = await run<{ n: string }>(db, "counting rows", `SELECT pg_catalog.count(*)::text AS n FROM ${s}.${table}`);
     rows[table] = Number(r!.n);
   }
   return {
@@ -263,19 +276,26 @@ export interface ThreadSummary {
 }
 
 /**
- * Threads, most recently updated first.
+ * Threads, most recently updated first: all of them (up to `limit`), or the
+ * ones named in `threadIds` that have a checkpoint.
  *
- * Reads the whole checkpoints table to group it: fine for an operator's
- * command, not for a request path.
+ * Without `threadIds` it reads the whole checkpoints table to group it: fine
+ * for an operator's command, not for a request path.
  *
  * @example
  * ```ts
  * for (const t of await listThreads({ pool, limit: 10 })) console.log(t.threadId, t.checkpoints, t.lastUpdate);
+ * const [one] = await listThreads({ pool, threadIds: ["12345"] }); // undefined: no such thread
  * ```
  */
-export async function listThreads(options: InspectOptions & { limit?: number }): Promise<ThreadSummary[]> {
+export async function listThreads(options: InspectOptions & { limit?: number; threadIds?: readonly string[] }): Promise<ThreadSummary[]> {
   const limit = options.limit ?? 50;
   if (!Number.isInteger(limit) || limit < 1) throw new InvalidInputError("limit", "expected a positive integer");
+  const ids = options.threadIds;
+  if (ids !== undefined) {
+    if (!Array.isArray(ids)) throw new InvalidInputError("threadIds", "expected an array of thread ids");
+    ids.forEach((id: unknown, i) => checkKey(`threadIds[${i}]`, id, LIMITS.thread_id));
+  }
   const { db, t } = await open(options);
   const rows = await run<{
     thread_id: string;
@@ -289,17 +309,18 @@ export async function listThreads(options: InspectOptions & { limit?: number }):
     db,
     "listing threads",
     `WITH c AS (
-       SELECT thread_id, count(*) AS checkpoints, count(DISTINCT checkpoint_ns) AS namespaces, max(created_at) AS last_update,
-              sum(pg_column_size(checkpoint) + pg_column_size(metadata) + coalesce(octet_length(metadata_raw), 0)) AS bytes
-         FROM ${t.checkpoints} GROUP BY thread_id ORDER BY max(created_at) DESC, thread_id LIMIT $1
+       SELECT thread_id, pg_catalog.count(*) AS checkpoints, pg_catalog.count(DISTINCT checkpoint_ns) AS namespaces, pg_catalog.max(created_at) AS last_update,
+              pg_catalog.sum(pg_catalog.pg_column_size(checkpoint) + pg_catalog.pg_column_size(metadata) + coalesce(pg_catalog.octet_length(metadata_raw), 0)) AS bytes
+         FROM ${t.checkpoints} WHERE $2::text[] IS NULL OR thread_id = ANY($2::text[])
+        GROUP BY thread_id ORDER BY pg_catalog.max(created_at) DESC, thread_id LIMIT $1
      )
-     SELECT c.thread_id, c.checkpoints::text, c.namespaces::text, to_json(c.last_update) #>> '{}' AS last_update,
+     SELECT c.thread_id, c.checkpoints::text, c.namespaces::text, pg_catalog.to_json(c.last_update) #>> '{}' AS last_update,
             w.n::text AS writes, b.n::text AS blobs, (c.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0))::text AS bytes
        FROM c
-       LEFT JOIN LATERAL (SELECT count(*) AS n, sum(coalesce(octet_length(value), 0)) AS bytes FROM ${t.writes} WHERE thread_id = c.thread_id) w ON true
-       LEFT JOIN LATERAL (SELECT count(*) AS n, sum(coalesce(octet_length(value), 0)) AS bytes FROM ${t.blobs} WHERE thread_id = c.thread_id) b ON true
+       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.octet_length(value), 0)) AS bytes FROM ${t.writes} WHERE thread_id = c.thread_id) w ON true
+       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.octet_length(value), 0)) AS bytes FROM ${t.blobs} WHERE thread_id = c.thread_id) b ON true
       ORDER BY c.last_update DESC, c.thread_id`,
-    [limit],
+    [ids === undefined ? limit : Math.max(limit, ids.length), ids ?? null],
   );
   return rows.map((r) => ({
     threadId: r.thread_id,
@@ -364,7 +385,7 @@ export async function history(options: InspectOptions & { threadId: string; chec
     "reading thread history",
     `SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata ->> 'source' AS source, metadata ->> 'step' AS step,
             EXISTS (SELECT 1 FROM ${t.heads} h WHERE h.thread_id = c.thread_id AND h.checkpoint_ns = c.checkpoint_ns AND h.checkpoint_id = c.checkpoint_id) AS is_head,
-            to_json(created_at) #>> '{}' AS created_at
+            pg_catalog.to_json(created_at) #>> '{}' AS created_at
        FROM ${t.checkpoints} c WHERE thread_id = $1 AND ($2::text IS NULL OR checkpoint_ns = $2)
       ORDER BY checkpoint_ns, checkpoint_id`,
     [threadId, ns],
@@ -392,8 +413,33 @@ export async function history(options: InspectOptions & { threadId: string; chec
     for (const c of lineage.checkpoints) {
       if (c.parentCheckpointId !== null) byId.get(`${lineage.checkpointNs}\u0000${c.parentCheckpointId}`)?.children.push(c.checkpointId);
     }
+    const loop = findCycle(lineage.checkpoints);
+    if (loop !== undefined) throw new HistoryCorruptError({ threadId, checkpointNs: lineage.checkpointNs, checkpointId: loop, reason: "cycle", operation: "history" });
   }
   return [...lineages.values()];
+}
+
+/**
+ * A checkpoint on a cycle of parent links, if there is one. Each checkpoint
+ * has at most one parent, so following parents from every start, marking the
+ * current path, finds any cycle in one pass. A parent that is not stored (a
+ * pruned ancestor) simply ends a path: that is what pruning leaves.
+ */
+function findCycle(checkpoints: HistoryEntry[]): string | undefined {
+  const parentOf = new Map(checkpoints.map((c) => [c.checkpointId, c.parentCheckpointId]));
+  const state = new Map<string, "on-path" | "done">();
+  for (const start of parentOf.keys()) {
+    const path: string[] = [];
+    let id: string | null | undefined = start;
+    while (id !== null && id !== undefined && parentOf.has(id) && !state.has(id)) {
+      state.set(id, "on-path");
+      path.push(id);
+      id = parentOf.get(id);
+    }
+    if (id !== null && id !== undefined && state.get(id) === "on-path") return id;
+    for (const p of path) state.set(p, "done");
+  }
+  return undefined;
 }
 
 // ---------------------------------------------------------------------------
@@ -451,7 +497,7 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
     db,
     "reading a checkpoint",
     `SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, c.metadata, c.metadata_raw, h.checkpoint_id IS NOT NULL AS is_head,
-            to_json(c.created_at) #>> '{}' AS created_at, c.ttl_seconds, c.unversioned_type, c.unversioned_values
+            pg_catalog.to_json(c.created_at) #>> '{}' AS created_at, c.ttl_seconds, c.unversioned_type, c.unversioned_values
        FROM ${t.checkpoints} c
        LEFT JOIN ${t.heads} h ON h.thread_id = c.thread_id AND h.checkpoint_ns = c.checkpoint_ns AND h.checkpoint_id = c.checkpoint_id
       WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
@@ -464,7 +510,7 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
     db,
     "reading channel values",
     `SELECT b.channel, b.version, b.type, b.value FROM ${t.blobs} b
-       JOIN unnest($3::text[], $4::text[]) AS cv(channel, version) ON b.channel = cv.channel AND b.version = cv.version
+       JOIN ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[])) AS cv(channel, version) ON b.channel = cv.channel AND b.version = cv.version
       WHERE b.thread_id = $1 AND b.checkpoint_ns = $2`,
     [threadId, ns, versions.map(([c]) => c), versions.map(([, v]) => v)],
   );
@@ -476,13 +522,18 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
     [threadId, ns, cp.checkpoint_id],
   );
   const blobOf = new Map(blobs.map((b) => [b.channel, b]));
-  const decode = async (type: string, value: Uint8Array | null) => {
-    const d = await decodeStored(serde, type, value);
+  const decode = async (type: string, value: Uint8Array | null, row: ValueRow) => {
+    const d = await decodeStored(serde, type, value, row);
     return d.ok ? d.value : { $type: "undecodable", error: d.error };
   };
+  const key = { threadId, checkpointNs: ns };
   const { channel_values: _none, ...checkpoint } = cp.checkpoint;
   // One map { channel: value }; if it cannot be decoded, one entry says so.
-  const unversioned = cp.unversioned_values === null ? {} : await decode(cp.unversioned_type ?? "", cp.unversioned_values);
+  const unversioned =
+    cp.unversioned_values === null
+      ? {}
+      : await decode(cp.unversioned_type ?? "", cp.unversioned_values, { table: "checkpoints", ...key, checkpointId: cp.checkpoint_id });
+  const metadata = await decodeMetadataRaw(cp.metadata, cp.metadata_raw);
   const undecodable = unversioned === null || typeof unversioned !== "object" || (unversioned as { $type?: unknown }).$type === "undecodable";
   return {
     threadId,
@@ -493,17 +544,24 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
     createdAt: cp.created_at,
     ttlSeconds: cp.ttl_seconds,
     checkpoint,
-    metadata: await decodeMetadataRow(serde, cp.metadata, cp.metadata_raw),
+    metadata: metadata.ok ? metadata.value : cp.metadata,
     channels: await Promise.all(
       versions.map(async ([channel, version]) => {
         const b = blobOf.get(channel);
         if (!b) return { channel, version, type: "missing", value: undefined };
-        return { channel, version, type: b.type, value: await decode(b.type, b.value) };
+        return { channel, version, type: b.type, value: await decode(b.type, b.value, { table: "checkpoint_blobs", ...key, channel, version: b.version }) };
       }),
     ),
     unversioned: undecodable ? [{ channel: "*", value: unversioned }] : Object.entries(unversioned).map(([channel, value]) => ({ channel, value })),
     pendingWrites: await Promise.all(
-      writes.map(async (w) => ({ taskId: w.task_id, idx: w.idx, channel: w.channel, type: w.type, taskPath: w.task_path, value: await decode(w.type, w.value) })),
+      writes.map(async (w) => ({
+        taskId: w.task_id,
+        idx: w.idx,
+        channel: w.channel,
+        type: w.type,
+        taskPath: w.task_path,
+        value: await decode(w.type, w.value, { table: "checkpoint_writes", ...key, checkpointId: cp.checkpoint_id, taskId: w.task_id, idx: w.idx }),
+      })),
     ),
   };
 }
@@ -664,10 +722,10 @@ export async function exportThread(options: InspectOptions & { threadId: string 
       await tx.query("SET LOCAL bytea_output = 'hex'");
       // to_jsonb: every column, including ones later migrations add; bytea as hex, timestamps to the microsecond.
       const read = (table: string, order: string, extra = "") =>
-        run<{ r: Record<string, unknown> }>(tx, "exporting a thread", `SELECT to_jsonb(x)${extra} AS r FROM ${table} x WHERE thread_id = $1 ORDER BY ${order}`, [
+        run<{ r: Record<string, unknown> }>(tx, "exporting a thread", `SELECT pg_catalog.to_jsonb(x)${extra} AS r FROM ${table} x WHERE thread_id = $1 ORDER BY ${order}`, [
           threadId,
         ]);
-      const isHead = ` || jsonb_build_object('is_head', EXISTS (SELECT 1 FROM ${t.heads} h
+      const isHead = ` || pg_catalog.jsonb_build_object('is_head', EXISTS (SELECT 1 FROM ${t.heads} h
                            WHERE h.thread_id = x.thread_id AND h.checkpoint_ns = x.checkpoint_ns AND h.checkpoint_id = x.checkpoint_id))`;
       return [
         await tableColumns(tx, schema),
@@ -688,15 +746,25 @@ export async function exportThread(options: InspectOptions & { threadId: string 
   const records: ExportRecord[] = [];
   for (const { r } of cps) {
     const record = toRecord("checkpoint", r) as unknown as CheckpointRecord;
-    if (typeof r.metadata_raw === "string") record.metadata_decoded = await decodeSafe(serde, "msgpack", hexToBytes(r.metadata_raw));
-    if (typeof r.unversioned_values === "string") record.unversioned_decoded = await decodeSafe(serde, String(r.unversioned_type), hexToBytes(r.unversioned_values));
+    if (typeof r.metadata_raw === "string") {
+      const d = await decodeMetadataRaw(r.metadata, hexToBytes(r.metadata_raw));
+      record.metadata_decoded = d.ok ? toJsonSafe(d.value) : { $type: "undecodable", error: d.error };
+    }
+    if (typeof r.unversioned_values === "string") {
+      const row: ValueRow = { table: "checkpoints", threadId, checkpointNs: String(r.checkpoint_ns), checkpointId: String(r.checkpoint_id) };
+      record.unversioned_decoded = await decodeSafe(serde, String(r.unversioned_type), hexToBytes(r.unversioned_values), row);
+    }
     records.push(record);
   }
   for (const [kind, rows] of [["write", writes] as const, ["blob", blobs] as const]) {
     for (const { r } of rows) {
       const record = toRecord(kind, r) as unknown as WriteRecord | BlobRecord;
       const type = String(r.type);
-      if (type !== "empty") record.decoded = await decodeSafe(serde, type, typeof r.value === "string" ? hexToBytes(r.value) : null);
+      const row: ValueRow =
+        kind === "blob"
+          ? { table: "checkpoint_blobs", threadId, checkpointNs: String(r.checkpoint_ns), channel: String(r.channel), version: String(r.version) }
+          : { table: "checkpoint_writes", threadId, checkpointNs: String(r.checkpoint_ns), checkpointId: String(r.checkpoint_id), taskId: String(r.task_id), idx: Number(r.idx) };
+      if (type !== "empty") record.decoded = await decodeSafe(serde, type, typeof r.value === "string" ? hexToBytes(r.value) : null, row);
       records.push(record);
     }
   }
@@ -718,7 +786,9 @@ export class ThreadExistsError extends CheckpointerError {
   constructor(threadId: string, options?: { cause?: unknown }) {
     super(
       "INVALID_INPUT",
-      `Thread ${JSON.stringify(threadId)} already exists in the target; nothing was imported. Delete it first, or skip existing threads.`,
+      `Thread ${JSON.stringify(threadId)} already exists in the target; nothing was imported. ` +
+        `Delete it first (\`npx langgraph-checkpoint-pg threads delete ${JSON.stringify(threadId)}\` or \`saver.deleteThread(id)\`), ` +
+        "or skip existing threads (`import --skip-existing`, `ifExists: \"skip\"`).",
       options,
     );
     this.threadId = threadId;
@@ -815,7 +885,7 @@ export async function importThread(
           let j = i;
           let bytes = 0;
           while (j < all.length && j - i < CHUNK && (j === i || bytes + all[j]!.size <= CHUNK_BYTES)) bytes += all[j++]!.size;
-          await tx.query(`INSERT INTO ${tables[kind]} (${cols}) SELECT ${cols} FROM jsonb_populate_recordset(NULL::${tables[kind]}, $1::text::jsonb)`, [
+          await tx.query(`INSERT INTO ${tables[kind]} (${cols}) SELECT ${cols} FROM pg_catalog.jsonb_populate_recordset(NULL::${tables[kind]}, $1::text::jsonb)`, [
             JSON.stringify(all.slice(i, j).map((p) => p.row)),
           ]);
           i = j;
@@ -824,7 +894,7 @@ export async function importThread(
       await tx.query(
         `INSERT INTO ${t.heads} (thread_id, checkpoint_ns, checkpoint_id, moved_at, has_pending_tasks)
          SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.created_at, c.has_pending_tasks
-           FROM unnest($2::text[], $3::text[]) AS h(ns, id)
+           FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS h(ns, id)
            JOIN ${t.checkpoints} c ON c.thread_id = $1 AND c.checkpoint_ns = h.ns AND c.checkpoint_id = h.id`,
         [threadId, heads.ns, heads.ids],
       );
@@ -983,10 +1053,10 @@ export async function threadIds(options: Omit<InspectOptions, "serde">): Promise
     "listing thread ids",
     // Writes or blobs without a checkpoint (a run killed between putWrites and put) belong to a thread too.
     `SELECT thread_id FROM (
-       SELECT thread_id, max(created_at) AS at FROM ${t.checkpoints} GROUP BY thread_id
+       SELECT thread_id, pg_catalog.max(created_at) AS at FROM ${t.checkpoints} GROUP BY thread_id
        UNION ALL SELECT DISTINCT thread_id, NULL::timestamptz FROM ${t.writes}
        UNION ALL SELECT DISTINCT thread_id, NULL::timestamptz FROM ${t.blobs}
-     ) x GROUP BY thread_id ORDER BY max(at) DESC NULLS LAST, thread_id`,
+     ) x GROUP BY thread_id ORDER BY pg_catalog.max(at) DESC NULLS LAST, thread_id`,
   );
   return rows.map((r) => r.thread_id);
 }

@@ -10,6 +10,8 @@
  * - taking the saver's tables first (ACCESS EXCLUSIVE, bounded by a lock
  *   timeout), so no statement of any release lands in the middle of a
  *   migration (see compat.ts),
+ * - refusing a schema where another role may create, or owns, code the
+ *   migration would run with the migrating role's rights (see trust.ts),
  * - refusing a schema newer than this code unless its newer migrations say
  *   this code still works with them (compat.ts), or one whose applied
  *   migrations were edited after the fact,
@@ -20,7 +22,9 @@
  *   lock wait that timed out) with backoff, reporting each attempt.
  */
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import {
@@ -46,7 +50,8 @@ import {
   SchemaTooNewError,
   sqlStateOf,
 } from "./errors.js";
-import { emit, type EventHandler } from "./events.js";
+import { emit, guard, type EventHandler, type HandlerErrorHandler } from "./events.js";
+import { inspectAdoptionSource, inspectTrust, refuse } from "./trust.js";
 import { checkSchemaName, quoteIdent } from "./validate.js";
 
 /** Name of the table, inside the target schema, that records applied migrations. */
@@ -61,7 +66,38 @@ export interface Migration {
   statements: string[];
 }
 
-const MIGRATIONS_DIR = new URL("../migrations/", import.meta.url);
+const PACKAGE_NAME = "langgraph-checkpoint-pg";
+
+/**
+ * The `migrations/` folder of this package: the first folder above this module
+ * whose package.json is this package's (src/ and dist/ in a clone, dist/ and
+ * dist/cjs/ where installed, a bundle under node_modules/.cache). Checking the
+ * name matters: a host application using drizzle has its own
+ * `migrations/meta/_journal.json`, which must never be applied here.
+ * (The CommonJS build defines `import.meta.url` as its own file's URL.)
+ */
+function migrationsDir(): string {
+  const start = dirname(fileURLToPath(import.meta.url));
+  for (let dir = start; ; dir = dirname(dir)) {
+    if (existsSync(join(dir, "migrations", "meta", "_journal.json")) && packageName(join(dir, "package.json")) === PACKAGE_NAME) {
+      return join(dir, "migrations");
+    }
+    if (dirname(dir) === dir) {
+      throw new MigrationError(
+        `the migrations of ${PACKAGE_NAME} were not found in any folder above ${start}: ` +
+          `keep the package's files together (a bundler must leave ${PACKAGE_NAME} external, or copy its migrations/ folder next to its package.json)`,
+      );
+    }
+  }
+}
+
+function packageName(file: string): string | undefined {
+  try {
+    return (JSON.parse(readFileSync(file, "utf8")) as { name?: string }).name;
+  } catch {
+    return undefined;
+  }
+}
 
 let cached: Migration[] | undefined;
 
@@ -75,14 +111,15 @@ let cached: Migration[] | undefined;
  */
 export function loadMigrations(): Migration[] {
   if (cached) return cached;
-  const journal = JSON.parse(readFileSync(new URL("meta/_journal.json", MIGRATIONS_DIR), "utf8")) as {
+  const dir = migrationsDir();
+  const journal = JSON.parse(readFileSync(join(dir, "meta", "_journal.json"), "utf8")) as {
     entries: { idx: number; tag: string }[];
   };
   cached = [...journal.entries]
     .sort((a, b) => a.idx - b.idx)
     .map((entry, i) => {
       if (entry.idx !== i) throw new MigrationError(`migrations/meta/_journal.json is not dense at index ${i}`);
-      const sql = readFileSync(new URL(`${entry.tag}.sql`, MIGRATIONS_DIR), "utf8");
+      const sql = readFileSync(join(dir, `${entry.tag}.sql`), "utf8");
       return {
         version: i + 1,
         name: entry.tag,
@@ -110,7 +147,10 @@ export interface TargetOptions {
   connectionString?: string;
   /** The saver's schema (`migrate` creates it if missing). Default `public`. */
   schema?: string;
+  /** Receives events (`migrate`, `retry`...); may be async. Its failures never change the outcome. */
   onEvent?: EventHandler;
+  /** Receives every error `onEvent` throws or rejects with (default: the first one, on stderr). */
+  onHandlerError?: HandlerErrorHandler;
 }
 
 /**
@@ -207,8 +247,9 @@ const OWN_TABLES = ["checkpoint_heads", "checkpoints", "checkpoint_blobs", "chec
  */
 export async function migrate(options: MigrateOptions = {}): Promise<MigrateResult> {
   const schema = checkSchemaName(options.schema ?? "public");
-  const settings = { dryRun: options.dryRun, onEvent: options.onEvent, adopt: checkAdopt(options.adopt) };
-  return withRetry("migrate", schema, options.retry, options.onEvent, () => withTarget(options, "migrate", (db) => migrateOnce(db, schema, settings)));
+  const onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
+  const settings = { dryRun: options.dryRun, onEvent, adopt: checkAdopt(options.adopt) };
+  return withRetry("migrate", schema, options.retry, onEvent, () => withTarget(options, "migrate", (db) => migrateOnce(db, schema, settings)));
 }
 
 /**
@@ -242,10 +283,18 @@ export async function withTarget<T>(options: TargetOptions, operation: string, f
 export function runMigrations(
   db: Db,
   schema: string,
-  options: { dryRun?: boolean; onEvent?: EventHandler; adopt?: AdoptOption; retry?: RetryOptions | false; operation?: "setup" | "migrate" } = {},
+  options: {
+    dryRun?: boolean;
+    onEvent?: EventHandler;
+    onHandlerError?: HandlerErrorHandler;
+    adopt?: AdoptOption;
+    retry?: RetryOptions | false;
+    operation?: "setup" | "migrate";
+  } = {},
 ): Promise<MigrateResult> {
-  const settings = { dryRun: options.dryRun, onEvent: options.onEvent, adopt: checkAdopt(options.adopt) };
-  return withRetry(options.operation ?? "migrate", schema, options.retry, options.onEvent, () => migrateOnce(db, schema, settings));
+  const onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
+  const settings = { dryRun: options.dryRun, onEvent, adopt: checkAdopt(options.adopt) };
+  return withRetry(options.operation ?? "migrate", schema, options.retry, onEvent, () => migrateOnce(db, schema, settings));
 }
 
 function checkAdopt(adopt: unknown): AdoptOption | undefined {
@@ -321,24 +370,36 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
   try {
     const result = await db.transaction(
       async (tx) => {
+        // First, before any name is resolved: pg_catalog is searched before the
+        // schema (it is, when the path does not name it), so nothing created in
+        // the schema shadows a built-in; new objects still go into the schema.
+        await tx.query(`SET LOCAL search_path TO ${q}, pg_temp`);
         await tx.query(SCHEMA_LOCK_SQL, [schema]);
         // Bounded lock waits for everything below: writers queue behind a waiting lock request.
-        await tx.query("SELECT set_config('lock_timeout', $1, true)", [MIGRATION_LOCK_TIMEOUT]);
-        const exists = await tx.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [schema]);
+        await tx.query("SELECT pg_catalog.set_config('lock_timeout', $1, true)", [MIGRATION_LOCK_TIMEOUT]);
+        // Nothing another role owns or may create must run with our rights (see trust.ts).
+        const trust = await inspectTrust(tx, schema);
+        refuse(trust, schema, trust.always);
+        const exists = await tx.query("SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1", [schema]);
         if (exists.rows.length === 0 && !dryRun) await tx.query(`CREATE SCHEMA ${q}`);
         const present = await tablesIn(tx, schema, [MIGRATIONS_TABLE, ...OWN_TABLES, "checkpoint_migrations"]);
         const hasTable = present.has(MIGRATIONS_TABLE);
+        if (!hasTable) refuse(trust, schema, trust.whenApplying);
         const { adoptFrom, already } = hasTable
           ? await adoptionDecision(tx, schema, options.adopt)
           : { adoptFrom: await officialTablesDecision(tx, schema, present, options.adopt), already: undefined };
-        if (adoptFrom !== undefined) await tx.query(SCHEMA_LOCK_SQL, [adoptFrom]);
+        if (adoptFrom !== undefined) {
+          await tx.query(SCHEMA_LOCK_SQL, [adoptFrom]);
+          // Adopting reads the official tables and puts triggers on them: nothing there may be another role's code either.
+          refuse(trust, schema, [...trust.whenApplying, ...(await inspectAdoptionSource(tx, adoptFrom))]);
+        }
         if (!hasTable && !dryRun) {
           await tx.query(
             `CREATE TABLE ${table} (
                version integer PRIMARY KEY,
                name text NOT NULL,
                sha256 text NOT NULL,
-               applied_at timestamptz NOT NULL DEFAULT now(),
+               applied_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
                compatible_from integer
              )`,
           );
@@ -357,21 +418,20 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
           const shipped = migrations[row.version - 1];
           if (row.version <= known && (!shipped || shipped.sha256 !== row.sha256)) {
             throw new MigrationError(
-              `migration ${row.version} (${row.name}) applied to schema "${schema}" differs from the one shipped in this package; ` +
+              `migration ${row.name} applied to schema "${schema}" differs from the one shipped in this package; ` +
                 "released migrations must never be edited",
               { migration: row.name },
             );
           }
         }
         const pending = migrations.slice(Math.min(fromVersion, known));
+        if (pending.length > 0) refuse(trust, schema, trust.whenApplying);
         if (!dryRun && pending.length > 0) {
           // Statements of any release run before all of it or after it, never in between. The mode the
           // DDL needs anyway: a weaker one first would deadlock with readers when the DDL upgrades it.
           const own = await tablesIn(tx, schema, [...OWN_TABLES]);
           const locked = OWN_TABLES.filter((t) => own.has(t));
           if (locked.length > 0) await tx.query(`LOCK TABLE ${locked.map((t) => `${q}.${t}`).join(", ")} IN ACCESS EXCLUSIVE MODE`);
-          // The generated SQL is unqualified: resolve it inside the target schema.
-          await tx.query(`SET LOCAL search_path TO ${q}, pg_catalog`);
           for (const m of pending) {
             current = m;
             // Record first: a concurrent migrator that somehow got past the lock clashes on the key.
@@ -384,14 +444,14 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
             for (const statement of m.statements) await tx.query(statement);
           }
           current = undefined;
-          await tx.query("SET LOCAL search_path TO DEFAULT");
         }
         const unrecorded = applied.filter((r) => r.compatibleFrom === null && r.version <= known);
         if (!dryRun && unrecorded.length > 0) {
-          await tx.query(`UPDATE ${table} m SET compatible_from = c.level FROM unnest($1::int[], $2::int[]) AS c(version, level) WHERE m.version = c.version`, [
-            unrecorded.map((r) => r.version),
-            unrecorded.map((r) => compatibleFrom(r.version)),
-          ]);
+          await tx.query(
+            `UPDATE ${table} m SET compatible_from = c.level
+               FROM ROWS FROM (pg_catalog.unnest($1::int[]), pg_catalog.unnest($2::int[])) AS c(version, level) WHERE m.version = c.version`,
+            [unrecorded.map((r) => r.version), unrecorded.map((r) => compatibleFrom(r.version))],
+          );
         }
         const result: MigrateResult = {
           schema,
@@ -430,7 +490,7 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
     if (err instanceof CheckpointerError) throw err;
     throw new MigrationError(
       current
-        ? `migration ${current.version} (${current.name}) failed on schema "${schema}" (${describe(err)}); nothing was applied`
+        ? `migration ${current.name} failed on schema "${schema}" (${describe(err)}); nothing was applied`
         : `migrating schema "${schema}" failed (${describe(err)}); nothing was applied`,
       { cause: err, migration: current?.name },
     );
@@ -448,7 +508,7 @@ async function tablesIn(tx: Queryable, schema: string, names: string[]): Promise
 }
 
 async function hasColumn(tx: Queryable, table: string, column: string): Promise<boolean> {
-  const { rows } = await tx.query("SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped", [table, column]);
+  const { rows } = await tx.query("SELECT 1 FROM pg_attribute WHERE attrelid = pg_catalog.to_regclass($1) AND attname = $2 AND NOT attisdropped", [table, column]);
   return rows.length > 0;
 }
 
@@ -463,7 +523,7 @@ interface AppliedRow {
 async function appliedRows(tx: Queryable, table: string): Promise<AppliedRow[]> {
   // to_jsonb: reads compatible_from where the column exists, NULL where a release before it made the table.
   const { rows } = await tx.query<{ version: number; name: string; sha256: string; cf: number | null }>(
-    `SELECT version, name, sha256, (to_jsonb(m) ->> 'compatible_from')::int AS cf FROM ${table} m ORDER BY version`,
+    `SELECT version, name, sha256, (pg_catalog.to_jsonb(m) ->> 'compatible_from')::int AS cf FROM ${table} m ORDER BY version`,
   );
   return rows.map((r) => ({ version: r.version, name: r.name, sha256: r.sha256, compatibleFrom: r.cf }));
 }
@@ -591,8 +651,12 @@ export async function adoptionStep<T>(
   try {
     return await db.transaction(
       async (tx) => {
+        // As for a migration: built-ins first, and no other role's code in what this step runs or changes.
+        await tx.query(`SET LOCAL search_path TO ${quoteIdent(schema)}, pg_temp`);
         await tx.query(SCHEMA_LOCK_SQL, [schema]);
-        await tx.query("SELECT set_config('lock_timeout', $1, true)", [MIGRATION_LOCK_TIMEOUT]);
+        await tx.query("SELECT pg_catalog.set_config('lock_timeout', $1, true)", [MIGRATION_LOCK_TIMEOUT]);
+        const trust = await inspectTrust(tx, schema);
+        refuse(trust, schema, [...trust.always, ...trust.whenApplying]);
         const record = await readAdoption(tx, schema);
         if (!record) {
           throw new MigrationError(`Schema "${schema}" has no ${ADOPTION_TABLE} record: it never adopted the official saver's tables. Nothing was changed.`, {
@@ -600,6 +664,7 @@ export async function adoptionStep<T>(
           });
         }
         await tx.query(SCHEMA_LOCK_SQL, [record.from]);
+        refuse(trust, schema, await inspectAdoptionSource(tx, record.from));
         return fn(tx, record);
       },
       { rollback: dryRun },
@@ -641,7 +706,7 @@ export async function adoptionStatus(options: TargetOptions = {}): Promise<Adopt
  */
 export async function schemaVersion(db: Queryable, schema: string): Promise<number> {
   try {
-    const res = await db.query<{ v: number }>(`SELECT coalesce(max(version), 0)::int AS v FROM ${quoteIdent(schema)}.${MIGRATIONS_TABLE}`);
+    const res = await db.query<{ v: number }>(`SELECT coalesce(pg_catalog.max(version), 0)::int AS v FROM ${quoteIdent(schema)}.${MIGRATIONS_TABLE}`);
     return res.rows[0]!.v;
   } catch (err) {
     // 42P01 undefined_table, 3F000 invalid_schema_name: nothing migrated yet.
@@ -658,8 +723,8 @@ export async function schemaLevel(db: Queryable, schema: string): Promise<{ vers
   const known = latestVersion();
   try {
     const res = await db.query<{ v: number; cf: number }>(
-      `SELECT coalesce(max(version), 0)::int AS v,
-              coalesce(max(coalesce((to_jsonb(m) ->> 'compatible_from')::int, version)) FILTER (WHERE version > $1), 0)::int AS cf
+      `SELECT coalesce(pg_catalog.max(version), 0)::int AS v,
+              coalesce(pg_catalog.max(coalesce((pg_catalog.to_jsonb(m) ->> 'compatible_from')::int, version)) FILTER (WHERE version > $1), 0)::int AS cf
          FROM ${quoteIdent(schema)}.${MIGRATIONS_TABLE} m`,
       [known],
     );

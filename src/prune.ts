@@ -51,10 +51,12 @@ import { parseDuration } from "./duration.js";
 import {
   CheckpointerError,
   DatabaseOperationError,
+  HistoryCorruptError,
   InvalidOptionsError,
 } from "./errors.js";
+import { guard, type HandlerErrorHandler } from "./events.js";
 import { assertSchemaCurrent } from "./migrate.js";
-import { checkSchemaName, LIMITS, quoteIdent } from "./validate.js";
+import { checkSchemaName, LIMITS, LONE_SURROGATE, quoteIdent } from "./validate.js";
 
 /** Options of {@link prune}. Plain data (durations as `"30d"` strings or milliseconds), so a CLI can pass its flags through. */
 export interface PruneOptions {
@@ -102,8 +104,14 @@ export interface PruneOptions {
   chunkSize?: number;
   /** How long one statement may wait for a row lock before the round is retried later. Default `"500ms"`. */
   lockTimeout?: string | number;
-  /** Called after each batch with running totals. Exceptions it throws are reported as warnings, never break the prune. */
-  onProgress?: (progress: PruneProgress) => void;
+  /**
+   * Called after each batch with running totals; may be async. What it throws
+   * or rejects with never breaks the prune: it goes to `onHandlerError`, or
+   * (the first one) to stderr.
+   */
+  onProgress?: (progress: PruneProgress) => unknown;
+  /** Receives every error `onProgress` throws or rejects with. */
+  onHandlerError?: HandlerErrorHandler;
   /** Stop after the current batch; the result then has `aborted: true`. */
   signal?: AbortSignal;
 }
@@ -150,8 +158,33 @@ export interface PruneProgress {
   elapsedMs: number;
 }
 
+/**
+ * What a dry run would delete from one thread (in {@link PruneResult.threads}).
+ *
+ * @example
+ * ```ts
+ * const { threads } = await prune({ pool, keepLast: 20, dryRun: true });
+ * for (const t of threads ?? []) console.log(t.threadId, t.checkpoints, t.expired ? "(whole thread: idle)" : "");
+ * ```
+ */
+export interface PruneThreadCounts {
+  threadId: string;
+  checkpoints: number;
+  writes: number;
+  blobs: number;
+  /** checkpoint, write and blob bytes, as in {@link PruneCounts}. */
+  bytes: number;
+  /** The whole thread would go: idle for `idleFor` or past its TTL. */
+  expired: boolean;
+}
+
 export interface PruneResult extends PruneCounts {
   dryRun: boolean;
+  /**
+   * Dry runs only: per thread with anything to delete, what would go, in
+   * thread id order (one entry per such thread: a large schema makes a long list).
+   */
+  threads?: PruneThreadCounts[];
   /** Threads visited. */
   threadsScanned: number;
   batches: number;
@@ -287,6 +320,7 @@ function readOptions(options: PruneOptions): Settings {
   const batchSize = optionalInt(o.batchSize, "batchSize", 1, 10_000) ?? DEFAULTS.batchSize;
   const chunkSize = optionalInt(o.chunkSize, "chunkSize", 1, 1_000_000) ?? DEFAULTS.chunkSize;
   if (o.onProgress !== undefined && typeof o.onProgress !== "function") throw new InvalidOptionsError("onProgress", "expected a function");
+  if (o.onHandlerError !== undefined && typeof o.onHandlerError !== "function") throw new InvalidOptionsError("onHandlerError", "expected a function");
   if (o.signal !== undefined && (o.signal === null || typeof o.signal !== "object" || typeof o.signal.aborted !== "boolean")) {
     throw new InvalidOptionsError("signal", "expected an AbortSignal");
   }
@@ -302,7 +336,7 @@ function readOptions(options: PruneOptions): Settings {
     batchSize,
     chunkSize,
     lockTimeoutMs: Math.max(1, Math.round(lockTimeoutMs)),
-    onProgress: o.onProgress,
+    onProgress: guard(o.onProgress, "onProgress", o.onHandlerError),
     signal: o.signal,
   };
 }
@@ -329,6 +363,8 @@ const encoder = new TextEncoder();
 function checkThreadId(id: unknown, option: string): void {
   if (typeof id !== "string" || id === "") throw new InvalidOptionsError(option, `expected a non-empty string, got ${describe(id)}`);
   if (id.includes("\u0000")) throw new InvalidOptionsError(option, "must not contain NUL (\\u0000) characters");
+  // Sent as UTF-8, half a character becomes U+FFFD: it would name (and prune) another thread.
+  if (LONE_SURROGATE.test(id)) throw new InvalidOptionsError(option, "is not valid Unicode (a lone surrogate: half of a character)");
   if (encoder.encode(id).length > LIMITS.thread_id) throw new InvalidOptionsError(option, `is longer than ${LIMITS.thread_id} bytes (UTF-8)`);
 }
 
@@ -376,7 +412,7 @@ function buildSql(schema: string) {
    * `delta_writes_versioned` (where such a channel can still hold writes).
    */
   const needs = (c: string) => `ARRAY(
-      SELECT d.ch FROM jsonb_object_keys(CASE WHEN jsonb_typeof(${c}.metadata -> 'counters_since_delta_snapshot') = 'object'
+      SELECT d.ch FROM pg_catalog.jsonb_object_keys(CASE WHEN pg_catalog.jsonb_typeof(${c}.metadata -> 'counters_since_delta_snapshot') = 'object'
                                              THEN ${c}.metadata -> 'counters_since_delta_snapshot' ELSE '{}'::jsonb END) AS d(ch)
        WHERE (${c}.checkpoint -> 'channel_versions' ? d.ch OR ${c}.metadata ->> 'delta_writes_versioned' IS DISTINCT FROM 'true')
          AND NOT ${stores(c, "d.ch")}
@@ -384,7 +420,7 @@ function buildSql(schema: string) {
 
   /** Checkpoints before format v4 read their pending sends from their parent's writes (see queries.ts, read kind 3). */
   const legacy = (c: string) =>
-    `${c}.parent_checkpoint_id IS NOT NULL AND jsonb_typeof(${c}.checkpoint -> 'v') = 'number' AND (${c}.checkpoint ->> 'v')::numeric < 4`;
+    `${c}.parent_checkpoint_id IS NOT NULL AND pg_catalog.jsonb_typeof(${c}.checkpoint -> 'v') = 'number' AND (${c}.checkpoint ->> 'v')::numeric < 4`;
 
   const sameCheckpoint = (a: string, b: string) =>
     `${a}.thread_id = ${b}.thread_id AND ${a}.checkpoint_ns = ${b}.checkpoint_ns AND ${a}.checkpoint_id = ${b}.checkpoint_id`;
@@ -415,8 +451,8 @@ SELECT id FROM (
    */
   const claim = `/* langgraph-checkpoint-pg prune: claim */
 WITH t AS MATERIALIZED (
-  SELECT x.thread_id FROM unnest($1::text[]) AS x(thread_id)
-   WHERE pg_try_advisory_xact_lock(hashtext($2::text), hashtext(x.thread_id))
+  SELECT x.thread_id FROM pg_catalog.unnest($1::text[]) AS x(thread_id)
+   WHERE pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext($2::text), pg_catalog.hashtext(x.thread_id))
 ), seen AS MATERIALIZED (
   SELECT h.thread_id, h.checkpoint_ns FROM ${hd} h JOIN t ON h.thread_id = t.thread_id
 ), locked AS MATERIALIZED (
@@ -436,34 +472,44 @@ SELECT t.thread_id,
    * any namespace, or the newest write (a resume stores writes only).
    */
   const idle = `
-WITH t AS MATERIALIZED (SELECT x.thread_id FROM unnest($1::text[]) AS x(thread_id)),
+WITH t AS MATERIALIZED (SELECT x.thread_id FROM pg_catalog.unnest($1::text[]) AS x(thread_id)),
 act AS MATERIALIZED (
   SELECT t.thread_id,
-         greatest((SELECT max(c.created_at) FROM ${cp} c WHERE c.thread_id = t.thread_id),
-                  (SELECT max(w.created_at) FROM ${wr} w WHERE w.thread_id = t.thread_id)) AS last_active,
+         greatest((SELECT pg_catalog.max(c.created_at) FROM ${cp} c WHERE c.thread_id = t.thread_id),
+                  (SELECT pg_catalog.max(w.created_at) FROM ${wr} w WHERE w.thread_id = t.thread_id)) AS last_active,
          (SELECT c.ttl_seconds FROM ${hd} h JOIN ${cp} c ON ${sameCheckpoint("c", "h")} WHERE h.thread_id = t.thread_id
            ORDER BY (h.checkpoint_ns = '') DESC, c.ttl_seconds DESC NULLS LAST LIMIT 1) AS ttl
     FROM t
 ), expired AS MATERIALIZED (
   SELECT a.thread_id FROM act a
-   WHERE a.last_active < now() - make_interval(secs => $4::float8)
-     AND (($2::float8 IS NOT NULL AND a.last_active < now() - make_interval(secs => $2::float8))
-       OR ($3::boolean AND a.ttl IS NOT NULL AND a.last_active < now() - make_interval(secs => a.ttl)))
+   WHERE a.last_active < pg_catalog.now() - pg_catalog.make_interval(secs => $4::float8)
+     AND (($2::float8 IS NOT NULL AND a.last_active < pg_catalog.now() - pg_catalog.make_interval(secs => $2::float8))
+       OR ($3::boolean AND a.ttl IS NOT NULL AND a.last_active < pg_catalog.now() - pg_catalog.make_interval(secs => a.ttl)))
 )`;
 
   /** The idle threads among $1, found without taking any lock. */
   const idleThreads = `/* langgraph-checkpoint-pg prune: idle */${idle}
 SELECT thread_id FROM expired`;
 
+  /** Dry runs: the counts of `gone_c`, `gone_w` and `gone_b` per thread, as JSON (threads with something to delete). */
+  const perThread = `,
+       (SELECT coalesce(pg_catalog.json_agg(p ORDER BY p.thread_id), '[]') FROM (
+          SELECT g.thread_id, pg_catalog.sum(g.c)::int AS checkpoints, pg_catalog.sum(g.cb)::bigint AS checkpoint_bytes, pg_catalog.sum(g.w)::int AS writes,
+                 pg_catalog.sum(g.wb)::bigint AS write_bytes, pg_catalog.sum(g.b)::int AS blobs, pg_catalog.sum(g.bb)::bigint AS blob_bytes
+            FROM (SELECT thread_id, 1 AS c, bytes AS cb, 0 AS w, 0 AS wb, 0 AS b, 0 AS bb FROM gone_c
+                  UNION ALL SELECT thread_id, 0, 0, 1, bytes, 0, 0 FROM gone_w
+                  UNION ALL SELECT thread_id, 0, 0, 0, 0, 1, bytes FROM gone_b) g
+           GROUP BY g.thread_id) p) AS per_thread`;
+
   /** Deletes the idle threads among $1 whole, like `deleteThread` (the dry variant only sizes them). */
   const expire = (dry: boolean) => `/* langgraph-checkpoint-pg prune: expire */${idle},
-sized_c AS MATERIALIZED (SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, pg_column_size(c.*) AS bytes FROM expired e JOIN ${cp} c ON c.thread_id = e.thread_id),
-sized_w AS MATERIALIZED (SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, pg_column_size(w.*) AS bytes
+sized_c AS MATERIALIZED (SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, pg_catalog.pg_column_size(c.*) AS bytes FROM expired e JOIN ${cp} c ON c.thread_id = e.thread_id),
+sized_w AS MATERIALIZED (SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, pg_catalog.pg_column_size(w.*) AS bytes
                            FROM expired e JOIN ${wr} w ON w.thread_id = e.thread_id),
-sized_b AS MATERIALIZED (SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, pg_column_size(b.*) AS bytes
+sized_b AS MATERIALIZED (SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, pg_catalog.pg_column_size(b.*) AS bytes
                            FROM expired e JOIN ${bl} b ON b.thread_id = e.thread_id), ${
     dry
-      ? `gone_c AS (SELECT bytes FROM sized_c), gone_w AS (SELECT bytes FROM sized_w), gone_b AS (SELECT bytes FROM sized_b)`
+      ? `gone_c AS (SELECT thread_id, bytes FROM sized_c), gone_w AS (SELECT thread_id, bytes FROM sized_w), gone_b AS (SELECT thread_id, bytes FROM sized_b)`
       : `gone_c AS (DELETE FROM ${cp} c USING sized_c x WHERE ${sameCheckpoint("c", "x")} RETURNING x.bytes),
 gone_h AS (DELETE FROM ${hd} h USING expired e WHERE h.thread_id = e.thread_id),
 gone_w AS (DELETE FROM ${wr} w USING sized_w x WHERE ${sameCheckpoint("w", "x")} AND w.task_id = x.task_id AND w.idx = x.idx RETURNING x.bytes),
@@ -472,9 +518,9 @@ gone_b AS (DELETE FROM ${bl} b USING sized_b x
            RETURNING x.bytes)`
   }
 SELECT ARRAY(SELECT thread_id FROM expired) AS expired,
-       (SELECT count(*) FROM gone_c)::int AS checkpoints, (SELECT coalesce(sum(bytes), 0) FROM gone_c)::bigint AS checkpoint_bytes,
-       (SELECT count(*) FROM gone_w)::int AS writes, (SELECT coalesce(sum(bytes), 0) FROM gone_w)::bigint AS write_bytes,
-       (SELECT count(*) FROM gone_b)::int AS blobs, (SELECT coalesce(sum(bytes), 0) FROM gone_b)::bigint AS blob_bytes`;
+       (SELECT pg_catalog.count(*) FROM gone_c)::int AS checkpoints, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_c)::bigint AS checkpoint_bytes,
+       (SELECT pg_catalog.count(*) FROM gone_w)::int AS writes, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_w)::bigint AS write_bytes,
+       (SELECT pg_catalog.count(*) FROM gone_b)::int AS blobs, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_b)::bigint AS blob_bytes${dry ? perThread : ""}`;
 
   /**
    * One round over a batch of threads, two jobs selected by flags:
@@ -492,12 +538,12 @@ SELECT ARRAY(SELECT thread_id FROM expired) AS expired,
    */
   const round = (dry: boolean) => `/* langgraph-checkpoint-pg prune: round */
 WITH RECURSIVE
-th AS MATERIALIZED (SELECT x.thread_id FROM unnest($1::text[]) AS x(thread_id)),
+th AS MATERIALIZED (SELECT x.thread_id FROM pg_catalog.unnest($1::text[]) AS x(thread_id)),
 lin AS MATERIALIZED (
   SELECT h.thread_id, h.checkpoint_ns, h.checkpoint_id AS head_id
     FROM ${hd} h JOIN th ON h.thread_id = th.thread_id
    WHERE $4::boolean
-     AND ($2::text[] IS NULL OR EXISTS (SELECT 1 FROM unnest($2::text[], $3::text[]) AS l(t, n) WHERE l.t = h.thread_id AND l.n = h.checkpoint_ns))
+     AND ($2::text[] IS NULL OR EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS l(t, n) WHERE l.t = h.thread_id AND l.n = h.checkpoint_ns))
 ),
 base AS (
   SELECT l.thread_id, l.checkpoint_ns, l.head_id AS checkpoint_id FROM lin l
@@ -508,27 +554,51 @@ base AS (
      ORDER BY c.checkpoint_id DESC LIMIT $5::int) n
   UNION
   SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id FROM lin l JOIN ${cp} c ON c.thread_id = l.thread_id AND c.checkpoint_ns = l.checkpoint_ns
-   WHERE c.created_at >= now() - make_interval(secs => $6::float8)
+   WHERE c.created_at >= pg_catalog.now() - pg_catalog.make_interval(secs => $6::float8)
   UNION
   SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id FROM lin l JOIN ${cp} c ON c.thread_id = l.thread_id AND c.checkpoint_ns = l.checkpoint_ns
-   WHERE c.created_at >= now() - make_interval(secs => $7::float8) AND c.parent_checkpoint_id IS NOT NULL
+   WHERE c.created_at >= pg_catalog.now() - pg_catalog.make_interval(secs => $7::float8) AND c.parent_checkpoint_id IS NOT NULL
 ),
 walk (thread_id, checkpoint_ns, checkpoint_id, parent_id, still) AS (
   SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, ${needs("c")}
     FROM base k JOIN ${cp} c ON ${sameCheckpoint("c", "k")}
   UNION
   SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id,
-         ARRAY(SELECT x.ch FROM (SELECT unnest(w.still) UNION SELECT unnest(${needs("p")})) AS x(ch)
+         ARRAY(SELECT x.ch FROM (SELECT pg_catalog.unnest(w.still) UNION SELECT pg_catalog.unnest(${needs("p")})) AS x(ch)
                 WHERE NOT ${stores("p", "x.ch")} ORDER BY 1)
     FROM walk w JOIN ${cp} p ON p.thread_id = w.thread_id AND p.checkpoint_ns = w.checkpoint_ns AND p.checkpoint_id = w.parent_id
-   WHERE cardinality(w.still) > 0
+   WHERE pg_catalog.cardinality(w.still) > 0
 ),
 kept AS MATERIALIZED (SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM walk),
+-- A walk that needed a parent and found none, or went around a cycle. A cycle has a step to a
+-- parent with a greater id (LangGraph's ids grow with time): only from those, follow the parents,
+-- bounded by the lineage's size, and see whether the start comes back.
+suspect AS MATERIALIZED (
+  SELECT DISTINCT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.parent_id FROM walk w
+   WHERE pg_catalog.cardinality(w.still) > 0 AND w.parent_id >= w.checkpoint_id
+),
+around (thread_id, checkpoint_ns, start_id, at_id, hops) AS (
+  SELECT s.thread_id, s.checkpoint_ns, s.checkpoint_id, s.parent_id, 1 FROM suspect s
+  UNION ALL
+  SELECT a.thread_id, a.checkpoint_ns, a.start_id, c.parent_checkpoint_id, a.hops + 1
+    FROM around a JOIN ${cp} c ON c.thread_id = a.thread_id AND c.checkpoint_ns = a.checkpoint_ns AND c.checkpoint_id = a.at_id
+   WHERE a.at_id <> a.start_id AND c.parent_checkpoint_id IS NOT NULL
+     AND a.hops <= (SELECT pg_catalog.count(*) FROM ${cp} x WHERE x.thread_id = a.thread_id AND x.checkpoint_ns = a.checkpoint_ns)
+),
+broken AS MATERIALIZED (
+  SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, 'missing-parent' AS reason FROM walk w
+   WHERE pg_catalog.cardinality(w.still) > 0 AND w.parent_id IS NOT NULL
+     AND NOT EXISTS (SELECT 1 FROM ${cp} p WHERE p.thread_id = w.thread_id AND p.checkpoint_ns = w.checkpoint_ns AND p.checkpoint_id = w.parent_id)
+  UNION ALL
+  SELECT a.thread_id, a.checkpoint_ns, a.start_id, 'cycle' FROM around a
+   WHERE a.at_id = a.start_id OR a.hops > (SELECT pg_catalog.count(*) FROM ${cp} x WHERE x.thread_id = a.thread_id AND x.checkpoint_ns = a.checkpoint_ns)
+   LIMIT 1
+),
 victims AS MATERIALIZED (
   SELECT v.thread_id, v.checkpoint_ns, v.checkpoint_id, v.bytes,
-         row_number() OVER (ORDER BY v.thread_id, v.checkpoint_ns, v.checkpoint_id) AS rn
+         pg_catalog.row_number() OVER (ORDER BY v.thread_id, v.checkpoint_ns, v.checkpoint_id) AS rn
     FROM lin l CROSS JOIN LATERAL (
-      SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, pg_column_size(c.*) AS bytes FROM ${cp} c
+      SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, pg_catalog.pg_column_size(c.*) AS bytes FROM ${cp} c
        WHERE c.thread_id = l.thread_id AND c.checkpoint_ns = l.checkpoint_ns AND c.checkpoint_id <> l.head_id
          AND NOT EXISTS (SELECT 1 FROM kept k WHERE ${sameCheckpoint("k", "c")})
        ORDER BY c.checkpoint_id
@@ -545,14 +615,14 @@ needed_writes AS MATERIALIZED (
    WHERE $9::boolean AND ${legacy("c")} AND NOT EXISTS (SELECT 1 FROM todo t WHERE ${sameCheckpoint("t", "c")})
 ),
 victim_writes AS MATERIALIZED (
-  SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, pg_column_size(w.*) AS bytes
+  SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, pg_catalog.pg_column_size(w.*) AS bytes
     FROM todo t JOIN ${wr} w ON ${sameCheckpoint("w", "t")}
    WHERE NOT EXISTS (SELECT 1 FROM needed_writes n WHERE ${sameCheckpoint("n", "w")})
 ),
 orphan_writes AS MATERIALIZED (
-  SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, pg_column_size(w.*) AS bytes
+  SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, pg_catalog.pg_column_size(w.*) AS bytes
     FROM th JOIN ${wr} w ON w.thread_id = th.thread_id
-   WHERE $9::boolean AND w.created_at < now() - make_interval(secs => $7::float8)
+   WHERE $9::boolean AND w.created_at < pg_catalog.now() - pg_catalog.make_interval(secs => $7::float8)
      AND NOT EXISTS (SELECT 1 FROM ${cp} c WHERE ${sameCheckpoint("c", "w")})
      AND NOT EXISTS (SELECT 1 FROM needed_writes n WHERE ${sameCheckpoint("n", "w")})
    LIMIT $10::int
@@ -560,12 +630,12 @@ orphan_writes AS MATERIALIZED (
 refs AS MATERIALIZED (
   SELECT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version
     FROM th JOIN ${cp} c ON c.thread_id = th.thread_id
-   CROSS JOIN LATERAL jsonb_each_text(CASE WHEN jsonb_typeof(c.checkpoint -> 'channel_versions') = 'object'
+   CROSS JOIN LATERAL pg_catalog.jsonb_each_text(CASE WHEN pg_catalog.jsonb_typeof(c.checkpoint -> 'channel_versions') = 'object'
                                            THEN c.checkpoint -> 'channel_versions' ELSE '{}'::jsonb END) AS v
    WHERE $9::boolean AND NOT EXISTS (SELECT 1 FROM todo t WHERE ${sameCheckpoint("t", "c")})
 ),
 unreferenced AS MATERIALIZED (
-  SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, pg_column_size(b.*) AS bytes
+  SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, pg_catalog.pg_column_size(b.*) AS bytes
     FROM th JOIN ${bl} b ON b.thread_id = th.thread_id
    WHERE $9::boolean
      AND NOT EXISTS (SELECT 1 FROM refs r WHERE r.thread_id = b.thread_id AND r.checkpoint_ns = b.checkpoint_ns
@@ -573,9 +643,9 @@ unreferenced AS MATERIALIZED (
    LIMIT $10::int
 ), ${
     dry
-      ? `gone_c AS (SELECT bytes FROM todo),
-gone_w AS (SELECT bytes FROM victim_writes UNION ALL SELECT bytes FROM orphan_writes),
-gone_b AS (SELECT bytes FROM unreferenced)`
+      ? `gone_c AS (SELECT thread_id, bytes FROM todo),
+gone_w AS (SELECT thread_id, bytes FROM victim_writes UNION ALL SELECT thread_id, bytes FROM orphan_writes),
+gone_b AS (SELECT thread_id, bytes FROM unreferenced)`
       : `gone_c AS (DELETE FROM ${cp} c USING todo t WHERE ${sameCheckpoint("c", "t")}
                 AND NOT EXISTS (SELECT 1 FROM ${hd} h WHERE ${sameCheckpoint("h", "c")}) RETURNING t.bytes),
 gone_w AS (DELETE FROM ${wr} w USING (SELECT * FROM victim_writes UNION ALL SELECT * FROM orphan_writes) g
@@ -584,11 +654,12 @@ gone_b AS (DELETE FROM ${bl} b USING unreferenced u
             WHERE b.thread_id = u.thread_id AND b.checkpoint_ns = u.checkpoint_ns AND b.channel = u.channel AND b.version = u.version
            RETURNING u.bytes)`
   }
-SELECT (SELECT count(*) FROM gone_c)::int AS checkpoints, (SELECT coalesce(sum(bytes), 0) FROM gone_c)::bigint AS checkpoint_bytes,
-       (SELECT count(*) FROM gone_w)::int AS writes, (SELECT coalesce(sum(bytes), 0) FROM gone_w)::bigint AS write_bytes,
-       (SELECT count(*) FROM gone_b)::int AS blobs, (SELECT coalesce(sum(bytes), 0) FROM gone_b)::bigint AS blob_bytes,
+SELECT (SELECT pg_catalog.count(*) FROM gone_c)::int AS checkpoints, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_c)::bigint AS checkpoint_bytes,
+       (SELECT pg_catalog.count(*) FROM gone_w)::int AS writes, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_w)::bigint AS write_bytes,
+       (SELECT pg_catalog.count(*) FROM gone_b)::int AS blobs, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_b)::bigint AS blob_bytes,
        ARRAY(SELECT thread_id FROM more) AS more_threads, ARRAY(SELECT checkpoint_ns FROM more) AS more_ns,
-       ($10::int IS NOT NULL AND ((SELECT count(*) FROM orphan_writes) >= $10::int OR (SELECT count(*) FROM unreferenced) >= $10::int)) AS more_garbage`;
+       ($10::int IS NOT NULL AND ((SELECT pg_catalog.count(*) FROM orphan_writes) >= $10::int OR (SELECT pg_catalog.count(*) FROM unreferenced) >= $10::int)) AS more_garbage,
+       (SELECT pg_catalog.row_to_json(b) FROM (SELECT thread_id, checkpoint_ns, checkpoint_id, reason FROM broken LIMIT 1) b) AS broken${dry ? perThread : ""}`;
 
   return { threadPage, claim, idleThreads, expire, round };
 }
@@ -596,6 +667,8 @@ SELECT (SELECT count(*) FROM gone_c)::int AS checkpoints, (SELECT coalesce(sum(b
 type Sql = ReturnType<typeof buildSql>;
 
 interface RoundRow {
+  /** Set when a keep-set walk met broken parent links (see `broken` in the round statement). */
+  broken?: { thread_id: string; checkpoint_ns: string; checkpoint_id: string; reason: "cycle" | "missing-parent" } | null;
   checkpoints: number;
   checkpoint_bytes: string | number;
   writes: number;
@@ -629,6 +702,30 @@ interface BatchOutcome {
   counts: PruneCounts;
   expired: string[];
   skipped: string[];
+  /** Dry runs: per thread. */
+  threads?: PruneThreadCounts[];
+}
+
+interface PerThreadRow {
+  thread_id: string;
+  checkpoints: number;
+  checkpoint_bytes: number | string;
+  writes: number;
+  write_bytes: number | string;
+  blobs: number;
+  blob_bytes: number | string;
+}
+
+/** Adds a dry statement's per-thread counts (`per_thread`, JSON) into `into`. */
+function addPerThread(into: Map<string, PruneThreadCounts>, rows: PerThreadRow[] | string, expired: boolean): void {
+  for (const r of typeof rows === "string" ? (JSON.parse(rows) as PerThreadRow[]) : rows) {
+    const t = into.get(r.thread_id) ?? { threadId: r.thread_id, checkpoints: 0, writes: 0, blobs: 0, bytes: 0, expired };
+    t.checkpoints += r.checkpoints;
+    t.writes += r.writes;
+    t.blobs += r.blobs;
+    t.bytes += Number(r.checkpoint_bytes) + Number(r.write_bytes) + Number(r.blob_bytes);
+    into.set(r.thread_id, t);
+  }
 }
 
 /** Parameters of the `round` statement that follow from the options. */
@@ -657,6 +754,7 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
   };
   const totals = zero();
   const skipped: string[] = [];
+  const perThread: PruneThreadCounts[] = [];
   let threadsScanned = 0;
   let batches = 0;
   let aborted = false;
@@ -669,27 +767,23 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
     batches += 1;
     threadsScanned += threads.length;
     addCounts(totals, outcome.counts);
+    if (outcome.threads) perThread.push(...outcome.threads);
     for (const id of outcome.skipped) if (skipped.length < 100) skipped.push(id);
-    if (o.onProgress) {
-      try {
-        o.onProgress({
-          dryRun: o.dryRun,
-          batch: batches,
-          threadsScanned,
-          lastThreadId: threads[threads.length - 1],
-          batchCounts: outcome.counts,
-          totals: { ...totals },
-          expiredThreadIds: outcome.expired,
-          elapsedMs: performance.now() - started,
-        });
-      } catch (err) {
-        process.emitWarning(`prune onProgress handler threw: ${String(err)}`, "CheckpointerPruneWarning");
-      }
-    }
+    o.onProgress?.({
+      dryRun: o.dryRun,
+      batch: batches,
+      threadsScanned,
+      lastThreadId: threads[threads.length - 1],
+      batchCounts: outcome.counts,
+      totals: { ...totals },
+      expiredThreadIds: outcome.expired,
+      elapsedMs: performance.now() - started,
+    });
   }
   return {
     ...totals,
     dryRun: o.dryRun,
+    ...(o.dryRun ? { threads: perThread } : {}),
     threadsScanned,
     batches,
     bytes: totals.checkpointBytes + totals.writeBytes + totals.blobBytes,
@@ -723,20 +817,25 @@ async function dryBatch(db: Db, sql: Sql, rules: Rules, threads: string[]): Prom
       async (tx) => {
         await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
         const counts = zero();
+        const perThread = new Map<string, PruneThreadCounts>();
         let expired: string[] = [];
         if (rules.expire) {
-          const row = (await tx.query<RoundRow & { expired: string[] }>(sql.expire(true), expireParams(rules, threads))).rows[0]!;
+          const row = (await tx.query<RoundRow & { expired: string[]; per_thread: PerThreadRow[] }>(sql.expire(true), expireParams(rules, threads))).rows[0]!;
           expired = row.expired;
           addRows(counts, row);
+          addPerThread(perThread, row.per_thread, true);
           counts.threadsExpired = expired.length;
         }
         const gone = new Set(expired);
         const rest = threads.filter((t) => !gone.has(t));
         if (rest.length > 0) {
-          const row = (await tx.query<RoundRow>(sql.round(true), roundParams(rules, rest, null, rules.pruneCheckpoints, null, true, null))).rows[0]!;
+          const row = checkWalk((await tx.query<RoundRow & { per_thread: PerThreadRow[] }>(sql.round(true), roundParams(rules, rest, null, rules.pruneCheckpoints, null, true, null))).rows[0]!);
           addRows(counts, row);
+          addPerThread(perThread, row.per_thread, false);
         }
-        return { counts, expired, skipped: [] };
+        // Byte order, as the batches come (thread_id is COLLATE "C").
+        const threadsOut = [...perThread.values()].sort((a, b) => Buffer.compare(Buffer.from(a.threadId), Buffer.from(b.threadId)));
+        return { counts, expired, skipped: [], threads: threadsOut };
       },
       { rollback: true },
     ),
@@ -776,6 +875,13 @@ interface ClaimRow {
   head_ns: string[];
 }
 
+/** A walk over broken parent links stops the prune (its transaction rolls back): nothing is deleted on a guess. */
+function checkWalk<R extends RoundRow>(row: R): R {
+  const b = row.broken;
+  if (b) throw new HistoryCorruptError({ threadId: b.thread_id, checkpointNs: b.checkpoint_ns, checkpointId: b.checkpoint_id, reason: b.reason, operation: "prune" });
+  return row;
+}
+
 interface RoundResult extends RoundRow {
   more_threads: string[];
   more_ns: string[];
@@ -794,7 +900,7 @@ interface Claimed {
 }
 
 async function claim(tx: Queryable, sql: Sql, o: Settings, threads: string[], lockHeads: boolean): Promise<Claimed> {
-  await tx.query("SELECT set_config('lock_timeout', $1, true)", [`${o.lockTimeoutMs}ms`]);
+  await tx.query("SELECT pg_catalog.set_config('lock_timeout', $1, true)", [`${o.lockTimeoutMs}ms`]);
   const { rows } = await tx.query<ClaimRow>(sql.claim, [threads, `langgraph-checkpoint-pg:prune:${o.schema}`, lockHeads]);
   const out: Claimed = { threads: [], locked: [], busy: [], whole: [] };
   for (const r of rows) {
@@ -924,7 +1030,7 @@ async function realBatch(db: Db, sql: Sql, o: Settings, rules: Rules, threads: s
 
 async function deleteRound(tx: Queryable, sql: Sql, rules: Rules, o: Settings, lineages: Lineage[]): Promise<RoundResult> {
   const threads = [...new Set(lineages.map((l) => l.thread))];
-  return (await tx.query<RoundResult>(sql.round(false), roundParams(rules, threads, lineages, true, o.chunkSize, false, null))).rows[0]!;
+  return checkWalk((await tx.query<RoundResult>(sql.round(false), roundParams(rules, threads, lineages, true, o.chunkSize, false, null))).rows[0]!);
 }
 
 function moreOf(row: RoundResult): Lineage[] {

@@ -30,18 +30,25 @@ import { ADOPTION_SQLSTATE } from "./adopt.js";
 import {
   AdoptionRolledBackError,
   CheckpointConflictError,
+  CheckpointParentMissingError,
   CheckpointerError,
   DatabaseOperationError,
+  HistoryCorruptError,
   InvalidInputError,
   InvalidOptionsError,
+  PayloadTooLargeError,
   SchemaNotMigratedError,
   SchemaTooNewError,
+  SerializationError,
   sqlStateOf,
 } from "./errors.js";
-import { emit, type EventHandler } from "./events.js";
-import { decodeMetadata, encodeMetadata, projectJson } from "./metadata.js";
+import { emit, guard, type EventHandler, type HandlerErrorHandler } from "./events.js";
+import { readFilter } from "./filter.js";
+import { InFlight } from "./inflight.js";
+import { decodeMetadata, encodeMetadata } from "./metadata.js";
 import { assertSchemaCurrent, latestVersion, runMigrations, schemaLevel, type AdoptOption, type MigrateResult, type RetryOptions } from "./migrate.js";
 import { buildQueries, type ListWhere, type Queries, type ReadRow } from "./queries.js";
+import { dumpsForRow, loadsForRow, type ValueRow } from "./rowserde.js";
 import { MsgpackSerializer } from "./serde.js";
 import { parseDuration } from "./duration.js";
 import { checkVersioning, isSyntheticVersion, realVersion, upcastTuple, type StateVersioning, type Upcaster } from "./upcast.js";
@@ -66,8 +73,18 @@ export interface PostgresSaverOptions {
   serde?: SerializerProtocol;
   /** See {@link LineageMode}. Default `"branch"`. */
   lineage?: LineageMode;
-  /** Receives structured events (put, putWrites, conflict, fork, migrate, connectionError). */
+  /**
+   * Receives structured events (put, putWrites, conflict, fork, migrate,
+   * connectionError). It may be async; whatever it throws or rejects with is
+   * contained (see `onHandlerError`) and never changes an operation's outcome.
+   */
   onEvent?: EventHandler;
+  /**
+   * Receives every error the `onEvent` handler (or `upgradeState`'s
+   * `onProgress`) throws or rejects with. Default: the first error of each
+   * handler is printed on stderr as a process warning, later ones are not.
+   */
+  onHandlerError?: HandlerErrorHandler;
   /**
    * Thread time-to-live: a duration (`"30d"`, `"12h"`, or milliseconds)
    * recorded with each checkpoint. `prune()` deletes threads idle for longer
@@ -96,8 +113,11 @@ export interface PostgresSaverOptions {
   upcasters?: Record<number, Upcaster>;
   /**
    * Largest serialized channel value or write accepted, in bytes. A larger
-   * one is refused before any SQL with an {@link InvalidInputError} naming the
-   * channel. Default 64 MiB.
+   * one is refused before any SQL with a {@link PayloadTooLargeError} naming
+   * the channel. Default 64 MiB (67108864); at most 1 GiB - 1 MiB. Whatever
+   * this is, one `put` or `putWrites` carries at most 1 GiB - 1 MiB in all
+   * (Postgres takes no larger message): a larger one is refused the same way,
+   * naming its largest channels.
    */
   maxValueBytes?: number;
   /**
@@ -114,6 +134,7 @@ const SAVER_OPTIONS: ReadonlySet<string> = new Set([
   "serde",
   "lineage",
   "onEvent",
+  "onHandlerError",
   "ttl",
   "runLeaseMs",
   "stateVersion",
@@ -150,21 +171,34 @@ export interface SetupOptions {
 export const ALLOW_FORK_KEY = "allow_fork";
 
 /**
- * Defaults for pools the saver creates: nothing waits forever. A caller
- * waiting for a free client gives up after 10 s, a statement after 60 s (70 s
- * on the client if the link stalls), a lock wait after 10 s; dead peers are
- * found by TCP keepalive. Override any of them with the `pool` option.
+ * Defaults for pools the saver creates (spread them into a pool you make):
+ * nothing waits forever, and a dead or silent server is noticed in seconds.
+ * - connecting, or waiting for a free client: 5 s (`connectionTimeoutMillis`);
+ * - a statement: 20 s on the server (`statement_timeout`), 25 s on the client
+ *   (`query_timeout`: the server's own timeout cannot fire when the link is
+ *   silent); a lock wait 10 s; an idle transaction 60 s;
+ * - TCP keepalive probes after 10 s without traffic (`keepAliveInitialDelayMillis`;
+ *   Node then probes every second, 10 times), so a connection to a host that
+ *   died or dropped off the network fails within about 20 s, also one waiting
+ *   for an answer (a statement the dead host never received is left to
+ *   `query_timeout`). Without an initial delay the OS default applies: 2 hours.
+ * Override any of them with the `pool` option.
+ *
+ * @example
+ * ```ts
+ * const pool = new pg.Pool({ ...BOUNDED_POOL, connectionString: process.env.DATABASE_URL, max: 20 });
+ * const saver = new PostgresSaver(pool);
+ * ```
  */
 export const BOUNDED_POOL: pg.PoolConfig = {
   application_name: "langgraph-checkpoint-pg",
-  connectionTimeoutMillis: 10_000,
-  statement_timeout: 60_000,
+  connectionTimeoutMillis: 5_000,
+  statement_timeout: 20_000,
   lock_timeout: 10_000,
   idle_in_transaction_session_timeout: 60_000,
-  // Client side, above statement_timeout: a link that stalls (the answer never
-  // comes back) would otherwise hang the caller; pg then drops that client.
-  query_timeout: 70_000,
+  query_timeout: 25_000,
   keepAlive: true,
+  keepAliveInitialDelayMillis: 10_000,
 };
 
 /**
@@ -173,6 +207,22 @@ export const BOUNDED_POOL: pg.PoolConfig = {
  * in between each time could need another).
  */
 const MAX_PUT_ATTEMPTS = 10;
+
+/**
+ * What one statement may carry in all: Postgres refuses a protocol message over
+ * 1 GiB; 1 MiB is kept for ids, names and framing (which are also counted).
+ */
+const MAX_STATEMENT_BYTES = 1024 ** 3 - 1024 ** 2;
+
+/** A run lease to release after a failed put or putWrites (linear mode). */
+interface PendingRelease {
+  threadId: string;
+  checkpointNs: string;
+  /** The checkpoints the failed run may have left as the head. */
+  heads: string[];
+  failedAt: number;
+  attempt: number;
+}
 
 /** Page size of `list` when no limit is given: memory stays bounded on long threads. */
 const LIST_PAGE = 100;
@@ -199,6 +249,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
   #close: (() => Promise<void>) | undefined;
   readonly #queries: Queries;
   readonly #onEvent: EventHandler | undefined;
+  readonly #onHandlerError: HandlerErrorHandler | undefined;
   readonly #prepared: boolean;
   readonly #leaseSeconds: number;
   readonly #ttlSeconds: number | null;
@@ -206,7 +257,13 @@ export class PostgresSaver extends BaseCheckpointSaver {
   readonly #versioning: StateVersioning | undefined;
   /** Statement text -> prepared statement name. */
   readonly #names: Map<string, string>;
+  readonly #inFlight = new InFlight();
+  /** Per thread: the result of the latest operation called on it, while it is pending (see #inOrder). */
+  readonly #tails = new Map<string, Promise<unknown>>();
   #ready: Promise<void> | undefined;
+  /** Lease releases waiting to be retried (see #afterRunFailure); end() stops them. */
+  readonly #releases = new Set<NodeJS.Timeout>();
+  #closed = false;
 
   /**
    * @param pool A `pg.Pool`, or a PGlite instance, that the caller owns: {@link end} never closes it.
@@ -230,18 +287,23 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const lineage = options.lineage ?? "branch";
     if (lineage !== "branch" && lineage !== "linear") throw new InvalidOptionsError("lineage", 'expected "branch" or "linear"');
     if (options.onEvent !== undefined && typeof options.onEvent !== "function") throw new InvalidOptionsError("onEvent", "expected a function");
+    if (options.onHandlerError !== undefined && typeof options.onHandlerError !== "function") throw new InvalidOptionsError("onHandlerError", "expected a function");
     this.schema = checkSchemaName(options.schema ?? "public");
     this.lineage = lineage;
     this.#db = pglite ? pgliteDb(pool) : poolDb(pool as pg.Pool);
     this.#queries = buildQueries(this.schema);
-    this.#onEvent = options.onEvent;
+    // Guarded once here: a handler that throws or rejects never reaches an operation or the process.
+    this.#onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
+    this.#onHandlerError = options.onHandlerError;
     this.#prepared = options.preparedStatements ?? true;
     const lease = options.runLeaseMs ?? 300_000;
     if (typeof lease !== "number" || !Number.isFinite(lease) || lease < 0) throw new InvalidOptionsError("runLeaseMs", "expected a non-negative number of milliseconds");
     this.#leaseSeconds = lease / 1000;
     this.#versioning = checkVersioning(options.stateVersion, options.upcasters);
     this.#maxValueBytes = options.maxValueBytes ?? 64 * 1024 * 1024;
-    if (!Number.isInteger(this.#maxValueBytes) || this.#maxValueBytes < 1) throw new InvalidOptionsError("maxValueBytes", "expected a positive integer");
+    if (!Number.isInteger(this.#maxValueBytes) || this.#maxValueBytes < 1 || this.#maxValueBytes > MAX_STATEMENT_BYTES) {
+      throw new InvalidOptionsError("maxValueBytes", `expected a positive integer up to ${MAX_STATEMENT_BYTES} (Postgres stores no larger value)`);
+    }
     this.#ttlSeconds = options.ttl === undefined ? null : Math.max(1, Math.ceil(parseDuration(options.ttl, "ttl") / 1000));
     this.#names = new Map();
     // An idle client dying (e.g. a Postgres restart) makes pg.Pool emit 'error';
@@ -354,6 +416,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   async end(): Promise<void> {
+    this.#closed = true;
+    for (const timer of this.#releases) clearTimeout(timer);
+    this.#releases.clear();
     const close = this.#close;
     this.#close = undefined;
     await close?.();
@@ -369,6 +434,45 @@ export class PostgresSaver extends BaseCheckpointSaver {
       });
     }
     return this.#ready;
+  }
+
+  /**
+   * Deliver the results of one thread's operations in the order they were
+   * called, as MemorySaver's do; the statements still run concurrently. The
+   * parallel tasks of a step (e.g. subgraphs started by `Send`, each with its
+   * own namespace) then reach their interrupts in task order, and LangGraph
+   * reports the interrupts of a step in the order the tasks got there
+   * (LangGraph's test "resume multiple interrupts"). Without it, whichever
+   * statement Postgres happened to answer first would decide.
+   */
+  #inOrder<T>(config: RunnableConfig | undefined, op: Promise<T>): Promise<T> {
+    const threadId: unknown = config?.configurable?.thread_id;
+    if (typeof threadId !== "string") return op;
+    const tails = this.#tails;
+    const before = tails.get(threadId);
+    // Usually nothing is in flight on the thread: then one promise, and no wait.
+    let gated = op;
+    if (before !== undefined) {
+      // op may fail before its turn: handled here, so it is no unhandled
+      // rejection meanwhile; the caller still gets the failure, in order.
+      op.catch(noop);
+      gated = before.then(
+        () => op,
+        () => op,
+      );
+    }
+    const result: Promise<T> = gated.then(
+      (value) => {
+        if (tails.get(threadId) === result) tails.delete(threadId);
+        return value;
+      },
+      (err: unknown) => {
+        if (tails.get(threadId) === result) tails.delete(threadId);
+        throw err;
+      },
+    );
+    tails.set(threadId, result);
+    return result;
   }
 
   #query<R extends pg.QueryResultRow>(op: StatementName, values: unknown[], what: string): Promise<{ rows: R[] }> {
@@ -422,11 +526,18 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * console.log(tuple?.checkpoint.channel_values);
    * ```
    */
-  async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+  getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    return this.#inOrder(config, this.#getTuple(config));
+  }
+
+  async #getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
     const { threadId, checkpointNs, checkpointId } = readConfig(config, "getTuple", false);
     // LangGraph's contract (and its conformance suite): no thread, no tuple.
     if (threadId === undefined) return undefined;
     const ns = checkpointNs ?? "";
+    // After a failed invocation, writes of that run may still be on their way: a retry must start
+    // from the head they make (see InFlight).
+    await this.#inFlight.settled(InFlight.keyOf(config));
     const res = checkpointId
       ? await this.#query<ReadRow>("getById", [threadId, ns, checkpointId], "getTuple")
       : await this.#query<ReadRow>("getHead", [threadId, ns], "getTuple");
@@ -452,26 +563,20 @@ export class PostgresSaver extends BaseCheckpointSaver {
       throw new InvalidInputError("list options.limit", "expected a non-negative integer");
     }
     const beforeId = before ? readConfig(before, "list options.before", false).checkpointId : undefined;
-    if (filter !== undefined && filter !== null && (typeof filter !== "object" || Array.isArray(filter))) {
-      throw new InvalidInputError("list options.filter", "expected an object of metadata key/value pairs");
-    }
-    const entries = Object.entries(filter ?? {}).filter(([, v]) => v !== undefined);
-    const where: ListWhere = { threadId, checkpointNs, checkpointId, before: beforeId, limit: 0 };
-    if (entries.length > 0) {
-      where.filter = {
-        json: projectJson(Object.fromEntries(entries)),
-        keys: entries.map(([k]) => k),
-        values: entries.map(([, v]) => JSON.stringify(projectJson(v))),
-      };
-    }
+    const metadataFilter = readFilter(filter, "list options.filter");
+    const where: ListWhere = { threadId, checkpointNs, checkpointId, before: beforeId, limit: 0, filter: metadataFilter?.sql };
     let remaining = limit ?? Number.POSITIVE_INFINITY;
     while (remaining > 0) {
       where.limit = Math.min(remaining, LIST_PAGE);
       const { text, values } = this.#queries.listPage(where);
       const res = await this.#run<ReadRow>(text, values, "list");
       const tuples = await this.#toTuples(res.rows);
-      for (const t of tuples) yield t;
-      remaining -= tuples.length;
+      for (const t of tuples) {
+        // The SQL filter ran on the JSONB projection: only exact matches count.
+        if (metadataFilter && !metadataFilter.matches(t.metadata)) continue;
+        yield t;
+        if (--remaining === 0) return;
+      }
       if (tuples.length < where.limit) return;
       const last = tuples[tuples.length - 1]!.config.configurable!;
       where.cursor = [last.checkpoint_id, last.thread_id, last.checkpoint_ns];
@@ -480,14 +585,100 @@ export class PostgresSaver extends BaseCheckpointSaver {
 
   /**
    * Store a checkpoint: blobs for the channels in `newVersions`, the row, and
-   * the head move, in one statement.
+   * the head move, in one statement. A parent that is not stored is accepted
+   * in branch mode when every value the checkpoint refers to is stored (else
+   * {@link CheckpointParentMissingError}); deciding that takes a second statement.
    *
    * @example
    * ```ts
    * const next = await saver.put(config, checkpoint, { source: "loop", step: 1, parents: {} }, { messages: v });
    * ```
    */
-  async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+  put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    return this.#inOrder(config, this.#inFlight.track(InFlight.keyOf(config), this.#putOrRelease(config, checkpoint, metadata, newVersions)));
+  }
+
+  async #putOrRelease(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    try {
+      return await this.#put(config, checkpoint, metadata, newVersions);
+    } catch (err) {
+      // A put that starts a run does not own its parent's lease (another run may): only its own checkpoint's.
+      const source = (metadata as { source?: unknown } | undefined)?.source;
+      const startsRun = source === "input" || source === "update";
+      await this.#afterRunFailure(err, config, startsRun ? [checkpoint?.id] : [config?.configurable?.checkpoint_id, checkpoint?.id]);
+      throw err;
+    }
+  }
+
+  /**
+   * Store the writes a task produced from a checkpoint (one statement).
+   *
+   * @example
+   * ```ts
+   * await saver.putWrites(config, [["messages", [msg]]], taskId, taskPath);
+   * ```
+   */
+  putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+    return this.#inOrder(config, this.#inFlight.track(InFlight.keyOf(config), this.#putWritesOrRelease(config, writes, taskId, taskPath)));
+  }
+
+  async #putWritesOrRelease(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string): Promise<void> {
+    try {
+      await this.#putWrites(config, writes, taskId, taskPath);
+    } catch (err) {
+      await this.#afterRunFailure(err, config, [config?.configurable?.checkpoint_id]);
+      throw err;
+    }
+  }
+
+  /**
+   * Linear mode: a failed put or putWrites ends its run (LangGraph stops the
+   * invocation), but the lineage's head still has tasks left, which would keep
+   * new input out for `runLeaseMs`. Release the lease of the head this run
+   * left, if it is still the head: now, or, when that fails (the database is
+   * what failed), again in the background until it works or the lease ran out.
+   * A conflict means another run holds the lineage: nothing to release.
+   */
+  async #afterRunFailure(err: unknown, config: RunnableConfig, ids: unknown[]): Promise<void> {
+    if (this.lineage !== "linear" || err instanceof CheckpointConflictError || err instanceof SchemaNotMigratedError) return;
+    let key: ReturnType<typeof readConfig>;
+    try {
+      key = readConfig(config, "put");
+    } catch {
+      return;
+    }
+    const heads = ids.filter((id): id is string => typeof id === "string" && id !== "");
+    if (key.threadId === undefined || heads.length === 0) return;
+    const lease = { threadId: key.threadId, checkpointNs: key.checkpointNs ?? "", heads, failedAt: Date.now(), attempt: 0 };
+    if (!(await this.#releaseLease(lease))) this.#retryRelease(lease);
+  }
+
+  /** One attempt; true when done (released, or nothing left to release). */
+  async #releaseLease(lease: PendingRelease): Promise<boolean> {
+    lease.attempt++;
+    try {
+      const { rows } = await this.#run<{ checkpoint_id: string }>(this.#queries.releaseLease, [lease.threadId, lease.checkpointNs, lease.heads], "releasing a run lease");
+      if (rows.length > 0) {
+        emit(this.#onEvent, { type: "leaseReleased", threadId: lease.threadId, checkpointNs: lease.checkpointNs, checkpointId: rows[0]!.checkpoint_id, attempts: lease.attempt });
+      }
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  #retryRelease(lease: PendingRelease): void {
+    // Until the lease would have run out anyway; backing off from 250 ms to 5 s.
+    if (this.#closed || Date.now() - lease.failedAt > this.#leaseSeconds * 1000) return;
+    const timer = setTimeout(() => {
+      this.#releases.delete(timer);
+      void this.#releaseLease(lease).then((done) => done || this.#retryRelease(lease));
+    }, Math.min(5000, 250 * 2 ** Math.min(lease.attempt, 5)));
+    timer.unref();
+    this.#releases.add(timer);
+  }
+
+  async #put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const started = performance.now();
     const { threadId, checkpointNs, checkpointId: parentId } = readConfig(config, "put");
     const ns = checkpointNs ?? "";
@@ -505,8 +696,13 @@ export class PostgresSaver extends BaseCheckpointSaver {
         let type = "empty";
         let bytes: Uint8Array | null = null;
         if (Object.prototype.hasOwnProperty.call(values, channel)) {
-          [type, bytes] = await this.serde.dumpsTyped(values[channel]);
-          this.#checkSize(`put checkpoint.channel_values[${JSON.stringify(channel)}]`, bytes);
+          const field = `put checkpoint.channel_values[${JSON.stringify(channel)}]`;
+          try {
+            [type, bytes] = await dumpsForRow(this.serde, values[channel], { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v });
+          } catch (err) {
+            throw named(err, field);
+          }
+          this.#checkSize(field, bytes);
         }
         channels.push(channel);
         versions.push(v);
@@ -519,16 +715,32 @@ export class PostgresSaver extends BaseCheckpointSaver {
       Object.entries(checkpoint.channel_versions ?? {}).map(async ([channel, version]) => {
         if (!isSyntheticVersion(version) || Object.prototype.hasOwnProperty.call(newVersions ?? {}, channel)) return;
         if (!Object.prototype.hasOwnProperty.call(values, channel)) return;
-        const [type, bytes] = await this.serde.dumpsTyped(values[channel]);
-        this.#checkSize(`put checkpoint.channel_values[${JSON.stringify(channel)}]`, bytes);
+        const v = String(version);
+        const field = `put checkpoint.channel_values[${JSON.stringify(channel)}]`;
+        let typed: [string, Uint8Array];
+        try {
+          typed = await dumpsForRow(this.serde, values[channel], { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v });
+        } catch (err) {
+          throw named(err, field);
+        }
+        const [type, bytes] = typed;
+        this.#checkSize(field, bytes);
         channels.push(channel);
-        versions.push(version as unknown as string);
+        versions.push(v);
         types.push(type);
         payloads.push(bytes);
       }),
     );
     const { channel_values: _omit, ...stored } = checkpoint;
-    const unversioned = await this.#encodeUnversioned(values, checkpoint.channel_versions, "put checkpoint.channel_values (channels without a version)");
+    // MemorySaver's defaults for fields an older writer may leave out (its copyCheckpoint).
+    stored.channel_versions ??= {};
+    stored.versions_seen ??= {};
+    const unversioned = await this.#encodeUnversioned(values, checkpoint.channel_versions, "put checkpoint.channel_values (channels without a version)", {
+      table: "checkpoints",
+      threadId: threadId!,
+      checkpointNs: ns,
+      checkpointId: id,
+    });
     const meta = await encodeMetadata(metadata);
     const allowFork = config.configurable?.[ALLOW_FORK_KEY] === true;
     const linear = this.lineage === "linear" && !allowFork;
@@ -540,9 +752,21 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const tasks = values[TASKS];
     const hasPendingTasks =
       Object.keys(values).some((ch) => ch === "__start__" || ch.startsWith("branch:to:")) || (Array.isArray(tasks) && tasks.length > 0);
+    // Serialized here (pg would do the same), so the size check counts exactly what is sent.
+    const storedJson = JSON.stringify(stored);
+    const metaJson = JSON.stringify(meta.json);
+    if (boundBytes([payloads, [unversioned.bytes, meta.raw]], [[storedJson, metaJson, threadId!, ns, id, parentId ?? ""], channels, versions, types]) > MAX_STATEMENT_BYTES) {
+      checkStatementSize("put checkpoint", [
+        ...channels.map((channel, i) => ({ name: `channel ${JSON.stringify(channel)}`, bytes: payloads[i]?.byteLength ?? 0 })),
+        { name: "channels without a version", bytes: unversioned.bytes?.byteLength ?? 0 },
+        { name: "metadata", bytes: Buffer.byteLength(metaJson) + (meta.raw?.byteLength ?? 0) },
+        { name: "the checkpoint without its values", bytes: Buffer.byteLength(storedJson) },
+        { name: "ids, channel names and versions", bytes: boundBytes([], [[threadId!, ns, id, parentId ?? ""], channels, versions, types]) },
+      ]);
+    }
     const packed = pack(payloads);
     const params = [
-      threadId, ns, id, parentId ?? null, stored, meta.json, meta.raw, linear, channels, versions, types, packed.offsets,
+      threadId, ns, id, parentId ?? null, storedJson, metaJson, meta.raw, linear, channels, versions, types, packed.offsets,
       startsRun, this.#leaseSeconds, this.#ttlSeconds, this.#versioning?.stateVersion ?? null, hasPendingTasks, packed.lengths, packed.bytes,
       unversioned.type, unversioned.bytes,
     ];
@@ -551,22 +775,43 @@ export class PostgresSaver extends BaseCheckpointSaver {
     // waited is seen (the locked row is re-read). The one case the move fails
     // is two first puts of a lineage racing to create its head row: the loser
     // wrote nothing and runs again, now seeing the winner's head.
+    // Puts whose parent is stored take one statement. One that names a parent
+    // that is not stored, or a root put into a lineage that has a head, writes
+    // nothing there and takes a second, checking statement (see putChecked).
+    let checked = false;
     for (let attempt = 1; ; attempt++) {
-      const row = (
-        await this.#query<{ head_id: string | null; ok: boolean; parent_ok: boolean; moved: number; inserted: number; blobs: number }>(
-          "put",
-          params,
-          "put",
-        )
-      ).rows[0]!;
-      if (row.ok && row.moved === 0) {
+      let row: PutRow | undefined;
+      if (!checked) {
+        const fast = (await this.#query<Omit<PutRow, "parent_known" | "late" | "missing"> & { fast: boolean }>("put", params, "put")).rows[0]!;
+        if (fast.fast) {
+          row = Object.assign(fast, { parent_known: true, late: false, missing: null });
+        } else {
+          checked = true;
+          params.push(...referencedValues(checkpoint.channel_versions, channels, versions));
+        }
+      }
+      row ??= (await this.#query<PutRow>("putChecked", params, "put")).rows[0]!;
+      if (row.ok && row.moved === 0 && !row.late) {
         if (attempt < MAX_PUT_ATTEMPTS) continue;
-        throw new DatabaseOperationError("put", new Error(`the head of lineage ${JSON.stringify(ns)} kept changing under ${MAX_PUT_ATTEMPTS} attempts`));
+        throw new DatabaseOperationError("put", new Error(`the head of lineage ${JSON.stringify(ns)} kept changing under ${MAX_PUT_ATTEMPTS} attempts`), { retryable: true });
       }
       let head = row.head_id ?? undefined;
+      if (!row.ok && !row.parent_known) {
+        const missing = (row.missing ?? []).map(([channel, version]) => ({ channel, version }));
+        emit(this.#onEvent, {
+          type: "parentMissing",
+          threadId: threadId!,
+          checkpointNs: ns,
+          checkpointId: id,
+          parentCheckpointId: parentId!,
+          missing,
+          durationMs: performance.now() - started,
+        });
+        throw new CheckpointParentMissingError({ threadId: threadId!, checkpointNs: ns, checkpointId: id, parentCheckpointId: parentId!, missing });
+      }
       if (!row.ok) {
         if (head === undefined) head = (await this.#query<{ checkpoint_id: string }>("headId", [threadId, ns], "put")).rows[0]?.checkpoint_id;
-        const reason = !row.parent_ok ? "parent-missing" : head === parentId ? "run-in-progress" : "head-moved";
+        const reason = head === parentId ? "run-in-progress" : "head-moved";
         emit(this.#onEvent, {
           type: "conflict",
           threadId: threadId!,
@@ -579,7 +824,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
         });
         throw new CheckpointConflictError({ threadId: threadId!, checkpointNs: ns, expectedParent: parentId, actualHead: head, reason });
       }
-      if (head !== undefined && head !== parentId && head !== id) {
+      if (head !== undefined && head !== parentId && head !== id && !row.late) {
         emit(this.#onEvent, {
           type: "fork",
           threadId: threadId!,
@@ -603,15 +848,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     }
   }
 
-  /**
-   * Store the writes a task produced from a checkpoint (one statement).
-   *
-   * @example
-   * ```ts
-   * await saver.putWrites(config, [["messages", [msg]]], taskId, taskPath);
-   * ```
-   */
-  async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+  async #putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string): Promise<void> {
     const started = performance.now();
     const { threadId, checkpointNs, checkpointId } = readConfig(config, "putWrites");
     if (checkpointId === undefined) {
@@ -621,21 +858,51 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (typeof taskPath !== "string") throw new InvalidInputError("putWrites taskPath", "expected a string");
     if (!Array.isArray(writes)) throw new InvalidInputError("putWrites writes", "expected an array of [channel, value] pairs");
     if (writes.length === 0) return;
-    const n = writes.length;
-    const idx = new Array<number>(n);
-    const channels = new Array<string>(n);
-    const types = new Array<string>(n);
-    const payloads = new Array<Uint8Array>(n);
+    let n = writes.length;
+    let idx = new Array<number>(n);
+    let channels = new Array<string>(n);
+    let types = new Array<string>(n);
+    let payloads = new Array<Uint8Array>(n);
     await Promise.all(
       writes.map(async (write, i) => {
         if (!Array.isArray(write) || write.length !== 2) throw new InvalidInputError(`putWrites writes[${i}]`, "expected a [channel, value] pair");
         const channel = checkKey(`putWrites writes[${i}][0] (channel)`, write[0], LIMITS.channel);
         idx[i] = WRITES_IDX_MAP[channel] ?? i;
         channels[i] = channel;
-        [types[i], payloads[i]] = await this.serde.dumpsTyped(write[1]);
-        this.#checkSize(`putWrites writes[${i}] (channel ${JSON.stringify(channel)})`, payloads[i]!);
+        const field = `putWrites writes[${i}] (channel ${JSON.stringify(channel)})`;
+        try {
+          [types[i], payloads[i]] = await dumpsForRow(this.serde, write[1], {
+            table: "checkpoint_writes",
+            threadId: threadId!,
+            checkpointNs: checkpointNs ?? "",
+            checkpointId,
+            taskId,
+            idx: idx[i]!,
+          });
+        } catch (err) {
+          throw named(err, field);
+        }
+        this.#checkSize(field, payloads[i]!);
       }),
     );
+    // A special channel written twice in one call (__resume__ by a node that
+    // interrupts several times): the last one wins, as in MemorySaver and the
+    // official saver. One INSERT ... ON CONFLICT cannot touch a row twice.
+    let special = 0;
+    for (const k of idx) if (k < 0) special++;
+    if (special > 1 && new Set(idx.filter((k) => k < 0)).size < special) {
+      const keep = idx.map((k, i) => k >= 0 || idx.lastIndexOf(k) === i);
+      const pick = <T>(a: T[]) => a.filter((_, i) => keep[i]);
+      [idx, channels, types, payloads] = [pick(idx), pick(channels), pick(types), pick(payloads)];
+      n = idx.length;
+    }
+    const keys = [[threadId!, checkpointNs ?? "", checkpointId, taskId, taskPath], channels, types];
+    if (boundBytes([payloads], keys) > MAX_STATEMENT_BYTES) {
+      checkStatementSize("putWrites writes", [
+        ...channels.map((channel, i) => ({ name: `writes[${i}] (channel ${JSON.stringify(channel)})`, bytes: payloads[i]!.byteLength })),
+        { name: "ids and channel names", bytes: boundBytes([], keys) },
+      ]);
+    }
     const packed = pack(payloads);
     await this.#query(
       "putWrites",
@@ -686,7 +953,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * const h = await saver.getDeltaChannelHistory({ config, channels: ["messages"] });
    * ```
    */
-  override async getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {
+  override getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {
+    return this.#inOrder(options?.config, this.#getDeltaChannelHistory(options));
+  }
+
+  async #getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {
     const { config, channels } = options ?? ({} as typeof options);
     if (!Array.isArray(channels)) throw new InvalidInputError("getDeltaChannelHistory channels", "expected an array of channel names");
     if (channels.length === 0) return {};
@@ -695,13 +966,25 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const res = await this.#query<{
       kind: number;
       depth: number;
+      checkpoint_id: string;
       channel: string;
+      version: string | null;
       task_id: string | null;
       task_path: string | null;
       idx: number | null;
       type: string;
       value: Buffer | null;
     }>("deltaHistory", [threadId, checkpointNs ?? "", checkpointId ?? null, channels], "getDeltaChannelHistory");
+    const stopped = res.rows.find((r) => r.kind === 0);
+    if (stopped) {
+      throw new HistoryCorruptError({
+        threadId: threadId!,
+        checkpointNs: checkpointNs ?? "",
+        checkpointId: stopped.checkpoint_id,
+        reason: stopped.type === "cycle" ? "cycle" : "missing-parent",
+        operation: "getDeltaChannelHistory",
+      });
+    }
     const result: Record<string, DeltaChannelHistory> = {};
     for (const ch of channels) result[ch] = { writes: [] };
     const writeRows = res.rows.filter((r) => r.kind === 2);
@@ -711,10 +994,17 @@ export class PostgresSaver extends BaseCheckpointSaver {
         b.depth - a.depth ||
         compareWritesSortKeys(writesSortKey(a.task_path ?? "", a.task_id!, a.idx!), writesSortKey(b.task_path ?? "", b.task_id!, b.idx!)),
     );
-    const decoded = await Promise.all(writeRows.map((r) => this.#decode(r.type, r.value)));
+    const ns = checkpointNs ?? "";
+    const decoded = await Promise.all(
+      writeRows.map((r) =>
+        this.#decode(r.type, r.value, { table: "checkpoint_writes", threadId: threadId!, checkpointNs: ns, checkpointId: r.checkpoint_id, taskId: r.task_id!, idx: r.idx! }),
+      ),
+    );
     writeRows.forEach((r, i) => result[r.channel]!.writes.push([r.task_id!, r.channel, decoded[i]]));
     for (const r of res.rows) {
-      if (r.kind === 1) result[r.channel]!.seed = await this.#decode(r.type, r.value);
+      if (r.kind === 1) {
+        result[r.channel]!.seed = await this.#decode(r.type, r.value, { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel: r.channel, version: r.version! });
+      }
     }
     return result;
   }
@@ -732,11 +1022,13 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * const { rewritten } = await saver.upgradeState({ batchSize: 200, onProgress: console.log });
    * ```
    */
-  async upgradeState(options: { batchSize?: number; onProgress?: (p: { rewritten: number }) => void } = {}): Promise<{ rewritten: number }> {
+  async upgradeState(options: { batchSize?: number; onProgress?: (p: { rewritten: number }) => unknown } = {}): Promise<{ rewritten: number }> {
     const versioning = this.#versioning;
     if (!versioning) throw new InvalidOptionsError("stateVersion", "upgradeState needs the saver's stateVersion (and upcasters)");
     const batchSize = options.batchSize ?? 100;
     if (!Number.isInteger(batchSize) || batchSize < 1) throw new InvalidOptionsError("batchSize", "expected a positive integer");
+    if (options.onProgress !== undefined && typeof options.onProgress !== "function") throw new InvalidOptionsError("onProgress", "expected a function");
+    const onProgress = guard(options.onProgress, "onProgress", this.#onHandlerError);
     await this.#ensureReady();
     const q = this.#queries;
     let cursor: [string, string, string] = ["", "", ""];
@@ -761,22 +1053,31 @@ export class PostgresSaver extends BaseCheckpointSaver {
           const blobs = await Promise.all(
             Object.entries(cp.channel_versions)
               .filter(([ch, v]) => isSyntheticVersion(v) && Object.prototype.hasOwnProperty.call(cp.channel_values, ch))
-              .map(async ([ch, v]) => ({ ch, v: String(real(v)), typed: await this.serde.dumpsTyped(cp.channel_values[ch]) })),
+              .map(async ([ch, v]) => {
+                const version = String(real(v));
+                const row = { table: "checkpoint_blobs" as const, threadId: key[0]!, checkpointNs: key[1]!, channel: ch, version };
+                return { ch, v: version, typed: await dumpsForRow(this.serde, cp.channel_values[ch], row) };
+              }),
           );
           await tx.query(q.insertBlobs, [key[0], key[1], blobs.map((b) => b.ch), blobs.map((b) => b.v), blobs.map((b) => b.typed[0]), blobs.map((b) => b.typed[1])]);
           const { channel_values: _values, ...stored } = cp;
           stored.channel_versions = Object.fromEntries(Object.entries(cp.channel_versions).map(([ch, v]) => [ch, real(v)])) as typeof cp.channel_versions;
           // The upcast values of channels without a version are stored again too.
-          const unversioned = await this.#encodeUnversioned(cp.channel_values, cp.channel_versions, "upgradeState channel_values (channels without a version)");
+          const unversioned = await this.#encodeUnversioned(cp.channel_values, cp.channel_versions, "upgradeState channel_values (channels without a version)", {
+            table: "checkpoints",
+            threadId: row.thread_id,
+            checkpointNs: row.checkpoint_ns,
+            checkpointId: row.checkpoint_id,
+          });
           const updated = await tx.query(q.rewriteCheckpoint, [...key, row.row_version, stored, versioning.stateVersion, unversioned.type, unversioned.bytes]);
-          if (updated.rows.length === 0) throw new DatabaseOperationError("upgradeState", new Error("a checkpoint changed during its rewrite"));
+          if (updated.rows.length === 0) throw new DatabaseOperationError("upgradeState", new Error("a checkpoint changed during its rewrite"), { retryable: true });
           for (const [from, to] of renames) await tx.query(q.renameWrites, [...key, from, to]);
           cursor = [row.thread_id, row.checkpoint_ns, row.checkpoint_id];
         }
         rewritten += batch.length;
         return batch.length < batchSize;
       });
-      options.onProgress?.({ rewritten });
+      onProgress?.({ rewritten });
       if (done) return { rewritten };
     }
   }
@@ -811,22 +1112,28 @@ export class PostgresSaver extends BaseCheckpointSaver {
     values: Record<string, unknown>,
     versions: Checkpoint["channel_versions"] | undefined,
     field: string,
+    row: ValueRow,
   ): Promise<{ type: string | null; bytes: Uint8Array | null }> {
     const entries = Object.entries(values).filter(([channel]) => !Object.prototype.hasOwnProperty.call(versions ?? {}, channel));
     if (entries.length === 0) return { type: null, bytes: null };
-    const [type, bytes] = await this.serde.dumpsTyped(Object.fromEntries(entries));
+    const [type, bytes] = await dumpsForRow(this.serde, Object.fromEntries(entries), row);
     this.#checkSize(field, bytes);
     return { type, bytes };
   }
 
   #checkSize(field: string, bytes: Uint8Array): void {
     if (bytes.byteLength > this.#maxValueBytes) {
-      throw new InvalidInputError(field, `serializes to ${bytes.byteLength} bytes; the limit (maxValueBytes) is ${this.#maxValueBytes}`);
+      throw new PayloadTooLargeError(field, `serializes to ${bytes.byteLength} bytes; the limit (maxValueBytes) is ${this.#maxValueBytes}`, {
+        bytes: bytes.byteLength,
+        limit: this.#maxValueBytes,
+        largest: [{ name: field, bytes: bytes.byteLength }],
+      });
     }
   }
 
-  async #decode(type: string, value: Buffer | null): Promise<unknown> {
-    return this.serde.loadsTyped(type, value ?? new Uint8Array());
+  /** Decode a stored value; `row` is where it is stored (a serializer may check that the value belongs there). */
+  async #decode(type: string, value: Buffer | null, row: ValueRow): Promise<unknown> {
+    return loadsForRow(this.serde, type, value ?? new Uint8Array(), row);
   }
 
   /** Rebuild tuples from read rows, newest first; upcast to the saver's state version unless told not to. */
@@ -858,19 +1165,32 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const byOrder = (a: ReadRow, b: ReadRow) =>
       compareWritesSortKeys(writesSortKey(a.s4 ?? "", a.s1!, a.n!), writesSortKey(b.s4 ?? "", b.s1!, b.n!));
     writes.sort(byOrder);
+    const threadId = head.thread_id;
+    const checkpointNs = head.checkpoint_ns;
+    const writeRow = (w: ReadRow, checkpointId: string): ValueRow => ({ table: "checkpoint_writes", threadId, checkpointNs, checkpointId, taskId: w.s1!, idx: w.n! });
     const [values, unversioned, pendingWrites, metadata] = await Promise.all([
-      Promise.all(blobs.map(async (b) => [b.s1!, await this.#decode(b.s3!, b.v)] as const)),
-      head.uv === null ? undefined : (this.#decode(head.s3!, head.uv) as Promise<Record<string, unknown>>),
-      Promise.all(writes.map(async (w): Promise<CheckpointPendingWrite> => [w.s1!, w.s2!, await this.#decode(w.s3!, w.v)])),
+      Promise.all(
+        blobs.map(async (b) => [b.s1!, await this.#decode(b.s3!, b.v, { table: "checkpoint_blobs", threadId, checkpointNs, channel: b.s1!, version: b.s2! })] as const),
+      ),
+      head.uv === null
+        ? undefined
+        : (this.#decode(head.s3!, head.uv, { table: "checkpoints", threadId, checkpointNs, checkpointId: head.checkpoint_id }) as Promise<Record<string, unknown>>),
+      Promise.all(writes.map(async (w): Promise<CheckpointPendingWrite> => [w.s1!, w.s2!, await this.#decode(w.s3!, w.v, writeRow(w, head.checkpoint_id))])),
       decodeMetadata(head.md, head.v),
     ]);
-    const stored = head.cp as Omit<Checkpoint, "channel_values">;
-    const checkpoint: Checkpoint = { ...stored, channel_values: { ...unversioned, ...Object.fromEntries(values) } } as Checkpoint;
+    const stored = head.cp as Partial<Omit<Checkpoint, "channel_values">>;
+    const checkpoint = {
+      ...stored,
+      // MemorySaver's defaults, for rows an older writer stored without them.
+      channel_versions: stored.channel_versions ?? {},
+      versions_seen: stored.versions_seen ?? {},
+      channel_values: { ...unversioned, ...Object.fromEntries(values) },
+    } as Checkpoint;
     const parent = head.s1 ?? undefined;
     if (checkpoint.v < 4 && parent !== undefined) {
       // Checkpoints before format v4 kept pending sends as writes of the parent.
       sends.sort(byOrder);
-      checkpoint.channel_values[TASKS] = await Promise.all(sends.map((w) => this.#decode(w.s3!, w.v)));
+      checkpoint.channel_values[TASKS] = await Promise.all(sends.map((w) => this.#decode(w.s3!, w.v, writeRow(w, parent))));
       const existing = Object.values(checkpoint.channel_versions ?? {});
       checkpoint.channel_versions = {
         ...checkpoint.channel_versions,
@@ -889,6 +1209,38 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (upcast && this.#versioning) upcastTuple(tuple, head.n, this.#versioning);
     return tuple;
   }
+}
+
+/**
+ * Refuse a statement whose parts add up to more than Postgres takes in one
+ * message; the error names the largest parts.
+ */
+function checkStatementSize(field: string, parts: { name: string; bytes: number }[]): void {
+  let total = 0;
+  for (const p of parts) total += p.bytes;
+  if (total <= MAX_STATEMENT_BYTES) return;
+  const largest = parts
+    .filter((p) => p.bytes > 0)
+    .sort((a, b) => b.bytes - a.bytes)
+    .slice(0, 5);
+  throw new PayloadTooLargeError(
+    field,
+    `all values together serialize to ${total} bytes; one statement carries at most ${MAX_STATEMENT_BYTES} (Postgres refuses larger messages). ` +
+      `Largest: ${largest.map((p) => `${p.name} (${p.bytes} bytes)`).join(", ")}. Store large data elsewhere and keep a reference in the state.`,
+    { bytes: total, limit: MAX_STATEMENT_BYTES, largest },
+  );
+}
+
+/**
+ * An upper bound of what a statement sends, cheap enough for every put: the
+ * bytes of the values, and of the strings as UTF-8 (at most 3 per UTF-16
+ * unit) with array quoting. Only above the limit is it counted exactly.
+ */
+function boundBytes(values: readonly (readonly (Uint8Array | null)[])[], strings: readonly (readonly string[])[]): number {
+  let n = 0;
+  for (const list of values) for (const v of list) n += v?.byteLength ?? 0;
+  for (const list of strings) for (const s of list) n += s.length * 3 + 4;
+  return n;
 }
 
 /**
@@ -942,6 +1294,40 @@ function pack(values: readonly (Uint8Array | null)[]): { offsets: number[]; leng
     if (v !== null) bytes.set(v, offsets[i]);
   });
   return { offsets, lengths, bytes };
+}
+
+function noop(): void {}
+
+/** A serializer's error, naming `field`: the saver input that held the value. */
+function named(err: unknown, field: string): unknown {
+  return err instanceof SerializationError && err.field === undefined ? new SerializationError(err.message, { cause: err.cause, field, path: err.path }) : err;
+}
+
+/** A row of the put statements (queries.ts `put`, `putChecked`). */
+interface PutRow {
+  head_id: string | null;
+  ok: boolean;
+  parent_known: boolean;
+  late: boolean;
+  moved: number;
+  inserted: number;
+  blobs: number;
+  missing: [string, string][] | null;
+}
+
+/** The (channels, versions) a checkpoint refers to that this put does not write. */
+function referencedValues(channelVersions: ChannelVersions | undefined, channels: string[], versions: string[]): [string[], string[]] {
+  const refChannels: string[] = [];
+  const refVersions: string[] = [];
+  for (const [channel, version] of Object.entries(channelVersions ?? {})) {
+    const v = String(version);
+    const i = channels.indexOf(channel);
+    if (i < 0 || versions[i] !== v) {
+      refChannels.push(channel);
+      refVersions.push(v);
+    }
+  }
+  return [refChannels, refVersions];
 }
 
 /** Compare by Unicode code point (the order of `COLLATE "C"` on UTF-8), not UTF-16 units. */

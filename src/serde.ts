@@ -33,13 +33,21 @@
  *
  * Decoding rebuilds only these types. LangChain objects are rebuilt only from a
  * fixed allowlist of class ids (the message classes of `@langchain/core/messages`,
- * plus classes registered explicitly through {@link MsgpackSerializerOptions});
+ * the prompt values of `@langchain/core/prompt_values`, plus classes registered
+ * explicitly through {@link MsgpackSerializerOptions});
  * `@langchain/core/load` is deliberately NOT used for msgpack data: it can
  * instantiate any exported `@langchain/core` class (runnables, tracers, ...)
  * with stored constructor arguments, and the point of this format is that stored
  * bytes can only produce inert data and a handful of known, side-effect-free
- * classes. A LangChain object outside the allowlist is refused when it is
- * *written* (SerializationError), so nothing unreadable is ever stored.
+ * classes. A LangChain object outside the allowlist is written as the plain
+ * record its `toJSON()` gives (refused in strict mode), so nothing unreadable is
+ * ever stored.
+ *
+ * Values no extension covers (class instances, a `URL`, objects with `toJSON`,
+ * functions inside objects, circular references) are written as LangGraph's
+ * `JsonPlusSerializer` would write them, as plain data (see `jsonForm`); in
+ * strict mode they are refused. That path runs only after the plain encode
+ * failed, so values that need none of it cost nothing extra.
  *
  * Decoded LangGraph objects (`Send`, `Command`, `Overwrite`) come back in their
  * `toJSON()` form (`{ lg_name: "Send", node, args, timeout }`, `{ __overwrite__ }`,
@@ -74,7 +82,7 @@ import {
   encodeTimestampExtension,
   type ExtensionCodecType,
 } from "@msgpack/msgpack";
-import { DeltaSnapshot, JsonPlusSerializer, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
+import { DeltaSnapshot, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import {
   AIMessage,
   AIMessageChunk,
@@ -91,7 +99,9 @@ import {
   ToolMessageChunk,
 } from "@langchain/core/messages";
 import { Document } from "@langchain/core/documents";
+import { ChatPromptValue, ImagePromptValue, StringPromptValue } from "@langchain/core/prompt_values";
 import { DeserializationError, InvalidOptionsError, SerializationError } from "./errors.js";
+import { readJsonPlus } from "./jsonplus.js";
 import { PY_MSGPACK_TYPE, loadsPython } from "./pyserde.js";
 
 /** Maximum nesting of objects, arrays and extension values, on write and on read. */
@@ -163,6 +173,16 @@ export interface MsgpackSerializerOptions {
    * Classes that declare `lc_secrets` are refused (secrets are never stored).
    */
   langchainClasses?: readonly LangChainClassEntry[];
+  /**
+   * Refuse, with a {@link SerializationError} naming the path inside the value,
+   * anything that would not come back exactly: class instances other than the
+   * supported ones (a `URL`, your own classes), objects with `toJSON`,
+   * functions and symbols, circular references, subclasses of the supported
+   * classes (a `Buffer`, a custom `Error`). Default `false`: such values are
+   * stored as LangGraph's JSON serializer would store them (see the README's
+   * serialization table).
+   */
+  strict?: boolean;
 }
 
 /**
@@ -170,7 +190,7 @@ export interface MsgpackSerializerOptions {
  * `toJSON().id` returned for these classes in @langchain/core 1.x. Keep old ids
  * here if @langchain/core ever changes them, so that old rows stay readable.
  */
-const BUILTIN_LANGCHAIN_CLASSES: readonly LangChainClassEntry[] = [
+const BUILTIN_LANGCHAIN_CLASSES: readonly (LangChainClassEntry & Pick<ResolvedEntry, "build">)[] = [
   { id: ["langchain_core", "messages", "HumanMessage"], ctor: HumanMessage },
   { id: ["langchain_core", "messages", "HumanMessageChunk"], ctor: HumanMessageChunk },
   { id: ["langchain_core", "messages", "AIMessage"], ctor: AIMessage },
@@ -184,6 +204,12 @@ const BUILTIN_LANGCHAIN_CLASSES: readonly LangChainClassEntry[] = [
   { id: ["langchain_core", "messages", "FunctionMessage"], ctor: FunctionMessage },
   { id: ["langchain_core", "messages", "FunctionMessageChunk"], ctor: FunctionMessageChunk },
   { id: ["langchain_core", "messages", "RemoveMessage"], ctor: RemoveMessage },
+  // Prompt values: what a prompt template returns, often kept in state. Their
+  // constructors only store the messages / text / image URL they are given.
+  { id: ["langchain_core", "prompt_values", "ChatPromptValue"], ctor: ChatPromptValue },
+  // Its constructor takes the string itself, not { value }.
+  { id: ["langchain_core", "prompt_values", "StringPromptValue"], ctor: StringPromptValue, build: (kwargs) => new StringPromptValue(String(kwargs.value)) },
+  { id: ["langchain_core", "prompt_values", "ImagePromptValue"], ctor: ImagePromptValue },
 ];
 
 /** Built-in error classes rebuilt by name; any other name becomes an `Error` with that `name`. */
@@ -203,6 +229,8 @@ interface ResolvedEntry {
   readonly id: readonly string[];
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   readonly ctor: new (kwargs: any) => unknown;
+  /** Rebuilds the object from its kwargs when the constructor does not take them as they are. */
+  readonly build?: (kwargs: Record<string, unknown>) => unknown;
 }
 
 /** Allowlist of LangChain classes, by constructor (fast path) and by stored id. */
@@ -233,8 +261,8 @@ class LangChainTable {
     });
   }
 
-  private add(entry: LangChainClassEntry): void {
-    const resolved: ResolvedEntry = { id: Object.freeze([...entry.id]), ctor: entry.ctor };
+  private add(entry: LangChainClassEntry & Pick<ResolvedEntry, "build">): void {
+    const resolved: ResolvedEntry = { id: Object.freeze([...entry.id]), ctor: entry.ctor, build: entry.build };
     this.byCtor.set(entry.ctor, resolved);
     this.byKey.set(idKey(entry.id), resolved);
   }
@@ -293,6 +321,8 @@ class EncodeFailure extends Error {
     readonly value: unknown,
     readonly reason: string,
     readonly tooDeep = false,
+    /** Whether writing the value's JSON form instead (the default, non-strict mode) can succeed. */
+    readonly fixable = true,
   ) {
     super(reason);
   }
@@ -310,6 +340,8 @@ interface Ctx {
   decoder: DecoderInternals | undefined;
   /** Largest output of this level's Encoder since it was created (to drop oversized buffers). */
   maxOutput: number;
+  /** Encoding a value already turned into its JSON form (see `jsonForm`): payloads are turned too. */
+  compat: boolean;
 }
 
 // The private @msgpack/msgpack 3.x members the hooks below use.
@@ -325,6 +357,23 @@ interface DecoderInternals {
   stack: { readonly length: number };
   view: DataView;
   pos: number;
+}
+
+/** The non-plain objects the encoder writes as an extension (see the table at the top). */
+type InstanceKind = "date" | "bytes" | "typed" | "map" | "set" | "regexp" | "error" | "delta" | "langgraph" | "langchain" | "document";
+
+/** `jsonForm` of a function or symbol: left out of an object, null in an array, refused as a whole value. */
+const OMIT: unique symbol = Symbol("omit");
+
+/** The primitive inside a boxed Number, String, Boolean or BigInt (JSON.stringify writes those as primitives), else OMIT. */
+function unbox(value: object): unknown {
+  const tag = Object.prototype.toString.call(value);
+  if (tag !== "[object Number]" && tag !== "[object String]" && tag !== "[object Boolean]" && tag !== "[object BigInt]") return OMIT;
+  try {
+    return (value as { valueOf(): unknown }).valueOf();
+  } catch {
+    return OMIT;
+  }
 }
 
 const UNDEFINED_EXT = new ExtData(EXT_UNDEFINED, new Uint8Array([0]));
@@ -370,7 +419,7 @@ function patchEncoder(encoder: Encoder<Ctx>, ctx: Ctx): void {
       case "object":
         if (object !== null) {
           if (ctx.base + depth > MAX_DEPTH) {
-            throw new EncodeFailure(object, `a value nested deeper than ${MAX_DEPTH} levels (circular reference?)`, true);
+            throw new EncodeFailure(object, `a value nested deeper than ${MAX_DEPTH} levels (circular reference?)`, true, !ctx.compat);
           }
           ctx.depth = depth;
         }
@@ -386,7 +435,7 @@ function patchEncoder(encoder: Encoder<Ctx>, ctx: Ctx): void {
   // round-trip exactly (the library's own UTF-8 code keeps lone surrogates).
   internals.encodeString = function encodeStringChecked(this: EncoderInternals, value: string): void {
     if (value.length > 50 && !isWellFormed(value)) {
-      throw new EncodeFailure(value, "an object key containing a lone surrogate (longer than 50 UTF-16 units)");
+      throw new EncodeFailure(value, "an object key containing a lone surrogate (longer than 50 UTF-16 units)", false, false);
     }
     encodeString.call(this, value);
   };
@@ -475,17 +524,22 @@ interface DecoderSlot {
  */
 class Engine implements ExtensionCodecType<Ctx> {
   busy = false;
+  /** Set while encoding a value's JSON form: every extension payload is turned into its JSON form too. */
+  private compat = false;
   private readonly encoders: EncoderSlot[] = [];
   private readonly decoders: DecoderSlot[] = [];
 
-  constructor(private readonly langchain: LangChainTable) {}
+  constructor(
+    private readonly langchain: LangChainTable,
+    readonly strict: boolean,
+  ) {}
 
   // ---- encoding ----
 
   private encoderAt(level: number): EncoderSlot {
     let slot = this.encoders[level];
     if (!slot) {
-      const ctx: Ctx = { level, base: 0, depth: 0, decoder: undefined, maxOutput: 0 };
+      const ctx: Ctx = { level, base: 0, depth: 0, decoder: undefined, maxOutput: 0, compat: false };
       const encoder = new Encoder<Ctx>({ extensionCodec: this, context: ctx, maxDepth: MAX_DEPTH + 1 });
       patchEncoder(encoder, ctx);
       slot = { encoder, ctx };
@@ -494,9 +548,12 @@ class Engine implements ExtensionCodecType<Ctx> {
     return slot;
   }
 
-  encodeValue(value: unknown): Uint8Array {
+  /** Encodes `value`; with `compat`, the value is a JSON form (see {@link jsonForm}) and so are its payloads. */
+  encodeValue(value: unknown, compat = false): Uint8Array {
     const root = this.encoderAt(0);
     root.ctx.base = 0;
+    root.ctx.compat = compat;
+    this.compat = compat;
     try {
       const out = root.encoder.encode(value);
       if (out.length > root.ctx.maxOutput) root.ctx.maxOutput = out.length;
@@ -512,6 +569,8 @@ class Engine implements ExtensionCodecType<Ctx> {
   private payload(parent: Ctx, value: unknown): Uint8Array {
     const slot = this.encoderAt(parent.level + 1);
     slot.ctx.base = parent.base + parent.depth;
+    slot.ctx.compat = this.compat;
+    if (this.compat) value = this.jsonForm(value, "", [], slot.ctx.base);
     // Shared reference into the child's buffer: the parent copies it right away.
     const out = slot.encoder.encodeSharedRef(value);
     if (out.length > slot.ctx.maxOutput) slot.ctx.maxOutput = out.length;
@@ -538,39 +597,160 @@ class Engine implements ExtensionCodecType<Ctx> {
     return this.encodeInstance(object, ctx);
   }
 
-  private encodeInstance(object: object, ctx: Ctx): ExtData {
-    if (object instanceof Date) {
-      return Number.isNaN(object.getTime())
-        ? new ExtData(EXT_INVALID_DATE, EMPTY)
-        : new ExtData(EXT_DATE, encodeTimestampExtension(object) as Uint8Array);
-    }
-    if (object instanceof Uint8Array) return new ExtData(EXT_BYTES, object);
-    if (ArrayBuffer.isView(object) || object instanceof ArrayBuffer) return new ExtData(EXT_TYPED, typedBytes(object));
-    if (object instanceof Map) {
-      const entries: unknown[] = [];
-      for (const [key, value] of object) entries.push(key, value);
-      return new ExtData(EXT_MAP, this.payload(ctx, entries));
-    }
-    if (object instanceof Set) return new ExtData(EXT_SET, this.payload(ctx, [...object]));
-    if (object instanceof RegExp) return new ExtData(EXT_REGEXP, this.payload(ctx, [object.source, object.flags]));
-    if (object instanceof Error) return new ExtData(EXT_ERROR, this.payload(ctx, errorPayload(object)));
+  /** Which extension writes `object` (a non-plain, non-array object), or undefined: none does. */
+  private kindOf(object: object): InstanceKind | undefined {
+    if (object instanceof Date) return "date";
+    if (object instanceof Uint8Array) return "bytes";
+    if (ArrayBuffer.isView(object) || object instanceof ArrayBuffer) return typedKind(object) === undefined ? undefined : "typed";
+    if (object instanceof Map) return "map";
+    if (object instanceof Set) return "set";
+    if (object instanceof RegExp) return "regexp";
+    if (object instanceof Error) return "error";
     const record = object as LcLike & { lg_name?: unknown; toJSON?: unknown };
-    if (record.lg_name === "DeltaSnapshot") {
-      return new ExtData(EXT_DELTA_SNAPSHOT, this.payload(ctx, (object as DeltaSnapshot).value));
+    if (record.lg_name === "DeltaSnapshot") return "delta";
+    if (typeof record.lg_name === "string") return typeof record.toJSON === "function" ? "langgraph" : undefined;
+    if ("lc_serializable" in record) return "langchain";
+    if (object.constructor === Document) return "document";
+    return undefined;
+  }
+
+  private encodeInstance(object: object, ctx: Ctx): ExtData {
+    const kind = this.kindOf(object);
+    if (kind === undefined) throw new EncodeFailure(object, describe(object));
+    if (this.strict) this.checkExact(object, kind);
+    switch (kind) {
+      case "date":
+        return Number.isNaN((object as Date).getTime())
+          ? new ExtData(EXT_INVALID_DATE, EMPTY)
+          : new ExtData(EXT_DATE, encodeTimestampExtension(object as Date) as Uint8Array);
+      case "bytes":
+        return new ExtData(EXT_BYTES, object as Uint8Array);
+      case "typed":
+        return new ExtData(EXT_TYPED, typedBytes(object as ArrayBufferView | ArrayBuffer));
+      case "map": {
+        const entries: unknown[] = [];
+        for (const [key, value] of object as Map<unknown, unknown>) entries.push(key, value);
+        return new ExtData(EXT_MAP, this.payload(ctx, entries));
+      }
+      case "set":
+        return new ExtData(EXT_SET, this.payload(ctx, [...(object as Set<unknown>)]));
+      case "regexp":
+        return new ExtData(EXT_REGEXP, this.payload(ctx, [(object as RegExp).source, (object as RegExp).flags]));
+      case "error":
+        return new ExtData(EXT_ERROR, this.payload(ctx, errorPayload(object as Error)));
+      case "delta":
+        return new ExtData(EXT_DELTA_SNAPSHOT, this.payload(ctx, (object as DeltaSnapshot).value));
+      case "langgraph":
+        return new ExtData(EXT_LANGGRAPH, this.payload(ctx, ((object as { toJSON: () => unknown }).toJSON)()));
+      case "langchain": {
+        const [id, kwargs] = this.langChainParts(object as LcLike);
+        return new ExtData(EXT_LANGCHAIN, this.payload(ctx, [id, kwargs]));
+      }
+      case "document": {
+        const doc = object as Document;
+        return new ExtData(EXT_DOCUMENT, this.payload(ctx, [doc.pageContent, doc.metadata, doc.id]));
+      }
     }
-    if (typeof record.lg_name === "string") {
-      if (typeof record.toJSON !== "function") throw new EncodeFailure(object, `a LangGraph ${record.lg_name} without toJSON()`);
-      return new ExtData(EXT_LANGGRAPH, this.payload(ctx, (record.toJSON as () => unknown).call(object)));
+  }
+
+  /** Strict mode: refuse a subclass (or a Buffer) that would come back as its base class. */
+  private checkExact(object: object, kind: InstanceKind): void {
+    const proto = Object.getPrototypeOf(object) as unknown;
+    let expected: unknown;
+    switch (kind) {
+      case "date":
+        expected = Date.prototype;
+        break;
+      case "bytes":
+        expected = Uint8Array.prototype;
+        break;
+      case "typed": {
+        const code = typedKind(object as ArrayBufferView | ArrayBuffer)!;
+        expected = code === TYPED_KINDS.ArrayBuffer ? ArrayBuffer.prototype : TYPED_CTORS[code]?.prototype;
+        break;
+      }
+      case "map":
+        expected = Map.prototype;
+        break;
+      case "set":
+        expected = Set.prototype;
+        break;
+      case "regexp":
+        expected = RegExp.prototype;
+        break;
+      case "error": {
+        const name = (object as { constructor?: { name?: unknown } }).constructor?.name;
+        expected = typeof name === "string" && Object.prototype.hasOwnProperty.call(ERROR_CTORS, name) ? ERROR_CTORS[name]?.prototype : undefined;
+        break;
+      }
+      default:
+        return; // LangGraph and LangChain objects, DeltaSnapshot, Document: checked by their own rules.
     }
-    if ("lc_serializable" in record) {
-      const [id, kwargs] = this.langChainParts(record);
-      return new ExtData(EXT_LANGCHAIN, this.payload(ctx, [id, kwargs]));
+    if (proto !== expected) {
+      throw new EncodeFailure(object, `${describe(object)}, which would come back as its base class (strict mode)`, false, false);
     }
-    if (object.constructor === Document) {
-      const doc = object as Document;
-      return new ExtData(EXT_DOCUMENT, this.payload(ctx, [doc.pageContent, doc.metadata, doc.id]));
+  }
+
+  /**
+   * What LangGraph's JSON serializer (JsonPlusSerializer) would store for
+   * `value`, keeping what msgpack writes better as it is: a class instance
+   * becomes its `toJSON()` result or its own enumerable properties, a boxed
+   * primitive its primitive; functions and symbols are left out of objects and
+   * become null in arrays; a circular reference becomes the string
+   * `"[Circular]"`. Supported instances (Date, Map, LangChain messages...) are
+   * kept: their payloads get the same treatment when they are written.
+   * Returns {@link OMIT} for a function or symbol (its container decides).
+   * `fromToJSON`: `value` is what a `toJSON()` returned, whose own `toJSON` is
+   * not called again (as JSON.stringify does).
+   */
+  jsonForm(value: unknown, key: string, ancestors: object[], depth: number, fromToJSON = false): unknown {
+    if (typeof value === "function" || typeof value === "symbol") return OMIT;
+    if (value === null || typeof value !== "object") return value;
+    if (ancestors.includes(value)) return "[Circular]";
+    if (depth > MAX_DEPTH) throw new EncodeFailure(value, `a value nested deeper than ${MAX_DEPTH} levels`, true, false);
+    if (Array.isArray(value)) {
+      ancestors.push(value);
+      const out = value.map((item: unknown, i) => {
+        const form = this.jsonForm(item, String(i), ancestors, depth + 1);
+        return form === OMIT ? null : form;
+      });
+      ancestors.pop();
+      return out;
     }
-    throw new EncodeFailure(object, describe(object));
+    const proto = Object.getPrototypeOf(value) as unknown;
+    const plain = proto === Object.prototype || proto === null;
+    if (!plain) {
+      const kind = this.kindOf(value);
+      if (kind !== undefined && (kind !== "langchain" || this.allowedLangChain(value as LcLike))) return value;
+      const boxed = unbox(value);
+      if (boxed !== OMIT) return boxed;
+    }
+    const toJSON = fromToJSON ? undefined : (value as { toJSON?: unknown }).toJSON;
+    const json: unknown = typeof toJSON === "function" ? toJSON.call(value, key) : value;
+    if (json !== value) {
+      ancestors.push(value);
+      const form = this.jsonForm(json, key, ancestors, depth, true);
+      ancestors.pop();
+      return form;
+    }
+    // A plain object, or the own enumerable properties of an instance (as JSON.stringify).
+    const out = (proto === null ? Object.create(null) : {}) as Record<string, unknown>;
+    ancestors.push(value);
+    for (const k of Object.keys(value)) {
+      const form = this.jsonForm((value as Record<string, unknown>)[k], k, ancestors, depth + 1);
+      if (form !== OMIT) Object.defineProperty(out, k, { value: form, writable: true, enumerable: true, configurable: true });
+    }
+    ancestors.pop();
+    return out;
+  }
+
+  private allowedLangChain(value: LcLike): boolean {
+    try {
+      this.langChainParts(value);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** [stored id, kwargs] of an allowed LangChain object; throws EncodeFailure otherwise. */
@@ -595,7 +775,7 @@ class Engine implements ExtensionCodecType<Ctx> {
   private decoderAt(level: number): DecoderSlot {
     let slot = this.decoders[level];
     if (!slot) {
-      const ctx: Ctx = { level, base: 0, depth: 0, decoder: undefined, maxOutput: 0 };
+      const ctx: Ctx = { level, base: 0, depth: 0, decoder: undefined, maxOutput: 0, compat: false };
       const decoder = new Decoder<Ctx>({ extensionCodec: this, context: ctx });
       patchDecoder(decoder, ctx);
       slot = { decoder, ctx };
@@ -716,7 +896,7 @@ class Engine implements ExtensionCodecType<Ctx> {
     const entry = this.langchain.byKey.get(idKey(id as string[]));
     if (!entry) throw new DeserializationError(`LangChain class ${id.join(".")} is not in the allowlist`);
     try {
-      return new entry.ctor(parts[1]);
+      return entry.build ? entry.build(parts[1]) : new entry.ctor(parts[1]);
     } catch (cause) {
       throw new DeserializationError(`Could not rebuild LangChain ${id.join(".")}`, { cause });
     }
@@ -768,14 +948,19 @@ function decodeBigint(data: Uint8Array): bigint {
   return sign === 1 ? -magnitude : magnitude;
 }
 
-function typedBytes(object: ArrayBufferView | ArrayBuffer): Uint8Array {
+/** The ext 10 kind byte of a typed array, ArrayBuffer or DataView; undefined for one it does not know (e.g. Float16Array). */
+function typedKind(object: ArrayBufferView | ArrayBuffer): number | undefined {
   const tag = (object as { [Symbol.toStringTag]?: unknown })[Symbol.toStringTag];
-  const kind = typeof tag === "string" && Object.prototype.hasOwnProperty.call(TYPED_KINDS, tag) ? TYPED_KINDS[tag as TypedKindName] : undefined;
+  return typeof tag === "string" && Object.prototype.hasOwnProperty.call(TYPED_KINDS, tag) ? TYPED_KINDS[tag as TypedKindName] : undefined;
+}
+
+function typedBytes(object: ArrayBufferView | ArrayBuffer): Uint8Array {
+  const kind = typedKind(object);
   if (kind === undefined) throw new EncodeFailure(object, describe(object));
   const view =
     object instanceof ArrayBuffer ? new Uint8Array(object) : new Uint8Array(object.buffer, object.byteOffset, object.byteLength);
   if (!LITTLE_ENDIAN && kind > 2 && kind !== 11 && kind !== 12) {
-    throw new EncodeFailure(object, `${describe(object)} on a big-endian host`);
+    throw new EncodeFailure(object, `${describe(object)} on a big-endian host`, false, false);
   }
   const out = new Uint8Array(1 + view.byteLength);
   out[0] = kind;
@@ -786,7 +971,9 @@ function typedBytes(object: ArrayBufferView | ArrayBuffer): Uint8Array {
 function decodeTyped(data: Uint8Array): unknown {
   const kind = data[0];
   if (kind === undefined) throw corrupt("bad typed-array extension");
-  const copy = data.slice(1); // fresh, zero-offset ArrayBuffer
+  // A copy in a fresh ArrayBuffer of its own. (data.slice would not do: pg hands
+  // out Buffers, whose slice is a view of a shared pool.)
+  const copy = new Uint8Array(data.subarray(1));
   const buffer = copy.buffer as ArrayBuffer;
   if (kind === TYPED_KINDS.ArrayBuffer) return buffer;
   const Ctor = TYPED_CTORS[kind];
@@ -889,17 +1076,22 @@ function findPath(root: unknown, target: unknown, tooDeep: boolean, engine: Engi
  * Round-trips exactly: `undefined` (also as an object value or array item),
  * `null`, NaN, ±Infinity, -0, strings (also with lone surrogates), nested
  * arrays and objects (including keys `__proto__`, `constructor`, `prototype`,
- * which come back as own data properties), `Uint8Array`/`Buffer` (as
- * `Uint8Array`) and the other typed arrays, `ArrayBuffer`, `DataView`, `Date`
- * (millisecond precision; also an invalid Date), `Map`, `Set`, `bigint`,
- * `RegExp`, `Error`, LangChain messages (`HumanMessage`, `AIMessage`,
- * `ToolMessage`, ..., and their chunks) as instances of their class,
- * `Document`, `DeltaSnapshot`, and LangGraph `Send` / `Command` / `Overwrite`
- * (in their `toJSON()` form, which LangGraph accepts back).
+ * which come back as own data properties), `Uint8Array` and the other typed
+ * arrays, `ArrayBuffer`, `DataView`, `Date` (millisecond precision; also an
+ * invalid Date), `Map`, `Set`, `bigint`, `RegExp`, built-in `Error` classes,
+ * LangChain messages (`HumanMessage`, `AIMessage`, `ToolMessage`, ..., and
+ * their chunks), prompt values and `Document` as instances of their class,
+ * `DeltaSnapshot`, and LangGraph `Send` / `Command` / `Overwrite` (in their
+ * `toJSON()` form, which LangGraph accepts back).
  *
- * Writing a function, a symbol, or a class instance it cannot represent throws a
- * {@link SerializationError} naming where it is (e.g. `$.channel_values.foo[2]`);
- * nothing is silently dropped. Reading corrupt, truncated or unknown data throws
+ * Everything else `JsonPlusSerializer` accepts is stored as it would store it
+ * (class instances as their `toJSON()` result or own properties, a `URL` as its
+ * href, functions left out of objects, a cycle as `"[Circular]"`); a subclass
+ * of a supported class (`Buffer`, a custom `Error`) comes back as the base
+ * class. With `strict: true` all of these throw a {@link SerializationError}
+ * naming where the value is (`path`, e.g. `$.items[2].link`). In both modes a
+ * function as the whole value and nesting deeper than {@link MAX_DEPTH} throw.
+ * Reading corrupt, truncated or unknown data throws
  * {@link DeserializationError}; decoding only ever builds plain data and the
  * allowlisted classes above, so stored bytes cannot run arbitrary constructors.
  *
@@ -917,16 +1109,26 @@ function findPath(root: unknown, target: unknown, tooDeep: boolean, engine: Engi
  * const state = await serde.loadsTyped(type, bytes);
  * state.messages[0] instanceof HumanMessage; // true
  * state.seen instanceof Set; // true
+ *
+ * // Refuse anything that would not come back exactly:
+ * const saver = new PostgresSaver(pool, { serde: new MsgpackSerializer({ strict: true }) });
  * ```
  */
 export class MsgpackSerializer implements SerializerProtocol {
   readonly #langchain: LangChainTable;
   readonly #engine: Engine;
-  readonly #jsonPlus = new JsonPlusSerializer();
+  readonly #strict: boolean;
 
   constructor(options: MsgpackSerializerOptions = {}) {
+    if (options.strict !== undefined && typeof options.strict !== "boolean") throw new InvalidOptionsError("strict", "expected a boolean");
     this.#langchain = new LangChainTable(options.langchainClasses ?? []);
-    this.#engine = new Engine(this.#langchain);
+    this.#strict = options.strict ?? false;
+    this.#engine = new Engine(this.#langchain, this.#strict);
+  }
+
+  /** True when built with `strict: true`. */
+  get strict(): boolean {
+    return this.#strict;
   }
 
   /** Encodes any supported value; always returns the type tag `"msgpack"`. */
@@ -949,15 +1151,11 @@ export class MsgpackSerializer implements SerializerProtocol {
         }
         return this.#decode(data);
       case "json":
+        // Our own reader, not JsonPlusSerializer's: LangChain records only from
+        // the allowlist, "__proto__" keys as data, any size (see jsonplus.ts).
+        return readJsonPlus(typeof data === "string" ? data : new TextDecoder().decode(data), (id) => this.#langchain.byKey.get(idKey(id))?.ctor);
       case "bytes":
-        // JsonPlus revives LangChain records through @langchain/core/load, which
-        // can build any core class: hold "json" rows to our allowlist first.
-        if (type === "json") this.#checkJsonAllowlist(typeof data === "string" ? data : new TextDecoder().decode(data));
-        try {
-          return await this.#jsonPlus.loadsTyped(type, data);
-        } catch (cause) {
-          throw new DeserializationError(`Could not decode a "${type}" value`, { cause });
-        }
+        return typeof data === "string" ? new TextEncoder().encode(data) : data;
       // Written by the Python saver, in a database adopted from it (see pyserde.ts).
       case PY_MSGPACK_TYPE:
       case "null":
@@ -968,38 +1166,22 @@ export class MsgpackSerializer implements SerializerProtocol {
     }
   }
 
-  #checkJsonAllowlist(text: string): void {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch (cause) {
-      throw new DeserializationError('Could not decode a "json" value', { cause });
-    }
-    const stack: unknown[] = [parsed];
-    while (stack.length > 0) {
-      const node = stack.pop();
-      if (node === null || typeof node !== "object") continue;
-      if (Array.isArray(node)) {
-        stack.push(...node);
-        continue;
-      }
-      const record = node as { lc?: unknown; type?: unknown; id?: unknown };
-      if (record.lc === 1 && record.type === "constructor") {
-        const id = Array.isArray(record.id) && record.id.every((p) => typeof p === "string") ? (record.id as string[]) : undefined;
-        if (!id || !this.#langchain.byKey.has(idKey(id))) {
-          throw new DeserializationError(`LangChain class ${id ? id.join(".") : "(no id)"} in a "json" value is not in the allowlist`);
-        }
-      }
-      stack.push(...Object.values(node));
-    }
-  }
-
   #encode(data: unknown): Uint8Array {
     // The Encoders are not reentrant; a getter that itself serializes gets a fresh set.
-    const engine = this.#engine.busy ? new Engine(this.#langchain) : this.#engine;
+    const engine = this.#engine.busy ? new Engine(this.#langchain, this.#strict) : this.#engine;
     engine.busy = true;
     try {
-      return engine.encodeValue(data);
+      try {
+        return engine.encodeValue(data);
+      } catch (error) {
+        // Not strict: what msgpack cannot write as it is gets written as LangGraph's
+        // JSON serializer would write it. Only after a failure, so values that need
+        // none of this pay nothing for it.
+        if (!(error instanceof EncodeFailure) || !error.fixable || this.#strict) throw error;
+        const form = engine.jsonForm(data, "", [], 0);
+        if (form === OMIT) throw new EncodeFailure(data, describe(data), false, false);
+        return engine.encodeValue(form, true);
+      }
     } catch (error) {
       if (error instanceof EncodeFailure) {
         let path: string | undefined;
@@ -1008,7 +1190,7 @@ export class MsgpackSerializer implements SerializerProtocol {
         } catch {
           path = undefined;
         }
-        throw new SerializationError(`Cannot serialize ${error.reason}${path ? ` at ${path}` : ""}`);
+        throw new SerializationError(`Cannot serialize ${error.reason}${path ? ` at ${path}` : ""}`, { path });
       }
       if (error instanceof SerializationError) throw error;
       const message = error instanceof Error ? error.message : String(error);
@@ -1019,7 +1201,7 @@ export class MsgpackSerializer implements SerializerProtocol {
   }
 
   #decode(data: Uint8Array): unknown {
-    const engine = this.#engine.busy ? new Engine(this.#langchain) : this.#engine;
+    const engine = this.#engine.busy ? new Engine(this.#langchain, this.#strict) : this.#engine;
     engine.busy = true;
     try {
       return engine.decodeValue(data);

@@ -12,7 +12,8 @@ import { Command } from "@langchain/langgraph";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PGlite } from "@electric-sql/pglite";
-import { latestVersion, migrate, PostgresSaver } from "../src/index.js";
+import { latestVersion, loadMigrations, migrate, PostgresSaver, type PruneResult } from "../src/index.js";
+import { migrationNumber } from "../src/errors.js";
 import { withTestDatabase } from "./helpers/db.js";
 import { addressGraph, nestedGraph } from "./helpers/graphs.js";
 import { ROOT, runCli, type Run } from "./helpers/cli.js";
@@ -37,7 +38,7 @@ beforeAll(async () => {
   embeddedCwd = tempDir();
   const m = await runCli(["migrate"], { cwd: embeddedCwd });
   if (m.code !== 0) throw new Error(`migrate on the embedded default failed: ${m.stderr}`);
-  expect(m.stdout).toMatch(/Migrated schema "public" in embedded database in \.\/\.langgraph-pg from version 0/);
+  expect(m.stdout).toMatch(/Migrated schema "public" in embedded database in \.\/\.langgraph-pg from no migration: applied 0000_init, /);
 });
 
 const cfg = (thread_id: string, extra: Record<string, unknown> = {}): RunnableConfig => ({ configurable: { thread_id, ...extra } });
@@ -187,19 +188,23 @@ describe("CLI against Postgres", () => {
     const dry = await runCli(["migrate", ...pg("fresh"), "--dry-run"]);
     expect(dry.code).toBe(0);
     expect(dry.stdout).toContain('CREATE TABLE "checkpoints"');
-    expect(dry.stdout).toMatch(new RegExp(`schema version 0, this code: ${latestVersion()}; ${latestVersion()} migration\\(s\\) pending`));
+    const last = loadMigrations().at(-1)!.name;
+    // Migrations are named as their files are: 0000_init ... (never by their 1-based count).
+    expect(dry.stdout).toContain(`schema at no migration, this code: migration ${last}; ${latestVersion()} migration(s) pending`);
+    expect(dry.stdout).toContain("\n-- migration 0000_init (recorded in");
     expect(await schemaExists("fresh")).toBe(false);
 
     const before = await runCli(["status", ...pg("fresh")]);
     expect(before.code).toBe(3);
-    expect(before.stdout).toMatch(/migration\(s\) pending/);
+    expect(before.stdout).toMatch(/migration\(s\) pending: run `npx langgraph-checkpoint-pg migrate --schema fresh`/);
+    expect(before.stdout).toMatch(/·\s+0000_init\s+pending/);
 
     const applied = await runCli(["migrate", ...pg("fresh"), "--json"]);
     expect(applied.code).toBe(0);
     expect(JSON.parse(applied.stdout)).toMatchObject({ schema: "fresh", fromVersion: 0, toVersion: latestVersion(), dryRun: false });
     const [again, status] = await Promise.all([runCli(["migrate", ...pg("fresh")]), runCli(["status", ...pg("src"), "--json"])]);
     expect(again.code).toBe(0);
-    expect(again.stdout).toMatch(/is up to date/);
+    expect(again.stdout).toContain(`is up to date (migration ${last})`);
     expect(status.code).toBe(0);
     const s = JSON.parse(status.stdout);
     expect(s).toMatchObject({ schema: "src", state: "up-to-date", schemaVersion: latestVersion(), pending: [] });
@@ -213,11 +218,15 @@ describe("CLI against Postgres", () => {
     await db.pool.query(`INSERT INTO future.checkpointer_migrations (version, name, sha256) VALUES (${latestVersion() + 1}, '9999_future', 'x')`);
     const [m, s, t] = await Promise.all([runCli(["migrate", ...pg("future")]), runCli(["status", ...pg("future")]), runCli(["threads", ...pg("future")])]);
     expect([m.code, s.code, t.code]).toEqual([3, 3, 3]);
-    expect(firstLine(m)).toMatch(/newer than this code knows/);
+    // The numbers are the files' (the last shipped is migration N-1 of N), never the 1-based count.
+    const [known, future] = [migrationNumber(latestVersion()), migrationNumber(latestVersion() + 1)];
+    expect(firstLine(m)).toContain(`is at checkpointer migration ${future}, newer than this code knows (${known})`);
     expect(s.stdout).toMatch(/NEWER than this code/);
+    expect(s.stdout).toMatch(/migration 9999_future \(this code: migration 0\d{3}_\w+\)/);
     expect(firstLine(t)).toMatch(/newer than this code knows/);
     const notMigrated = await runCli(["threads", ...pg("nothing_here")]);
     expect(notMigrated.code).toBe(3);
+    expect(firstLine(notMigrated)).toContain(`has no checkpointer migration, this code needs migrations up to ${known}`);
     expect(firstLine(notMigrated)).toMatch(/Run the migrations first/);
   });
 
@@ -335,7 +344,7 @@ describe("CLI against Postgres", () => {
     const before = await pgRows("copy");
     const [again, skipped] = [await runCli(["import", file, ...pg("copy")]), await runCli(["import", file, ...pg("copy"), "--skip-existing"])];
     expect(again.code).toBe(1);
-    expect(firstLine(again)).toMatch(/Thread "\w+" already exists in the target; nothing was imported/);
+    expect(firstLine(again)).toMatch(/Thread "\w+" already exists in the target; nothing was imported\. Delete it first \(`npx langgraph-checkpoint-pg threads delete "\w+"`/);
     expect(skipped.code).toBe(0);
     expect(skipped.stdout).toMatch(/Imported 0 thread\(s\).*skipped 3 existing/);
     expect(await pgRows("copy")).toEqual(before);
@@ -386,16 +395,90 @@ describe("CLI against Postgres", () => {
     expect(await count()).toBe(9);
     const state = (await graph.getState(cfg("p"))).values;
 
-    const dry = await runCli(["prune", ...pg("prunable"), "--keep-last", "2", "--grace", "0"]);
+    for (let i = 0; i < 2; i++) await graph.invoke({}, cfg("q"));
+    expect(await count()).toBe(15);
+    const keep = (await db.pool.query("SELECT count(*)::int AS n FROM prunable.checkpoint_blobs")).rows[0].n as number;
+
+    // The default is a dry run; --dry-run says so explicitly. Both list per thread what would go.
+    const [implicit, dry, dryJson, both] = await Promise.all([
+      runCli(["prune", ...pg("prunable"), "--keep-last", "2", "--grace", "0"]),
+      runCli(["prune", ...pg("prunable"), "--keep-last", "2", "--grace", "0", "--dry-run"]),
+      runCli(["prune", ...pg("prunable"), "--keep-last", "2", "--grace", "0", "--dry-run", "--json"]),
+      runCli(["prune", ...pg("prunable"), "--keep-last", "2", "--dry-run", "--yes"]),
+    ]);
+    expect(both.code).toBe(2);
+    expect(firstLine(both)).toMatch(/--dry-run and --yes exclude each other/);
+    expect(implicit.stdout).toBe(dry.stdout);
     expect(dry.code).toBe(0);
-    expect(dry.stdout).toMatch(/^Dry run: would delete 7 checkpoints, \d+ writes, \d+ blobs .*Nothing was deleted; add --yes to delete\./);
-    expect(await count()).toBe(9);
+    const lines = dry.stdout.trim().split("\n");
+    expect(lines[0]).toMatch(/^THREAD\s+CHECKPOINTS\s+WRITES\s+BLOBS\s+SIZE/);
+    expect(lines[1]).toMatch(/^p\s+7\s+\d+\s+\d+\s+\S+/);
+    expect(lines[2]).toMatch(/^q\s+4\s+\d+\s+\d+\s+\S+/);
+    expect(lines[3]).toMatch(/^Dry run: would delete 11 checkpoints, \d+ writes, \d+ blobs .*\(2 of 2 thread\(s\) scanned\)\. Nothing was deleted; add --yes to delete\./);
+    const preview = JSON.parse(dryJson.stdout) as PruneResult;
+    expect(preview).toMatchObject({ dryRun: true, checkpoints: 11 });
+    expect(preview.threads!.map((t) => [t.threadId, t.checkpoints, t.expired])).toEqual([
+      ["p", 7, false],
+      ["q", 4, false],
+    ]);
+    // Per thread adds up to the totals.
+    for (const k of ["checkpoints", "writes", "blobs", "bytes"] as const) expect(preview.threads!.reduce((n, t) => n + t[k], 0)).toBe(preview[k]);
+    expect(await count()).toBe(15);
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM prunable.checkpoint_blobs")).rows[0].n).toBe(keep);
 
     const real = await runCli(["prune", ...pg("prunable"), "--keep-last", "2", "--grace", "0", "--yes", "--json"]);
     expect(real.code).toBe(0);
-    expect(JSON.parse(real.stdout)).toMatchObject({ dryRun: false, checkpoints: 7, threadsScanned: 1, aborted: false });
-    expect(await count()).toBe(2);
+    const done = JSON.parse(real.stdout) as PruneResult;
+    expect(done).toMatchObject({ dryRun: false, checkpoints: 11, writes: preview.writes, blobs: preview.blobs, threadsScanned: 2, aborted: false });
+    expect(done.threads).toBeUndefined();
+    expect(await count()).toBe(4);
     expect((await graph.getState(cfg("p"))).values).toEqual(state);
+  });
+
+  it("threads delete: --dry-run lists what would go; an unknown thread deletes nothing; then the thread is gone, others stay", async () => {
+    await migrate({ pool: db.pool, schema: "deletable" });
+    const saver = new PostgresSaver(db.pool, { schema: "deletable" });
+    for (const t of ["a", "b", "c"]) await addressGraph(saver).invoke({}, cfg(t));
+    const rows = async () =>
+      (
+        await db.pool.query(
+          `SELECT t.thread_id, (SELECT count(*) FROM deletable.checkpoints c WHERE c.thread_id = t.thread_id)::int AS c,
+                  (SELECT count(*) FROM deletable.checkpoint_writes w WHERE w.thread_id = t.thread_id)::int AS w,
+                  (SELECT count(*) FROM deletable.checkpoint_blobs b WHERE b.thread_id = t.thread_id)::int AS b,
+                  (SELECT count(*) FROM deletable.checkpoint_heads h WHERE h.thread_id = t.thread_id)::int AS h
+             FROM unnest(ARRAY['a', 'b', 'c']) AS t(thread_id) ORDER BY 1`,
+        )
+      ).rows as { thread_id: string; c: number; w: number; b: number; h: number }[];
+    const before = await rows();
+    expect(before.every((r) => r.c === 3 && r.h === 1)).toBe(true);
+
+    const [dry, dryJson, ghost, usage] = await Promise.all([
+      runCli(["threads", "delete", "a", "b", ...pg("deletable"), "--dry-run"]),
+      runCli(["threads", "delete", "a", ...pg("deletable"), "--dry-run", "--json"]),
+      runCli(["threads", "delete", "a", "ghost", ...pg("deletable")]),
+      runCli(["threads", "delete", ...pg("deletable")]),
+    ]);
+    expect(dry.code).toBe(0);
+    const [a, b] = before;
+    const line = (r: typeof a) => `\\n\\s+${r!.thread_id}\\s+${r!.c}\\s+1\\s+${r!.w}\\s+${r!.b}\\s+[\\d.]+ k?B`;
+    expect(dry.stdout).toMatch(
+      new RegExp(`^Dry run: would delete from schema "deletable" of postgres://\\S+:\\n\\s+THREAD\\s+CHECKPOINTS\\s+NAMESPACES\\s+WRITES\\s+BLOBS\\s+SIZE${line(a)}${line(b)}\\n`),
+    );
+    expect(dry.stdout).toMatch(/\nNothing was deleted; run it again without --dry-run to delete\.\n$/);
+    expect(JSON.parse(dryJson.stdout)).toMatchObject({ dryRun: true, threads: [{ threadId: "a", checkpoints: a!.c, writes: a!.w, blobs: a!.b }] });
+    expect(ghost.code).toBe(1);
+    expect(firstLine(ghost)).toMatch(/Thread "ghost" not found in schema "deletable" of .*; nothing was deleted/);
+    expect(usage.code).toBe(2);
+    expect(firstLine(usage)).toMatch(/missing argument <thread>/);
+    expect(await rows()).toEqual(before);
+
+    const real = await runCli(["threads", "delete", "a", ...pg("deletable")]);
+    expect(real.code).toBe(0);
+    expect(real.stdout).toMatch(/^Deleted from schema "deletable" of [^\n]+:\n\s+THREAD[^\n]+\n\s+a\s+3\s/);
+    expect(await rows()).toEqual(before.map((r) => (r.thread_id === "a" ? { thread_id: "a", c: 0, w: 0, b: 0, h: 0 } : r)));
+    expect(await saver.getTuple(cfg("a"))).toBeUndefined();
+    const again = await runCli(["threads", "delete", "a", ...pg("deletable")]);
+    expect(again.code).toBe(1);
   });
 
   it("never prints a database password", async () => {
@@ -467,5 +550,13 @@ describe("grants", () => {
     expect(missing.stderr).toMatch(/--role/);
     const pub = await runCli(["grants", "--role", "PUBLIC"]);
     expect(pub.code).toBe(2);
+  });
+
+  it("--help names every table it grants on", async () => {
+    const help = await runCli(["grants", "--help"]);
+    const granted = /ON TABLE (.*) TO/.exec((await runCli(["grants", "--role", "r"])).stdout)![1]!.split(", ").map((t) => t.replace(/^"public"\./, ""));
+    expect(granted.length).toBeGreaterThan(3);
+    const words = ["zero", "one", "two", "three", "four", "five", "six", "seven"];
+    expect(help.stdout.replace(/\n/g, " ")).toContain(`on the ${words[granted.length]} tables (${granted.join(", ")})`);
   });
 });

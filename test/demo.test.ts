@@ -5,12 +5,14 @@
  * run must continue the thread from the state the first one stored.
  */
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { loadMigrations } from "../src/index.js";
 import { withTestDatabase } from "./helpers/db.js";
-import { collect, ROOT, runDemo, type Run } from "./helpers/cli.js";
+import { collect, ROOT, runCli, runDemo, type Run } from "./helpers/cli.js";
 
 const db = withTestDatabase("demo");
 const dataDir = mkdtempSync(join(tmpdir(), "lgpg-demo-"));
@@ -86,7 +88,8 @@ function expectArticle(d: DemoJson) {
 }
 
 describe("demo on the embedded database (the default)", () => {
-  it("prints the article's three checkpoints, then continues the thread after a restart, and --fresh starts over", async () => {
+  it("prints the article's three checkpoints, then continues the thread after a restart, and --fresh starts over", { timeout: 240_000 }, async () => {
+    const started = Date.now();
     const first = await runDemo(["--data-dir", dataDir]);
     expect(first.code).toBe(0);
     expect(first.stderr).toBe("");
@@ -105,6 +108,12 @@ describe("demo on the embedded database (the default)", () => {
     expect(out).toContain('State now  {"name":"pavaneeshwar","address":"Hyderabad residency"}');
     // Not a terminal: no colour codes.
     expect(out).not.toContain("\u001b[");
+    expect(out).toContain(`npm run -s cli -- history 12345 --data-dir ${JSON.stringify(dataDir)}`);
+    // The new folder started from the snapshot: its migrations were applied when the snapshot was made, not now.
+    const status = await runCli(["status", "--json", "--data-dir", dataDir]);
+    const applied = (JSON.parse(status.stdout) as { applied: { name: string; appliedAt: string }[] }).applied;
+    expect(applied.map((m) => m.name)).toEqual(loadMigrations().map((m) => m.name));
+    expect(applied.every((m) => Date.parse(m.appliedAt) < started)).toBe(true);
 
     // A new process on the same folder: the state survived, the thread continues.
     const second = parse(await runDemo(["--data-dir", dataDir, "--json"]));
@@ -123,6 +132,14 @@ describe("demo on the embedded database (the default)", () => {
     expect(fresh.continued).toBe(false);
     expect(fresh.total_checkpoints).toBe(3);
     expectArticle(fresh);
+  });
+
+  it("its snapshot (scripts/demo-pgdata.tar.br) belongs to the installed PGlite and the shipped migrations: else run `npm run demo:snapshot`", () => {
+    const made = JSON.parse(readFileSync(join(ROOT, "scripts", "demo-pgdata.json"), "utf8")) as { pglite: string; migrations: { name: string; sha256: string }[] };
+    let dir = dirname(createRequire(join(ROOT, "package.json")).resolve("@electric-sql/pglite"));
+    while (!existsSync(join(dir, "package.json"))) dir = dirname(dir);
+    expect(made.pglite).toBe((JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { version: string }).version);
+    expect(made.migrations).toEqual(loadMigrations().map((m) => ({ name: m.name, sha256: m.sha256 })));
   });
 
   it("answers --help and refuses bad arguments with exit 2", async () => {

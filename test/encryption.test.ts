@@ -4,17 +4,26 @@
  * graph run, checking the bytes in the tables.
  */
 import { createSecretKey, randomBytes } from "node:crypto";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import { Command } from "@langchain/langgraph";
 import { beforeAll, describe, expect, it } from "vitest";
+import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import {
   DeserializationError,
   EncryptedSerializer,
+  exportThread,
   InvalidOptionsError,
   migrate,
   MsgpackSerializer,
   PostgresSaver,
+  reencrypt,
+  show,
+  type ValueRow,
 } from "../src/index.js";
+import { runCli, ROOT } from "./helpers/cli.js";
 import { withTestDatabase } from "./helpers/db.js";
 import { approvalGraph, chatGraph, mapReduceGraph, tid } from "./helpers/graphs.js";
 
@@ -292,3 +301,205 @@ describe("EncryptedSerializer as the saver's serde", () => {
   });
 });
 
+describe("EncryptedSerializer bound to its row (issue #15, row 5)", () => {
+  const db = withTestDatabase("encryption-rows");
+  beforeAll(async () => {
+    await migrate({ pool: db.pool });
+  });
+  const blob = (threadId: string, channel = "messages", version = "1"): ValueRow => ({ table: "checkpoint_blobs", threadId, checkpointNs: "", channel, version });
+
+  it("a value reads back only in the row it was written for; loadsTyped without a row refuses it", async () => {
+    const serde = new EncryptedSerializer({ keys: { k1 }, current: "k1" });
+    const row: ValueRow = { table: "checkpoint_writes", threadId: "t", checkpointNs: "", checkpointId: "c", taskId: "task", idx: 0 };
+    const [type, bytes] = await serde.dumpsTypedForRow(rich(), row);
+    expect(type).toBe("enc:k1:msgpack");
+    expect(bytes[0]).toBe(2);
+    expect(await serde.loadsTypedForRow(type, bytes, row)).toEqual(rich());
+    const elsewhere: ValueRow[] = [
+      { ...row, threadId: "t2" },
+      { ...row, checkpointNs: "sub" },
+      { ...row, checkpointId: "c2" },
+      { ...row, taskId: "other" },
+      { ...row, idx: 1 },
+      { table: "checkpoints", threadId: "t", checkpointNs: "", checkpointId: "c" },
+      blob("t", "task", "0"),
+    ];
+    for (const other of elsewhere) await rejects(serde.loadsTypedForRow(type, bytes, other), /moved from another row/);
+    await rejects(serde.loadsTyped(type, bytes), /bound to the row that stores it/);
+    // The format byte is authenticated too: claiming format 1 does not strip the binding.
+    const downgraded = Uint8Array.from(bytes);
+    downgraded[0] = 1;
+    await rejects(serde.loadsTypedForRow(type, downgraded, row), /Could not decrypt/);
+    await rejects(serde.loadsTyped(type, downgraded), /Could not decrypt/);
+  });
+
+  async function encryptedThread(saver: PostgresSaver, name: string) {
+    const thread = tid(name);
+    await chatGraph(saver).invoke({ messages: [new HumanMessage(`${SECRET} (${name})`)] }, { configurable: { thread_id: thread } });
+    await chatGraph(saver).invoke({ messages: [new HumanMessage("second turn")] }, { configurable: { thread_id: thread } });
+    return thread;
+  }
+
+  it("the saver binds every value to its row: a blob, a write or a checkpoint's values moved or swapped with SQL fail with DeserializationError", async () => {
+    const saver = new PostgresSaver(db.pool, { serde: new EncryptedSerializer({ keys: { k1 }, current: "k1" }) });
+    const victim = await encryptedThread(saver, "bound-victim");
+    const source = await encryptedThread(saver, "bound-source");
+    const config = { configurable: { thread_id: victim } };
+    expect((await saver.getTuple(config))?.checkpoint.channel_values.messages).toHaveLength(4);
+    const { rows: formats } = await db.pool.query(
+      `SELECT DISTINCT get_byte(value, 0) AS f FROM checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL
+       UNION SELECT get_byte(value, 0) FROM checkpoint_writes WHERE thread_id = $1
+       UNION SELECT get_byte(unversioned_values, 0) FROM checkpoints WHERE thread_id = $1 AND unversioned_values IS NOT NULL`,
+      [victim],
+    );
+    expect(formats).toEqual([{ f: 2 }]);
+
+    const head = (await db.pool.query("SELECT checkpoint_id FROM checkpoint_heads WHERE thread_id = $1", [victim])).rows[0].checkpoint_id as string;
+    const headVersion = (await saver.getTuple(config))!.checkpoint.channel_versions.messages as unknown as string;
+    const attempts: [string, string, unknown[]][] = [
+      // Another thread's value for the same channel.
+      [
+        "blob from another thread",
+        `UPDATE checkpoint_blobs b SET value = s.value FROM (SELECT value FROM checkpoint_blobs WHERE thread_id = $2 AND channel = 'messages' AND value IS NOT NULL LIMIT 1) s
+          WHERE b.thread_id = $1 AND b.channel = 'messages' AND b.version = $3`,
+        [victim, source, headVersion],
+      ],
+      // An older version of the same channel, same thread (a swap back in time).
+      [
+        "older version, same thread",
+        `UPDATE checkpoint_blobs b SET value = s.value FROM (SELECT value FROM checkpoint_blobs WHERE thread_id = $1 AND channel = 'messages' AND version <> $2 AND value IS NOT NULL LIMIT 1) s
+          WHERE b.thread_id = $1 AND b.channel = 'messages' AND b.version = $2`,
+        [victim, headVersion],
+      ],
+    ];
+    for (const [what, sql, params] of attempts) {
+      const { rows: saved } = await db.pool.query("SELECT value FROM checkpoint_blobs WHERE thread_id = $1 AND channel = 'messages' AND version = $2", [victim, headVersion]);
+      expect((await db.pool.query(sql, params)).rowCount, what).toBe(1);
+      await rejects(saver.getTuple(config), /moved from another row/);
+      await db.pool.query("UPDATE checkpoint_blobs SET value = $3 WHERE thread_id = $1 AND channel = 'messages' AND version = $2", [victim, headVersion, saved[0].value]);
+      expect((await saver.getTuple(config))?.checkpoint.channel_values.messages, what).toHaveLength(4);
+    }
+
+    // A pending write moved to another task of the checkpoint: put one there first.
+    const writeConfig = { configurable: { thread_id: victim, checkpoint_ns: "", checkpoint_id: head } };
+    await saver.putWrites(writeConfig, [["messages", [new HumanMessage("w1")]]], "task-a");
+    await saver.putWrites(writeConfig, [["messages", [new HumanMessage("w2")]]], "task-b");
+    await db.pool.query(
+      `UPDATE checkpoint_writes SET value = (SELECT value FROM checkpoint_writes WHERE thread_id = $1 AND task_id = 'task-a')
+        WHERE thread_id = $1 AND task_id = 'task-b'`,
+      [victim],
+    );
+    await rejects(saver.getTuple(config), /moved from another row/);
+    await db.pool.query("DELETE FROM checkpoint_writes WHERE thread_id = $1 AND task_id IN ('task-a', 'task-b')", [victim]);
+
+    // The values without a version of one checkpoint copied into another.
+    const { rowCount } = await db.pool.query(
+      `UPDATE checkpoints c SET unversioned_values = s.unversioned_values, unversioned_type = s.unversioned_type
+         FROM (SELECT unversioned_values, unversioned_type FROM checkpoints WHERE thread_id = $2 AND unversioned_values IS NOT NULL LIMIT 1) s
+        WHERE c.thread_id = $1 AND c.checkpoint_id = $3`,
+      [victim, source, head],
+    );
+    expect(rowCount).toBe(1);
+    await rejects(saver.getTuple(config), /moved from another row/);
+  });
+
+  it("rows written before row binding (format 1) still read; reencrypt rewrites them (and old keys' rows) bound, under the current key", async () => {
+    const old = new EncryptedSerializer({ keys: { k1 }, current: "k1" });
+    // What earlier releases wrote: the serializer never saw a row.
+    const unbound: SerializerProtocol = { dumpsTyped: (v) => old.dumpsTyped(v), loadsTyped: (t, d) => old.loadsTyped(t, d) };
+    const schema = "format_1";
+    await migrate({ pool: db.pool, schema });
+    const thread = await encryptedThread(new PostgresSaver(db.pool, { schema, serde: unbound }), "format-1");
+    const config = { configurable: { thread_id: thread } };
+    const serde = new EncryptedSerializer({ keys: { k2, k1 }, current: "k2" });
+    const saver = new PostgresSaver(db.pool, { schema, serde });
+    const before = (await saver.getTuple(config))!;
+    expect(before.checkpoint.channel_values.messages).toHaveLength(4);
+    // A format-1 value can still be moved: allowUnbound: false refuses it.
+    const strict = new PostgresSaver(db.pool, { schema, serde: new EncryptedSerializer({ keys: { k2, k1 }, current: "k2", allowUnbound: false }) });
+    await rejects(strict.getTuple(config), /not bound to its row/);
+
+    const forms = async () =>
+      (
+        await db.pool.query(
+          `SELECT DISTINCT type, get_byte(value, 0) AS f FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL
+           UNION SELECT type, get_byte(value, 0) FROM ${schema}.checkpoint_writes WHERE thread_id = $1
+           UNION SELECT unversioned_type, get_byte(unversioned_values, 0) FROM ${schema}.checkpoints WHERE thread_id = $1 AND unversioned_values IS NOT NULL`,
+          [thread],
+        )
+      ).rows;
+    expect(await forms()).toEqual([{ type: "enc:k1:msgpack", f: 1 }]);
+    const dry = await reencrypt({ pool: db.pool, schema, serde, dryRun: true });
+    expect(dry.blobs).toBeGreaterThan(0);
+    expect(dry.writes).toBeGreaterThan(0);
+    expect(dry.checkpoints).toBeGreaterThan(0);
+    expect(await forms()).toEqual([{ type: "enc:k1:msgpack", f: 1 }]);
+    const progress: number[] = [];
+    const done = await reencrypt({ pool: db.pool, schema, serde, batchSize: 3, onProgress: (p) => progress.push(p.blobs + p.writes + p.checkpoints) });
+    expect({ blobs: done.blobs, writes: done.writes, checkpoints: done.checkpoints }).toEqual({ blobs: dry.blobs, writes: dry.writes, checkpoints: dry.checkpoints });
+    expect(progress.length).toBeGreaterThan(3);
+    expect(await forms()).toEqual([{ type: "enc:k2:msgpack", f: 2 }]);
+    // Same values, now readable without k1 and without format 1.
+    const after = await new PostgresSaver(db.pool, { schema, serde: new EncryptedSerializer({ keys: { k2 }, current: "k2", allowUnbound: false }) }).getTuple(config);
+    expect(after?.checkpoint).toEqual(before.checkpoint);
+    expect(after?.pendingWrites).toEqual(before.pendingWrites);
+    const again = await reencrypt({ pool: db.pool, schema, serde });
+    expect({ blobs: again.blobs, writes: again.writes, checkpoints: again.checkpoints }).toEqual({ blobs: 0, writes: 0, checkpoints: 0 });
+  });
+
+  it("the CLI: reencrypt --module <file> (--dry-run counts, then rewrites)", async () => {
+    const schema = "cli_reencrypt";
+    await migrate({ pool: db.pool, schema });
+    const old = new EncryptedSerializer({ keys: { k1 }, current: "k1" });
+    const unbound: SerializerProtocol = { dumpsTyped: (v) => old.dumpsTyped(v), loadsTyped: (t, d) => old.loadsTyped(t, d) };
+    const thread = await encryptedThread(new PostgresSaver(db.pool, { schema, serde: unbound }), "cli-format-1");
+    const dir = mkdtempSync(join(tmpdir(), "reencrypt-"));
+    const module = join(dir, "serde.ts");
+    writeFileSync(
+      module,
+      `import { EncryptedSerializer } from ${JSON.stringify(join(ROOT, "src/index.ts"))};\n` +
+        `export const serde = new EncryptedSerializer({ keys: { k1: Buffer.from("${k1.toString("hex")}", "hex") }, current: "k1" });\n`,
+    );
+    const args = ["reencrypt", "--module", module, "--database-url", db.url, "--schema", schema, "--json"];
+    const dry = await runCli([...args, "--dry-run"]);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ dryRun: true, blobs: expect.any(Number) });
+    expect(JSON.parse(dry.stdout).blobs).toBeGreaterThan(0);
+    const real = await runCli(args);
+    expect(real.code, real.stderr).toBe(0);
+    expect(JSON.parse(real.stdout).blobs).toBe(JSON.parse(dry.stdout).blobs);
+    const { rows } = await db.pool.query(`SELECT DISTINCT get_byte(value, 0) AS f FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL`, [thread]);
+    expect(rows).toEqual([{ f: 2 }]);
+    expect((await runCli(["reencrypt", "--database-url", db.url])).code).toBe(2);
+  });
+
+  it("reencrypt encrypts rows written before encryption only with allowPlaintext", async () => {
+    const schema = "plain_era";
+    await migrate({ pool: db.pool, schema });
+    const thread = await encryptedThread(new PostgresSaver(db.pool, { schema }), "plain-era");
+    const config = { configurable: { thread_id: thread } };
+    const strict = new EncryptedSerializer({ keys: { k1 }, current: "k1" });
+    const skipped = await reencrypt({ pool: db.pool, schema, serde: strict, dryRun: true });
+    expect(skipped).toMatchObject({ blobs: 0, writes: 0, checkpoints: 0 });
+    const migrating = new EncryptedSerializer({ keys: { k1 }, current: "k1", allowPlaintext: true });
+    const planned = await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true });
+    expect(planned.blobs).toBeGreaterThan(0);
+    await reencrypt({ pool: db.pool, schema, serde: migrating });
+    const { rows } = await db.pool.query(`SELECT DISTINCT type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL`, [thread]);
+    expect(rows).toEqual([{ type: "enc:k1:msgpack" }]);
+    expect((await new PostgresSaver(db.pool, { schema, serde: strict }).getTuple(config))?.checkpoint.channel_values.messages).toHaveLength(4);
+  });
+
+  it("delta history, show and export decrypt bound values", async () => {
+    const serde = new EncryptedSerializer({ keys: { k1 }, current: "k1" });
+    const saver = new PostgresSaver(db.pool, { serde });
+    const thread = await encryptedThread(saver, "bound-read");
+    const head = (await saver.getTuple({ configurable: { thread_id: thread } }))!;
+    const history = await saver.getDeltaChannelHistory({ config: head.config, channels: ["messages"] });
+    expect(history.messages?.seed).toHaveLength(3);
+    const shown = await show({ pool: db.pool, threadId: thread, serde });
+    expect(shown?.channels.find((c) => c.channel === "messages")?.value).toHaveLength(4);
+    const records = await exportThread({ pool: db.pool, threadId: thread, serde });
+    expect(JSON.stringify(records)).not.toContain("undecodable");
+  });
+});

@@ -87,12 +87,13 @@ it("list on one thread uses indexes: first page, a later page, with before and a
 });
 
 it("put, putWrites, the delta-channel walk and deleteThread use indexes", async () => {
-  const put = await plan(
-    q.put,
-    [threadId, "", "new-id", checkpointId, "{}", "{}", null, "true", ["a"], ["99"], ["msgpack"], ["0"], "true", "300", null, null, "false", ["1"], "\\x01", null, null],
-    ["text", "text", "text", "text", "jsonb", "jsonb", "bytea", "boolean", "text[]", "text[]", "text[]", "int[]", "boolean", "float8", "int", "int", "boolean", "int[]", "bytea", "text", "bytea"],
-  );
-  expectNoSeqScan(put);
+  const putParams = [threadId, "", "new-id", checkpointId, "{}", "{}", null, "true", ["a"], ["99"], ["msgpack"], ["0"], "true", "300", null, null, "false", ["1"], "\\x01", null, null];
+  const putTypes = [
+    "text", "text", "text", "text", "jsonb", "jsonb", "bytea", "boolean", "text[]", "text[]", "text[]", "int[]", "boolean", "float8", "int", "int", "boolean",
+    "int[]", "bytea", "text", "bytea",
+  ];
+  expectNoSeqScan(await plan(q.put, putParams, putTypes));
+  expectNoSeqScan(await plan(q.putChecked, [...putParams, ["b"], ["98"]], [...putTypes, "text[]", "text[]"]));
   const writes = await plan(q.putWrites, [threadId, "", checkpointId, "t", "", ["0"], ["a"], ["msgpack"], ["0"], ["1"], "\\x01"], [
     "text", "text", "text", "text", "text", "int[]", "text[]", "text[]", "int[]", "int[]", "bytea",
   ]);

@@ -8,6 +8,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   CheckpointConflictError,
+  CheckpointParentMissingError,
   DatabaseOperationError,
   migrate,
   PostgresSaver,
@@ -49,9 +50,10 @@ async function start(saver: PostgresSaver, threadId: string) {
   return saver.put({ configurable: { thread_id: threadId, checkpoint_ns: "" } }, cp, meta(-1), cp.channel_versions);
 }
 
-function child(value: string) {
+/** A checkpoint that writes x; `inherits` adds versions of other channels it refers to without writing them. */
+function child(value: string, inherits: Record<string, string> = {}) {
   const version = `${String(2).padStart(32, "0")}.${Math.random()}`;
-  return { cp: makeCheckpoint({ x: value }, { x: version }), versions: { x: version } };
+  return { cp: makeCheckpoint({ x: value }, { ...inherits, x: version }), versions: { x: version } };
 }
 
 describe("linear mode, saver API", () => {
@@ -105,8 +107,13 @@ describe("linear mode, saver API", () => {
     const h = await start(saver, threadId);
     await expect(start(saver, threadId)).rejects.toMatchObject({ code: "CHECKPOINT_CONFLICT", expectedParent: undefined });
     await saver.deleteThread(threadId);
+    // Linear lineage needs its parent: gone, even with every value in the put.
     const c = child("after-delete");
-    await expect(saver.put(h, c.cp, meta(0), c.versions)).rejects.toMatchObject({ code: "CHECKPOINT_CONFLICT", actualHead: undefined });
+    await expect(saver.put(h, c.cp, meta(0), c.versions)).rejects.toMatchObject({
+      code: "CHECKPOINT_PARENT_MISSING",
+      parentCheckpointId: h.configurable!.checkpoint_id,
+      missing: [],
+    });
     expect(await rows("checkpoints", threadId)).toBe(0);
     expect(await rows("checkpoint_blobs", threadId)).toBe(0);
   });
@@ -182,19 +189,82 @@ describe("branch mode, saver API", () => {
     expect(await rows("checkpoints", threadId)).toBe(41);
   });
 
-  it("a put whose parent was deleted under it is refused, so nothing inherits vanished values", async () => {
+  it("a put whose parent was deleted under it is refused when it refers to values that went with it, and not retried", async () => {
     const rec = recorder();
     const saver = new PostgresSaver(pool, { onEvent: rec.onEvent });
     const threadId = uuid6(-3);
-    const h = await start(saver, threadId);
+    const rootCp = makeCheckpoint({ x: "root", y: "kept" }, { x: "1.a", y: "1.b" });
+    const h = await saver.put({ configurable: { thread_id: threadId, checkpoint_ns: "" } }, rootCp, meta(-1), rootCp.channel_versions);
     await saver.deleteThread(threadId);
-    const c = child("orphan");
-    const err = await saver.put(h, c.cp, meta(0), c.versions).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(CheckpointConflictError);
-    expect(err).toMatchObject({ reason: "parent-missing", expectedParent: h.configurable!.checkpoint_id });
+    const c = child("orphan", { y: "1.b" }); // y is inherited from the deleted root
+    let attempts = 0;
+    const err = await withConflictRetry(() => {
+      attempts++;
+      return saver.put(h, c.cp, meta(0), c.versions);
+    }).catch((e: unknown) => e);
+    expect(attempts).toBe(1);
+    expect(err).toBeInstanceOf(CheckpointParentMissingError);
+    expect(err).not.toBeInstanceOf(CheckpointConflictError);
+    expect(err).toMatchObject({
+      code: "CHECKPOINT_PARENT_MISSING",
+      retryable: false,
+      threadId,
+      checkpointNs: "",
+      checkpointId: c.cp.id,
+      parentCheckpointId: h.configurable!.checkpoint_id,
+      missing: [{ channel: "y", version: "1.b" }],
+    });
+    expect((err as Error).message).toContain('"y"@1.b');
     expect(await rows("checkpoints", threadId)).toBe(0);
     expect(await rows("checkpoint_blobs", threadId)).toBe(0);
-    expect(rec.of("conflict")).toEqual([expect.objectContaining({ reason: "parent-missing" })]);
+    expect(rec.of("conflict")).toEqual([]);
+    expect(rec.of("parentMissing")).toEqual([expect.objectContaining({ checkpointId: c.cp.id, missing: [{ channel: "y", version: "1.b" }] })]);
+  });
+
+  it("a put whose parent was never stored commits when every value it refers to is written by it or stored", async () => {
+    const rec = recorder();
+    const saver = new PostgresSaver(pool, { onEvent: rec.onEvent });
+    const threadId = uuid6(-3);
+    const rootCp = makeCheckpoint({ x: "root", y: "kept" }, { x: "1.a", y: "1.b" });
+    const h = await saver.put({ configurable: { thread_id: threadId, checkpoint_ns: "" } }, rootCp, meta(-1), rootCp.channel_versions);
+    // Its parent never reached the database (a run with durability "exit"), but y's value is stored.
+    const c = child("new", { y: "1.b" });
+    const unknownParent = { configurable: { thread_id: threadId, checkpoint_ns: "", checkpoint_id: uuid6(-3) } };
+    const saved = await saver.put(unknownParent, c.cp, meta(0), c.versions);
+    const tuple = await saver.getTuple(saved);
+    expect(tuple?.checkpoint.channel_values).toEqual({ x: "new", y: "kept" });
+    expect(tuple?.parentConfig?.configurable?.checkpoint_id).toBe(unknownParent.configurable.checkpoint_id);
+    expect(await heads(threadId)).toEqual([c.cp.id]);
+    expect(rec.of("fork")).toEqual([expect.objectContaining({ checkpointId: c.cp.id, displacedHead: h.configurable!.checkpoint_id })]);
+    // In linear mode the same put is refused: its parent must be the head.
+    const linear = new PostgresSaver(pool, { lineage: "linear" });
+    const d = child("linear", { y: "1.b" });
+    await expect(linear.put(unknownParent, d.cp, meta(0), d.versions)).rejects.toMatchObject({ code: "CHECKPOINT_PARENT_MISSING", missing: [] });
+    // Unless the invocation forks deliberately: then it is a branch put.
+    const forked = await linear.put({ configurable: { ...unknownParent.configurable, allow_fork: true } }, d.cp, meta(0), d.versions);
+    expect((await linear.getTuple(forked))?.checkpoint.channel_values).toEqual({ x: "linear", y: "kept" });
+  });
+
+  it("a parent that arrives after its child is stored, and the head stays on the child", async () => {
+    // LangGraph 1.4 puts an "exit" run's stub parent without waiting for it, so the
+    // final checkpoint (naming the stub) can commit first.
+    const rec = recorder();
+    const saver = new PostgresSaver(pool, { onEvent: rec.onEvent });
+    const threadId = uuid6(-3);
+    const stub = makeCheckpoint();
+    const final = child("final");
+    const cfg = { configurable: { thread_id: threadId, checkpoint_ns: "" } };
+    await saver.put({ configurable: { ...cfg.configurable, checkpoint_id: stub.id } }, final.cp, meta(0), final.versions);
+    await saver.put(cfg, stub, meta(-2), {});
+    expect(await heads(threadId)).toEqual([final.cp.id]);
+    expect((await saver.getTuple(cfg))?.checkpoint.channel_values).toEqual({ x: "final" });
+    expect((await saver.getTuple({ configurable: { ...cfg.configurable, checkpoint_id: stub.id } }))?.checkpoint.id).toBe(stub.id);
+    expect(rec.of("fork")).toEqual([]);
+    // Any other root put into the lineage is a fork, as before.
+    const other = makeCheckpoint({ x: "other" }, { x: "1.other" });
+    await saver.put(cfg, other, meta(-1), other.channel_versions);
+    expect(await heads(threadId)).toEqual([other.id]);
+    expect(rec.of("fork")).toEqual([expect.objectContaining({ checkpointId: other.id, displacedHead: final.cp.id })]);
   });
 
   it("the database itself refuses a second head", async () => {
@@ -244,11 +314,11 @@ describe("deleteThread under a running graph", () => {
       blocker.release();
     }
     for (const table of ["checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_heads"]) expect(await rows(table, threadId), table).toBe(0);
-    // The graph's next step finds its parent gone: a typed conflict, nothing written.
-    const next = child("after");
+    // The graph's next step finds its parent gone, and the value it inherits with it: a typed error, nothing written.
+    const next = child("after", { y: c.cp.channel_versions.x as string });
     await expect(saver.put({ configurable: { thread_id: threadId, checkpoint_ns: "", checkpoint_id: c.cp.id } }, next.cp, meta(1), next.versions)).rejects.toMatchObject({
-      code: "CHECKPOINT_CONFLICT",
-      reason: "parent-missing",
+      code: "CHECKPOINT_PARENT_MISSING",
+      missing: [{ channel: "y", version: c.cp.channel_versions.x }],
     });
     expect(await rows("checkpoints", threadId)).toBe(0);
   });

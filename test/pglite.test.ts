@@ -3,14 +3,16 @@
  * WebAssembly), the folder lock, and the conformance suite on it.
  */
 import { execFile, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { brotliDecompressSync, gzipSync } from "node:zlib";
 import { PGlite } from "@electric-sql/pglite";
 import { validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
 import { afterAll, describe, expect, it } from "vitest";
-import { DataDirLockedError, lockDataDir, migrate, openEmbedded, PostgresSaver } from "../src/index.js";
+import { DataDirLockedError, InvalidOptionsError, loadMigrations, lockDataDir, migrate, openEmbedded, PostgresSaver } from "../src/index.js";
+import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
 
 describe("PGlite conformance", () => {
   const db = new PGlite();
@@ -119,5 +121,43 @@ describe("embedded data folder", () => {
     await dead;
     const db = await openEmbedded(dataDir);
     await db.close();
+  });
+
+  it("loadDataDir: a new folder starts from a saved data folder (tar or gzipped tar), an existing one ignores it; a tar leaving the folder is refused", async () => {
+    const cfg = (thread_id: string) => ({ configurable: { thread_id, checkpoint_ns: "" } });
+    // The demo's snapshot: a migrated empty database (see scripts/demo-snapshot.ts).
+    const tar = brotliDecompressSync(readFileSync(join(process.cwd(), "scripts", "demo-pgdata.tar.br")));
+    for (const bytes of [tar, gzipSync(tar)]) {
+      const dataDir = tempDir();
+      let calls = 0;
+      const load = () => {
+        calls += 1;
+        return bytes;
+      };
+      for (let i = 0; i < 2; i++) {
+        const db = await openEmbedded(dataDir, { loadDataDir: load });
+        try {
+          const { rows } = await db.db.query<{ n: number }>("SELECT count(*)::int AS n FROM checkpointer_migrations");
+          expect(rows[0]!.n).toBe(loadMigrations().length);
+          if (i === 0) await new PostgresSaver(db.db).put(cfg("kept"), makeCheckpoint(), meta(-1), {});
+          else expect((await new PostgresSaver(db.db).getTuple(cfg("kept")))?.checkpoint).toBeDefined();
+        } finally {
+          await db.close();
+        }
+      }
+      expect(calls).toBe(1);
+    }
+
+    const evil = Buffer.alloc(1536);
+    evil.write("../escaped", 0);
+    evil.write("0000644\0", 100);
+    evil.write("00000000000\0", 124);
+    evil.write("0", 156);
+    const dataDir = tempDir();
+    const err = await openEmbedded(dataDir, { loadDataDir: () => evil }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidOptionsError);
+    expect((err as Error).message).toMatch(/loadDataDir: not a PGlite data folder tar: entry "\.\.\/escaped" leaves the folder/);
+    expect(existsSync(join(dataDir, "..", "escaped"))).toBe(false);
+    expect(readdirSync(dataDir)).toEqual([]); // no half-written pgdata, and the lock was released
   });
 });

@@ -59,9 +59,12 @@ describe("grantStatements", () => {
       'GRANT USAGE ON SCHEMA "we""ird" TO "app; DROP TABLE x"',
       'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "we""ird".checkpoints, "we""ird".checkpoint_writes, "we""ird".checkpoint_blobs, "we""ird".checkpoint_heads TO "app; DROP TABLE x"',
       'GRANT SELECT ON TABLE "we""ird".checkpointer_migrations TO "app; DROP TABLE x"',
+      'REVOKE CREATE ON SCHEMA "we""ird" FROM "app; DROP TABLE x"',
+      'REVOKE TRUNCATE, REFERENCES, TRIGGER ON TABLE "we""ird".checkpoints, "we""ird".checkpoint_writes, "we""ird".checkpoint_blobs, "we""ird".checkpoint_heads FROM "app; DROP TABLE x"',
+      "DO $lgcp_grants$ BEGIN EXECUTE pg_catalog.format('REVOKE TEMPORARY ON DATABASE %I FROM %I', pg_catalog.current_database(), 'app; DROP TABLE x'); END $lgcp_grants$",
     ]);
     expect(grantStatements({ role: "app" })[0]).toBe('GRANT USAGE ON SCHEMA "public" TO "app"');
-    for (const role of ["", "PUBLIC", "a\u0000b", "x".repeat(64), 42]) {
+    for (const role of ["", "PUBLIC", "a\u0000b", "x".repeat(64), 42, "a$lgcp_grants$b"]) {
       expect(() => grantStatements({ role: role as string })).toThrow(InvalidOptionsError);
     }
     expect(() => grantStatements({ role: "app", schema: "pg_catalog" })).toThrow(InvalidOptionsError);
@@ -179,5 +182,38 @@ describe("the application role", () => {
     expect(rows).toHaveLength(0);
     // On the migrated schema, setup() is a no-op that the role can run (it only reads).
     expect((await saver.setup()).applied).toEqual([]);
+  });
+});
+
+describe("what grants takes away, and what stays (issue #15, row 11)", () => {
+  it("TEMP: revoked from the role, and from PUBLIC on request; every saver operation still works", async () => {
+    const dbName = pg.escapeIdentifier(new URL(db.url).pathname.slice(1));
+    const canTemp = async () => (await db.pool.query("SELECT has_database_privilege($1, current_database(), 'TEMP') AS ok", [APP])).rows[0].ok as boolean;
+    // Granted explicitly at some point, and held through PUBLIC (Postgres' default).
+    await db.pool.query(`GRANT TEMPORARY ON DATABASE ${dbName} TO ${pg.escapeIdentifier(APP)}`);
+    // Without revokePublicTemp the role's own grant goes, PUBLIC's stays: it still has TEMP.
+    for (const sql of grantStatements({ schema: SCHEMA, role: APP })) await ownerPool.query(sql);
+    expect(await canTemp()).toBe(true);
+    // The database owner revokes it from PUBLIC as well.
+    for (const sql of grantStatements({ schema: SCHEMA, role: APP, revokePublicTemp: true })) await db.pool.query(sql);
+    expect(await canTemp()).toBe(false);
+    const temp = await appPool.query("CREATE TEMP TABLE evil (id int)").catch((e: { code?: string }) => e);
+    expect((temp as { code?: string }).code).toBe("42501");
+
+    const saver = new PostgresSaver(appPool, { schema: SCHEMA });
+    const thread = tid("priv-after-revoke");
+    expect(await addressGraph(saver).invoke({}, { configurable: { thread_id: thread } })).toEqual({ name: "pavaneeshwar", address: "Hyderabad residency" });
+    await saver.deleteThread(thread);
+  });
+
+  it("what stays: LOCK TABLE in any mode, which Postgres allows to any role that may UPDATE or DELETE (README, Least privilege)", async () => {
+    const client = await appPool.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query(`LOCK TABLE ${SCHEMA}.checkpoints IN ACCESS EXCLUSIVE MODE`);
+      await client.query("ROLLBACK");
+    } finally {
+      client.release();
+    }
   });
 });

@@ -357,7 +357,7 @@ describe("keepLast: 1 on real graphs", () => {
     expect(Object.fromEntries(callsOf(twins.get(name)!))).toEqual({ a: 1, b: 1, c: 2, d: 1 });
   });
 
-  it("control: the delta test can fail (dropping the kept seed ancestor changes the rebuilt value)", async () => {
+  it("control: the delta test can fail (dropping the kept seed ancestors breaks the rebuild)", async () => {
     const thread = tid("delta-control");
     for (let i = 0; i < 7; i++) await deltaGraph(saver).invoke({ word: `w${i}`, log: `in${i}` }, cfg(thread));
     const before = await deltaGraph(saver).getState(cfg(thread));
@@ -369,7 +369,9 @@ describe("keepLast: 1 on real graphs", () => {
       "DELETE FROM checkpoints c WHERE thread_id = $1 AND NOT EXISTS (SELECT 1 FROM checkpoint_heads h WHERE h.thread_id = c.thread_id AND h.checkpoint_ns = c.checkpoint_ns AND h.checkpoint_id = c.checkpoint_id)",
       [thread],
     );
-    expect((await deltaGraph(saver).getState(cfg(thread))).values).not.toEqual(before.values);
+    // The walk back to the seed now meets a missing parent: a typed error, never a short log.
+    await expect(deltaGraph(saver).getState(cfg(thread))).rejects.toMatchObject({ code: "HISTORY_CORRUPT", threadId: thread, reason: "missing-parent" });
+    await saver.deleteThread(thread); // later tests prune every thread
   });
 });
 
@@ -551,6 +553,10 @@ describe("thread TTL", () => {
     expect(progress.flatMap((p) => p.expiredThreadIds).sort()).toEqual([idle, nested].sort());
     expect(deleted(dry)).toEqual(deleted(r));
     expect(dry.threadsExpired).toBe(2);
+    // The dry run says per thread what goes: the expired ones whole, flagged; the others' leftovers, if any.
+    expect(dry.threads!.filter((t) => t.expired).map((t) => t.threadId).sort()).toEqual([idle, nested].sort());
+    for (const k of ["checkpoints", "writes", "blobs", "bytes"] as const) expect(dry.threads!.reduce((n, t) => n + t[k], 0)).toBe(dry[k]);
+    expect(r.threads).toBeUndefined();
     for (const t of [idle, nested]) expect(await sizes([t])).toMatchObject({ checkpoints: 0, writes: 0, blobs: 0 });
     for (const t of [fresh, noTtl, resumed]) expect(await headRows(t)).toBeGreaterThan(0);
 

@@ -1,20 +1,27 @@
-/** The README's quick-start block, run as written (the package import pointed at src/). */
+/**
+ * The README's quick-start block, run as written (the package import pointed at
+ * src/), and its table of contents. test/tarball.test.ts runs the quick start and
+ * every command block against the packed package.
+ */
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { expect, it } from "vitest";
 import { withTestDatabase } from "./helpers/db.js";
+import { anchor, quickStart, readme } from "./helpers/readme.js";
 
 const db = withTestDatabase("readme");
 
-function quickStart(): string {
-  const readme = readFileSync("README.md", "utf8");
-  const section = readme.slice(readme.indexOf("## Quick start"));
-  const block = /```ts\n([\s\S]*?)```/.exec(section);
-  if (!block) throw new Error("README has no ts block under ## Quick start");
-  return block[1]!;
-}
+it("the table of contents links every ## section, in order", () => {
+  const text = readme();
+  const toc = /\*\*Contents\*\*:([\s\S]*?)\n\n/.exec(text)?.[1];
+  expect(toc, "a **Contents**: paragraph near the top").toBeDefined();
+  const links = [...toc!.matchAll(/\[[^\]]*\]\(#([^)]+)\)/g)].map((m) => m[1]);
+  const sections = [...text.matchAll(/^## (.*)$/gm)].map((m) => anchor(m[1]!));
+  // A new section needs its entry in the Contents line at the top of the README.
+  expect(links).toEqual(sections);
+});
 
 it("the quick-start example runs and prints the article's final state, twice on one thread", async () => {
   const code = quickStart().replace(`from "langgraph-checkpoint-pg"`, `from ${JSON.stringify(join(process.cwd(), "src/index.ts"))}`);

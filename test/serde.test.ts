@@ -24,6 +24,7 @@ import {
 import { Document } from "@langchain/core/documents";
 import { ChatPromptValue } from "@langchain/core/prompt_values";
 import { PromptTemplate } from "@langchain/core/prompts";
+import { Serializable } from "@langchain/core/load/serializable";
 import {
   Annotation,
   Command,
@@ -40,6 +41,8 @@ import { DeserializationError, SerializationError } from "../src/errors.js";
 import { cpuTime } from "./helpers/cpu.js";
 
 const serde = new MsgpackSerializer();
+/** Refuses what would not come back exactly (the default stores its JSON form: test/serde-modes.test.ts). */
+const strict = new MsgpackSerializer({ strict: true });
 
 async function roundTrip<T>(value: T, s: MsgpackSerializer = serde): Promise<T> {
   const [type, bytes] = await s.dumpsTyped(value);
@@ -491,26 +494,49 @@ describe("MsgpackSerializer: LangChain messages", () => {
     out.messages.forEach((m, i) => expect(m.constructor).toBe(messages[i]!.constructor));
   });
 
-  it("refuses LangChain objects outside the allowlist when writing, naming the path", async () => {
-    const prompt = new ChatPromptValue([new HumanMessage("x")]);
-    const error = await expectSerializationError({ state: { prompts: [prompt] } });
-    expect(error.message).toContain("langchain_core.prompt_values.ChatPromptValue");
-    expect(error.message).toContain("$.state.prompts[0]");
+  it("strict: refuses LangChain objects outside the allowlist when writing, naming the path", async () => {
     const template = PromptTemplate.fromTemplate("Hello {name}");
-    expect((await expectSerializationError({ template })).message).toContain("$.template");
+    const error = await expectSerializationError({ state: { templates: [template] } }, strict);
+    expect(error.message).toContain("langchain_core.prompts.prompt.PromptTemplate");
+    expect(error.message).toContain("$.state.templates[0]");
+    expect(error.path).toBe("$.state.templates[0]");
+  });
+
+  it("default: a LangChain object outside the allowlist is stored as its toJSON() record, plain data that rebuilds nothing", async () => {
+    const template = PromptTemplate.fromTemplate("Hello {name}");
+    const out = await roundTrip({ template });
+    expect(out.template).toEqual(JSON.parse(JSON.stringify(template)));
+    expect(out.template).toMatchObject({ lc: 1, type: "constructor", id: ["langchain_core", "prompts", "prompt", "PromptTemplate"] });
+    expect(out.template).not.toBeInstanceOf(PromptTemplate);
+  });
+
+  it("prompt values are in the built-in allowlist and come back as their class", async () => {
+    const prompt = new ChatPromptValue([new HumanMessage({ content: "x", id: "1" }), new AIMessage({ content: "y", id: "2" })]);
+    for (const s of [serde, strict]) {
+      const out = await roundTrip(prompt, s);
+      expect(out).toBeInstanceOf(ChatPromptValue);
+      expect(out.messages[0]).toBeInstanceOf(HumanMessage);
+      expect(out).toStrictEqual(prompt);
+    }
   });
 
   it("round-trips explicitly registered LangChain classes", async () => {
-    const s = new MsgpackSerializer({
-      langchainClasses: [{ id: ["langchain_core", "prompt_values", "ChatPromptValue"], ctor: ChatPromptValue }],
-    });
-    const prompt = new ChatPromptValue([new HumanMessage({ content: "x", id: "1" }), new AIMessage({ content: "y", id: "2" })]);
-    const out = await roundTrip(prompt, s);
-    expect(out).toBeInstanceOf(ChatPromptValue);
-    expect(out.messages[0]).toBeInstanceOf(HumanMessage);
-    expect(out).toStrictEqual(prompt);
-    // The default serializer cannot read it: the allowlist is enforced on read too.
-    const [type, bytes] = await s.dumpsTyped(prompt);
+    class Ticket extends Serializable {
+      override lc_namespace = ["tests", "tickets"];
+      override lc_serializable = true;
+      readonly title: string;
+      constructor(fields: { title: string }) {
+        super(fields);
+        this.title = fields.title;
+      }
+    }
+    const s = new MsgpackSerializer({ langchainClasses: [{ id: ["tests", "tickets", "Ticket"], ctor: Ticket }], strict: true });
+    const ticket = new Ticket({ title: "printer on fire" });
+    const out = await roundTrip({ ticket }, s);
+    expect(out.ticket).toBeInstanceOf(Ticket);
+    expect(out.ticket).toStrictEqual(ticket);
+    // Another serializer cannot read it: the allowlist is enforced on read too.
+    const [type, bytes] = await s.dumpsTyped(ticket);
     const error = await expectDeserializationError(bytes, type);
     expect(error.message).toContain("not in the allowlist");
   });
@@ -613,7 +639,7 @@ describe("MsgpackSerializer: prototype pollution", () => {
   });
 });
 
-describe("MsgpackSerializer: values that cannot be written", () => {
+describe("MsgpackSerializer (strict): values that cannot be written", () => {
   class Point {
     constructor(
       readonly x: number,
@@ -635,37 +661,43 @@ describe("MsgpackSerializer: values that cannot be written", () => {
     ["a function inside Send args", { s: new Send("n", { cb: () => 1 }) }, "$.s.args.cb", /function/],
     ["a function as Error cause", { e: new Error("x", { cause: () => 1 }) }, "$.e.cause", /function/],
   ])("%s → SerializationError naming the path", async (_name, value, path, reason) => {
-    const error = await expectSerializationError(value);
+    const error = await expectSerializationError(value, strict);
     expect(error.message).toContain(path);
+    expect(error.path).toBe(path);
     expect(error.message).toMatch(reason);
     expect(error.code).toBe("SERIALIZATION_FAILED");
   });
 
-  it("a top-level function", async () => {
+  it("a top-level function, in either mode", async () => {
+    expect((await expectSerializationError(() => 1, strict)).message).toMatch(/function at \$$/);
     expect((await expectSerializationError(() => 1)).message).toMatch(/function at \$$/);
   });
 
   it("circular references fail cleanly", async () => {
     const a: Record<string, unknown> = { name: "a" };
     a.self = a;
-    expect((await expectSerializationError({ a })).message).toMatch(/circular/);
+    expect((await expectSerializationError({ a }, strict)).message).toMatch(/circular/);
+    // Through a Map or a Set, in either mode (JsonPlusSerializer cannot write these either).
     const m = new Map<string, unknown>();
     m.set("m", m);
-    expect((await expectSerializationError(m)).message).toMatch(/deeper than/);
+    for (const s of [strict, serde]) expect((await expectSerializationError(m, s)).message).toMatch(/deeper than/);
     const arr: unknown[] = [];
     arr.push(new Set([arr]));
+    await expectSerializationError(arr, strict);
     await expectSerializationError(arr);
   });
 
   it("LangChain objects that are not serializable", async () => {
     const { RunnableLambda } = await import("@langchain/core/runnables");
     const runnable = RunnableLambda.from((x: number) => x);
-    await expectSerializationError({ r: runnable });
+    await expectSerializationError({ r: runnable }, strict);
+    // Default: the record toJSON() gives it, as JsonPlusSerializer would store.
+    expect(await roundTrip({ r: runnable })).toEqual({ r: { lc: 1, type: "not_implemented", id: ["langchain_core", "runnables", "RunnableLambda"] } });
   });
 
   it("a failed write leaves the serializer usable", async () => {
-    await expectSerializationError({ a: new Map([["x", () => 1]]) });
-    expect(await roundTrip({ a: new Map([["x", 1]]) })).toEqual({ a: new Map([["x", 1]]) });
+    await expectSerializationError({ a: new Map([["x", () => 1]]) }, strict);
+    expect(await roundTrip({ a: new Map([["x", 1]]) }, strict)).toEqual({ a: new Map([["x", 1]]) });
   });
 });
 

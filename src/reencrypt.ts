@@ -1,0 +1,211 @@
+/**
+ * Rewrite stored values into the serializer's current encrypted form: under
+ * the current key and bound to their row (see encryption.ts). For rows
+ * written before row binding, after a key rotation (so old keys can go), and,
+ * with `allowPlaintext`, for rows written before encryption was turned on.
+ *
+ * Only the encryption changes: the inner bytes (msgpack, json...) are kept as
+ * they are, never decoded and encoded again. Batches of rows, one transaction
+ * each, rows locked while they are rewritten (FOR NO KEY UPDATE: a put's key
+ * share lock on its parent is not blocked); safe while graphs run (blobs are
+ * never changed by the saver, writes only by a retried special write, which
+ * waits for the batch).
+ */
+import pg from "pg";
+import { dbOf, poolDb, type Db, type PGliteLike, type Queryable } from "./db.js";
+import type { EncryptedSerializer } from "./encryption.js";
+import { CheckpointerError, DatabaseOperationError, InvalidOptionsError } from "./errors.js";
+import { guard, type HandlerErrorHandler } from "./events.js";
+import { assertSchemaCurrent } from "./migrate.js";
+import type { ValueRow } from "./rowserde.js";
+import { checkSchemaName, quoteIdent } from "./validate.js";
+
+/** Options of {@link reencrypt}. */
+export interface ReencryptOptions {
+  /** A pool, client or PGlite instance the caller owns (never closed here). Give this or `connectionString`. */
+  pool?: pg.Pool | pg.Client | PGliteLike;
+  /** Used when no `pool` is given; the connection is closed afterwards. */
+  connectionString?: string;
+  /** Postgres schema holding the tables. Default `public`. */
+  schema?: string;
+  /** The application's serializer: its current key and options decide the target form. */
+  serde: Reencrypting;
+  /** Rows per transaction. Default 200. */
+  batchSize?: number;
+  /** Count what would be rewritten, change nothing. */
+  dryRun?: boolean;
+  /** Called after each batch with running totals; its failures never stop the run (see `onHandlerError`). */
+  onProgress?: (progress: ReencryptCounts) => unknown;
+  /** Receives every error `onProgress` throws or rejects with. */
+  onHandlerError?: HandlerErrorHandler;
+}
+
+/** Values rewritten (or, for a dry run, to rewrite), per table. */
+export interface ReencryptCounts {
+  blobs: number;
+  writes: number;
+  /** Checkpoints whose values without a version were rewritten. */
+  checkpoints: number;
+}
+
+export interface ReencryptResult extends ReencryptCounts {
+  dryRun: boolean;
+  durationMs: number;
+}
+
+interface Table {
+  name: "checkpoint_blobs" | "checkpoint_writes" | "checkpoints";
+  counter: keyof ReencryptCounts;
+  key: string[];
+  /** Key columns' SQL types, for the keyset cursor and the update. */
+  keyTypes: string[];
+  type: string;
+  value: string;
+  row(r: Record<string, unknown>): ValueRow;
+}
+
+/** What reencrypt needs of the serializer (an EncryptedSerializer, also from another copy of this package). */
+export type Reencrypting = Pick<EncryptedSerializer, "rewrap" | "currentForm" | "allowsPlaintext">;
+
+/** True for an EncryptedSerializer (by shape: a second copy of the package fails instanceof). */
+export function isEncryptedSerializer(x: unknown): x is Reencrypting {
+  const s = x as Partial<Reencrypting> | null;
+  return typeof s === "object" && s !== null && typeof s.rewrap === "function" && typeof s.currentForm === "object";
+}
+
+const TABLES: Table[] = [
+  {
+    name: "checkpoint_blobs",
+    counter: "blobs",
+    key: ["thread_id", "checkpoint_ns", "channel", "version"],
+    keyTypes: ["text", "text", "text", "text"],
+    type: "type",
+    value: "value",
+    row: (r) => ({ table: "checkpoint_blobs", threadId: String(r.thread_id), checkpointNs: String(r.checkpoint_ns), channel: String(r.channel), version: String(r.version) }),
+  },
+  {
+    name: "checkpoint_writes",
+    counter: "writes",
+    key: ["thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+    keyTypes: ["text", "text", "text", "text", "int"],
+    type: "type",
+    value: "value",
+    row: (r) => ({
+      table: "checkpoint_writes",
+      threadId: String(r.thread_id),
+      checkpointNs: String(r.checkpoint_ns),
+      checkpointId: String(r.checkpoint_id),
+      taskId: String(r.task_id),
+      idx: Number(r.idx),
+    }),
+  },
+  {
+    name: "checkpoints",
+    counter: "checkpoints",
+    key: ["thread_id", "checkpoint_ns", "checkpoint_id"],
+    keyTypes: ["text", "text", "text"],
+    type: "unversioned_type",
+    value: "unversioned_values",
+    row: (r) => ({ table: "checkpoints", threadId: String(r.thread_id), checkpointNs: String(r.checkpoint_ns), checkpointId: String(r.checkpoint_id) }),
+  },
+];
+
+/**
+ * Rewrite every value not yet in `serde`'s current form (encrypted under its
+ * current key, bound to its row): `checkpoint_blobs.value`,
+ * `checkpoint_writes.value`, and `checkpoints.unversioned_values`. Values
+ * that are not encrypted are rewritten only when `serde` has
+ * `allowPlaintext`; otherwise they are left alone (the saver refuses them).
+ * A value that does not decrypt stops the run with a `DeserializationError`
+ * (the batch it was in is rolled back).
+ *
+ * @example
+ * ```ts
+ * import { EncryptedSerializer, reencrypt } from "langgraph-checkpoint-pg";
+ * const serde = new EncryptedSerializer({ keys: { "2025-06": newKey, "2025-01": oldKey }, current: "2025-06" });
+ * const { blobs, writes, checkpoints } = await reencrypt({ pool, serde });
+ * // Now no row needs "2025-01", and every value is bound to its row.
+ * ```
+ */
+export async function reencrypt(options: ReencryptOptions): Promise<ReencryptResult> {
+  if (options === null || typeof options !== "object") throw new InvalidOptionsError("options", "expected { pool, serde, ... }");
+  if (!isEncryptedSerializer(options.serde)) throw new InvalidOptionsError("serde", "expected an EncryptedSerializer (the one your saver uses)");
+  if ((options.pool === undefined) === (options.connectionString === undefined)) {
+    throw new InvalidOptionsError("pool/connectionString", "give exactly one of them");
+  }
+  const schema = checkSchemaName(options.schema ?? "public");
+  const batchSize = options.batchSize ?? 200;
+  if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new InvalidOptionsError("batchSize", "expected a positive integer");
+  if (options.onProgress !== undefined && typeof options.onProgress !== "function") throw new InvalidOptionsError("onProgress", "expected a function");
+  const onProgress = guard(options.onProgress, "onProgress", options.onHandlerError);
+  const started = performance.now();
+  const serde = options.serde;
+  const { typePrefix, format } = serde.currentForm;
+  const owned = options.pool === undefined ? new pg.Pool({ connectionString: options.connectionString, application_name: "langgraph-checkpoint-pg:reencrypt", max: 1 }) : undefined;
+  owned?.on("error", () => undefined);
+  const db: Db = owned ? poolDb(owned) : dbOf(options.pool!);
+  const counts: ReencryptCounts = { blobs: 0, writes: 0, checkpoints: 0 };
+  try {
+    await assertSchemaCurrent(db, schema, "reencrypt");
+    for (const table of TABLES) {
+      const t = `${quoteIdent(schema)}.${table.name}`;
+      const keys = table.key.join(", ");
+      // Not yet current: another key, or not bound (format byte), or not encrypted at all (only with allowPlaintext).
+      const stale = `${table.value} IS NOT NULL AND ${table.type} <> 'empty'
+         AND NOT (pg_catalog.starts_with(${table.type}, $1) AND pg_catalog.substring(${table.value}, 1, 1) = $2::bytea)
+         AND (pg_catalog.starts_with(${table.type}, 'enc:') OR $3::boolean)`;
+      const staleParams = [typePrefix, Buffer.from([format]), serde.allowsPlaintext];
+      if (options.dryRun) {
+        const { rows } = await run(db, `counting ${table.name} to rewrite`, `SELECT pg_catalog.count(*)::int AS n FROM ${t} WHERE ${stale}`, staleParams);
+        counts[table.counter] = rows[0]!.n as number;
+        continue;
+      }
+      let cursor: unknown[] | undefined;
+      for (;;) {
+        const done = await withErrors(`rewriting ${table.name}`, () =>
+          db.transaction(async (tx: Queryable) => {
+            const after = cursor ? `AND (${keys}) > (${table.key.map((_, i) => `$${i + 5}::${table.keyTypes[i]}`).join(", ")})` : "";
+            const { rows } = await tx.query(
+              `SELECT ${keys}, ${table.type} AS type, ${table.value} AS value FROM ${t}
+                WHERE ${stale} ${after} ORDER BY ${keys} LIMIT $4 FOR NO KEY UPDATE`,
+              [...staleParams, batchSize, ...(cursor ?? [])],
+            );
+            const next = await Promise.all(rows.map((r) => serde.rewrap(String(r.type), r.value as Uint8Array, table.row(r))));
+            const changed = rows.flatMap((r, i) => (next[i] ? [{ r, typed: next[i]! }] : []));
+            if (changed.length > 0) {
+              const columns = table.key.map((k, i) => `pg_catalog.unnest($${i + 1}::${table.keyTypes[i]}[])`);
+              const n = table.key.length;
+              await tx.query(
+                `UPDATE ${t} x SET ${table.type} = u.type, ${table.value} = u.value, row_version = x.row_version + 1
+                   FROM ROWS FROM (${columns.join(", ")}, pg_catalog.unnest($${n + 1}::text[]), pg_catalog.unnest($${n + 2}::bytea[]))
+                        AS u(${keys}, type, value)
+                  WHERE ${table.key.map((k) => `x.${k} = u.${k}`).join(" AND ")}`,
+                [...table.key.map((k) => changed.map((c) => c.r[k])), changed.map((c) => c.typed[0]), changed.map((c) => Buffer.from(c.typed[1]))],
+              );
+            }
+            counts[table.counter] += changed.length;
+            if (rows.length > 0) cursor = table.key.map((k) => rows[rows.length - 1]![k]);
+            return rows.length < batchSize;
+          }),
+        );
+        onProgress?.({ ...counts });
+        if (done) break;
+      }
+    }
+  } finally {
+    await owned?.end();
+  }
+  return { ...counts, dryRun: options.dryRun ?? false, durationMs: performance.now() - started };
+}
+
+async function withErrors<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw err instanceof CheckpointerError ? err : new DatabaseOperationError(what, err);
+  }
+}
+
+function run(db: Db, what: string, text: string, values: unknown[]): Promise<{ rows: Record<string, unknown>[] }> {
+  return withErrors(what, () => db.query(text, values));
+}

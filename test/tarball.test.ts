@@ -1,0 +1,432 @@
+/**
+ * The package as users get it. `npm pack` (from a copy of the sources, so the
+ * working tree's dist/ is never touched), installed into an empty project
+ * offline: from the npm cache that `npm ci` filled, at the versions of
+ * package-lock.json. Then, against Postgres: `import` and `require`, a strict
+ * TypeScript file (skipLibCheck false, ESM and CommonJS), the README's quick
+ * start as written, the CLI through `npx --no-install`, and every command
+ * block of the README.
+ */
+import { execFile, spawn } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+import { promisify } from "node:util";
+import { PostgresSaver as OfficialSaver } from "@langchain/langgraph-checkpoint-postgres";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ROOT, collect, type Run } from "./helpers/cli.js";
+import { withTestDatabase } from "./helpers/db.js";
+import { addressGraph } from "./helpers/graphs.js";
+import { quickStart, readmeBlocks, type ReadmeBlock } from "./helpers/readme.js";
+
+const exec = promisify(execFile);
+const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
+  name: string;
+  version: string;
+  license: string;
+  dependencies: Record<string, string>;
+  peerDependencies: Record<string, string>;
+  peerDependenciesMeta: Record<string, { optional?: boolean }>;
+  bin: Record<string, string>;
+  engines: Record<string, string>;
+};
+/** What the README's Install section has users install next to the package (the optional PGlite aside). */
+const PEERS = ["pg", "@langchain/langgraph-checkpoint", "@langchain/core", "@langchain/langgraph"];
+/** Installed too: to run the README's TypeScript and to load a .ts upcasters module. */
+const TOOLS = ["tsx"];
+
+const db = withTestDatabase("tarball"); // DATABASE_URL of the README's commands
+const other = withTestDatabase("tarball_other"); // postgres://other/db
+const official = withTestDatabase("tarball_official"); // the Switching section: the official saver's tables in public
+
+const work = mkdtempSync(join(tmpdir(), "lgpg-tarball-"));
+const app = join(work, "app");
+let tarball: string;
+let packed: string[];
+const role = `agents_app_${randomBytes(4).toString("hex")}`;
+
+beforeAll(async () => {
+  // npm pack in a copy: its prepack builds dist/ there.
+  const stage = join(work, "stage");
+  mkdirSync(join(stage, "scripts"), { recursive: true });
+  for (const f of ["package.json", "README.md", "LICENSE", "tsconfig.json", "src", "migrations", "scripts/build.mjs"]) cpSync(join(ROOT, f), join(stage, f), { recursive: true });
+  symlinkSync(join(ROOT, "node_modules"), join(stage, "node_modules"), "dir");
+  const { stdout } = await exec("npm", ["pack", "--json", "--pack-destination", work], { cwd: stage, maxBuffer: 16 << 20 });
+  const info = (JSON.parse(stdout) as { filename: string; files: { path: string }[] }[])[0]!;
+  tarball = join(work, info.filename);
+  packed = info.files.map((f) => f.path);
+
+  mkdirSync(app);
+  writeProject(app, tarball);
+  await exec("npm", ["ci", "--offline", "--ignore-scripts", "--no-audit", "--no-fund"], { cwd: app, maxBuffer: 16 << 20 });
+}, 600_000);
+
+afterAll(async () => {
+  // Before the databases go: the role holds privileges in one of them.
+  const admin = new pg.Client({ connectionString: db.url });
+  await admin.connect();
+  try {
+    if ((await admin.query("SELECT 1 FROM pg_roles WHERE rolname = $1", [role])).rowCount) {
+      await admin.query(`DROP OWNED BY ${pg.escapeIdentifier(role)}`);
+      await admin.query(`DROP ROLE ${pg.escapeIdentifier(role)}`);
+    }
+  } finally {
+    await admin.end();
+  }
+  rmSync(work, { recursive: true, force: true });
+});
+
+/**
+ * An empty project that depends on the tarball, PEERS and TOOLS, with a lock
+ * file holding exactly what the repository's package-lock.json resolved them
+ * to: `npm ci --offline` then needs no registry (npm install would fetch
+ * package metadata to resolve them).
+ */
+function writeProject(dir: string, tgz: string): void {
+  const lock = JSON.parse(readFileSync(join(ROOT, "package-lock.json"), "utf8")) as { packages: Record<string, LockEntry> };
+  const ours: LockEntry = {
+    version: pkg.version,
+    resolved: `file:${tgz}`,
+    integrity: `sha512-${createHash("sha512").update(readFileSync(tgz)).digest("base64")}`,
+    license: pkg.license,
+    dependencies: pkg.dependencies,
+    peerDependencies: pkg.peerDependencies,
+    peerDependenciesMeta: pkg.peerDependenciesMeta,
+    bin: pkg.bin,
+    engines: pkg.engines,
+  };
+  const packages: Record<string, LockEntry> = { ...lock.packages, [`node_modules/${pkg.name}`]: ours };
+  const picked: Record<string, LockEntry> = {};
+  // Node's lookup over the lock's paths: nested node_modules first, then upwards.
+  const find = (from: string, name: string): string | undefined => {
+    for (let at = from; ; at = at.includes("/node_modules/") ? at.slice(0, at.lastIndexOf("/node_modules/")) : "") {
+      const key = `${at ? `${at}/` : ""}node_modules/${name}`;
+      if (packages[key]) return key;
+      if (!at) return undefined;
+    }
+  };
+  const visit = (key: string) => {
+    if (picked[key]) return;
+    const { dev, devOptional, peer, ...entry } = packages[key]!;
+    picked[key] = entry;
+    // Optional peers (PGlite for this package) are the user's choice: not installed.
+    const peers = Object.keys(entry.peerDependencies ?? {}).filter((n) => !entry.peerDependenciesMeta?.[n]?.optional);
+    for (const name of [...Object.keys({ ...entry.dependencies, ...entry.optionalDependencies }), ...peers]) {
+      const found = find(key, name);
+      if (found) visit(found);
+      else if (!(name in (entry.optionalDependencies ?? {}))) throw new Error(`package-lock.json has no ${name} for ${key}`);
+    }
+  };
+  const direct = [...PEERS, ...TOOLS];
+  for (const name of [pkg.name, ...direct]) visit(`node_modules/${name}`);
+  const dependencies = { [pkg.name]: `file:${tgz}`, ...Object.fromEntries(direct.map((n) => [n, picked[`node_modules/${n}`]!.version!])) };
+  const root = { name: "app", version: "1.0.0", private: true, dependencies };
+  writeFileSync(join(dir, "package.json"), JSON.stringify(root, null, 2));
+  writeFileSync(join(dir, "package-lock.json"), JSON.stringify({ ...root, lockfileVersion: 3, requires: true, packages: { "": root, ...picked } }, null, 2));
+}
+
+interface LockEntry {
+  version?: string;
+  resolved?: string;
+  integrity?: string;
+  dev?: boolean;
+  devOptional?: boolean;
+  peer?: boolean;
+  license?: string;
+  dependencies?: Record<string, string>;
+  optionalDependencies?: Record<string, string>;
+  peerDependencies?: Record<string, string>;
+  peerDependenciesMeta?: Record<string, { optional?: boolean }>;
+  bin?: Record<string, string>;
+  engines?: Record<string, string>;
+}
+
+/** A shell command in the test project; never fetches from the npm registry. */
+function sh(command: string, env: Record<string, string> = {}, cwd = app): Promise<Run> {
+  const child = spawn("bash", ["-eo", "pipefail", "-c", command], {
+    cwd,
+    env: { ...process.env, DATABASE_URL: db.url, npm_config_offline: "true", npm_config_update_notifier: "false", ...env },
+    stdio: "pipe",
+  });
+  child.stdin.end();
+  return collect(child);
+}
+
+const ok = (r: Run) => {
+  if (r.code !== 0) throw new Error(`exit ${r.code}\n${r.stderr}\n${r.stdout}`);
+  return r.stdout;
+};
+
+describe("the packed package, installed in an empty project", () => {
+  it("ships the builds, their types and the migrations, and nothing else", async () => {
+    for (const f of [
+      "package.json",
+      "README.md",
+      "LICENSE",
+      "dist/index.js",
+      "dist/index.d.ts",
+      "dist/cjs/index.js",
+      "dist/cjs/index.d.ts",
+      "dist/cjs/package.json",
+      "dist/cli.js",
+      "migrations/0000_init.sql",
+      "migrations/meta/_journal.json",
+    ]) {
+      expect(packed).toContain(f);
+    }
+    const unwanted = packed.filter((f) => /^(src|test|bench|scripts)\//.test(f) || /\.map$/.test(f) || /^dist\/(cjs\/)?(demo|schema)\./.test(f) || /_snapshot\.json$/.test(f));
+    expect(unwanted).toEqual([]);
+    // Every migration the journal names, and no other SQL.
+    const journal = JSON.parse(readFileSync(join(ROOT, "migrations/meta/_journal.json"), "utf8")) as { entries: { tag: string }[] };
+    expect(packed.filter((f) => f.endsWith(".sql")).sort()).toEqual(journal.entries.map((e) => `migrations/${e.tag}.sql`).sort());
+    // Shipped declarations name only what a dependency or a peer brings.
+    const declared = new Set([...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies)]);
+    const installed = join(app, "node_modules", pkg.name);
+    for (const file of packed.filter((f) => f.endsWith(".d.ts"))) {
+      const text = readFileSync(join(installed, file), "utf8").replace(/\/\*\*[\s\S]*?\*\//g, "");
+      for (const [, spec] of text.matchAll(/(?:from |import\()"([^".][^"]*)"/g)) {
+        const name = spec!.startsWith("@") ? spec!.split("/").slice(0, 2).join("/") : spec!.split("/")[0]!;
+        if (!name.startsWith("node:")) expect(declared.has(name) || declared.has(`@types/${name}`), `${file} imports ${spec}`).toBe(true);
+      }
+    }
+  });
+
+  it("finds its migrations above its own file, never a host application's drizzle migrations", async () => {
+    // The CommonJS bundle copied into an application that has drizzle migrations of its own.
+    const host = join(work, "host");
+    mkdirSync(join(host, "dist"), { recursive: true });
+    mkdirSync(join(host, "migrations", "meta"), { recursive: true });
+    writeFileSync(join(host, "package.json"), JSON.stringify({ name: "host-app" }));
+    writeFileSync(join(host, "migrations", "meta", "_journal.json"), JSON.stringify({ entries: [{ idx: 0, tag: "0000_host" }] }));
+    writeFileSync(join(host, "migrations", "0000_host.sql"), "DROP TABLE everything;");
+    cpSync(join(app, "node_modules", pkg.name, "dist", "cjs", "index.js"), join(host, "dist", "index.js"));
+    const r = await sh(`node -e 'require("./dist/index.js").loadMigrations()'`, { NODE_PATH: join(app, "node_modules") }, host);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/MigrationError: the migrations of langgraph-checkpoint-pg were not found in any folder above \S+\/host\/dist/);
+  });
+
+  it("npm publish --dry-run has no warning (but the one for not being logged in)", async () => {
+    const stage = join(work, "stage");
+    const { stderr } = await exec("npm", ["publish", "--dry-run", "--ignore-scripts"], { cwd: stage, env: { ...process.env, npm_config_offline: "true" } });
+    const warnings = stderr.split("\n").filter((l) => /npm warn/i.test(l) && !/requires you to be logged in/.test(l));
+    expect(warnings).toEqual([]);
+  });
+
+  it("import (ESM) and require (CommonJS) give the same API, which migrates, writes and reads against Postgres", async () => {
+    const program = (load: string) => `${load}
+      const pg = require("pg");
+      const { emptyCheckpoint } = require("@langchain/langgraph-checkpoint");
+      (async () => {
+        const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+        const schema = process.argv[2];
+        await m.migrate({ pool, schema });
+        const saver = new m.PostgresSaver(pool, { schema });
+        const checkpoint = { ...emptyCheckpoint(), id: "1ef00000-0000-6000-8000-000000000001" };
+        await saver.put({ configurable: { thread_id: "t", checkpoint_ns: "" } }, checkpoint, { source: "input", step: -1, parents: {} }, {});
+        const tuple = await saver.getTuple({ configurable: { thread_id: "t" } });
+        console.log(JSON.stringify({ exports: Object.keys(m).sort(), migrations: m.loadMigrations().length, id: tuple.checkpoint.id, errors: new m.InvalidInputError("x", "y") instanceof m.CheckpointerError }));
+        await pool.end();
+      })().catch((e) => { console.error(e); process.exit(1); });`;
+    writeFileSync(join(app, "esm.mjs"), program('import { createRequire } from "node:module"; const require = createRequire(import.meta.url); const m = await import("langgraph-checkpoint-pg");'));
+    writeFileSync(join(app, "cjs.cjs"), program('const m = require("langgraph-checkpoint-pg");'));
+    const [esm, cjs] = await Promise.all([sh("node esm.mjs esm_app"), sh("node cjs.cjs cjs_app")]);
+    const [a, b] = [JSON.parse(ok(esm)), JSON.parse(ok(cjs))];
+    expect(a).toEqual(b);
+    expect(a).toMatchObject({ migrations: JSON.parse(readFileSync(join(ROOT, "migrations/meta/_journal.json"), "utf8")).entries.length, id: "1ef00000-0000-6000-8000-000000000001", errors: true });
+    expect(a.exports).toEqual(expect.arrayContaining(["PostgresSaver", "migrate", "prune", "MsgpackSerializer", "withConflictRetry", "CheckpointConflictError", "SchemaNotMigratedError", "CheckpointParentMissingError", "reencrypt", "UnsafeSchemaError", "HistoryCorruptError", "PayloadTooLargeError", "withRetry", "isRetryable", "rollbackAdoption", "finishAdoption"]));
+    const { rows } = await db.pool.query("SELECT (SELECT count(*) FROM esm_app.checkpoints)::int AS esm, (SELECT count(*) FROM cjs_app.checkpoints)::int AS cjs");
+    expect(rows[0]).toEqual({ esm: 1, cjs: 1 });
+  });
+
+  it("a strict TypeScript file type-checks against its declarations, as ESM and as CommonJS (skipLibCheck: false)", async () => {
+    writeFileSync(
+      join(app, "typed.mts"),
+      `import pg from "pg";
+import { PostgresSaver, migrate, prune, type PruneResult, type PostgresSaverOptions } from "langgraph-checkpoint-pg";
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+const options: PostgresSaverOptions = { schema: "agents", lineage: "linear" };
+const saver: PostgresSaver = new PostgresSaver(pool, options);
+// @ts-expect-error lineage is "branch" or "linear": the declarations are typed, not any
+new PostgresSaver(pool, { lineage: "sideways" });
+await migrate({ pool, schema: "agents" });
+const preview: PruneResult = await prune({ pool, keepLast: 20, dryRun: true });
+const perThread: number | undefined = preview.threads?.[0]?.checkpoints;
+console.log(saver, perThread);
+`,
+    );
+    writeFileSync(
+      join(app, "typed.cts"),
+      `import pg = require("pg");
+import lg = require("langgraph-checkpoint-pg");
+const saver: lg.PostgresSaver = new lg.PostgresSaver(new pg.Pool(), { schema: "agents" });
+// @ts-expect-error keepLast is a number
+void lg.prune({ pool: new pg.Pool(), keepLast: "20" });
+export = saver;
+`,
+    );
+    writeFileSync(
+      join(app, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: { strict: true, module: "nodenext", moduleResolution: "nodenext", target: "es2022", skipLibCheck: false, noEmit: true, types: ["node"] },
+        files: ["typed.mts", "typed.cts"],
+      }),
+    );
+    const tsc = createRequire(join(ROOT, "package.json")).resolve("typescript/bin/tsc");
+    const r = await sh(`${JSON.stringify(process.execPath)} ${JSON.stringify(tsc)} -p .`);
+    expect(r.stdout + r.stderr).toBe("");
+    expect(r.code).toBe(0);
+  }, 240_000);
+
+  it("the README's quick start runs as written, twice on one thread", async () => {
+    writeFileSync(join(app, "quick-start.mts"), quickStart());
+    for (let i = 0; i < 2; i++) {
+      const out = ok(await sh("node --import tsx quick-start.mts"));
+      expect(out).toContain("{ name: 'pavaneeshwar', address: 'Hyderabad residency' }");
+    }
+    const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM public.checkpoints WHERE thread_id = '12345'");
+    expect(rows[0].n).toBe(6);
+  });
+
+  it("the command runs through npx --no-install: --help, --version", async () => {
+    const [help, version] = await Promise.all([sh("npx --no-install langgraph-checkpoint-pg --help"), sh("npx --no-install langgraph-checkpoint-pg --version")]);
+    expect(ok(help)).toMatch(/^langgraph-checkpoint-pg: migrate and inspect the LangGraph\.js Postgres checkpointer\n\nUsage: langgraph-checkpoint-pg <command> \[options\]/);
+    expect(help.stdout).toMatch(/^ {2}threads delete <id> +delete threads whole/m);
+    expect(ok(version).trim()).toBe(pkg.version);
+  });
+
+  it("upgrade-state loads a .ts module through the project's tsx, and says in one line what to do without it", async () => {
+    const upcasters = `export const stateVersion: number = 2;\nexport const upcasters = { 1: { rename: { name: "fullName" } } };\n`;
+    writeFileSync(join(app, "upcasters.ts"), upcasters);
+    const loaded = await sh("npx --no-install langgraph-checkpoint-pg upgrade-state --module ./upcasters.ts --schema esm_app");
+    expect(ok(loaded)).toMatch(/^Rewrote 1 checkpoint\(s\) to state version 2 in schema "esm_app"/);
+    // A project without tsx: the module elsewhere, run from there.
+    const bare = join(work, "bare");
+    mkdirSync(bare);
+    writeFileSync(join(bare, "upcasters.ts"), upcasters);
+    const cli = join(app, "node_modules", ".bin", "langgraph-checkpoint-pg");
+    const refused = await sh(`${JSON.stringify(cli)} upgrade-state --module ./upcasters.ts --schema esm_app`, {}, bare);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr.trim().split("\n")).toHaveLength(1);
+    expect(refused.stderr).toMatch(/cannot load the upcasters module "\.\/upcasters\.ts": Node\.js v\d+\S* cannot load TypeScript by itself: install tsx in your project \(npm install -D tsx\)/);
+  });
+});
+
+/**
+ * Every command block of the README, run in the test project: fenced bash
+ * blocks, the `run:` steps of the YAML ones, the cron line. A few are not run
+ * here, each for the reason given (SKIPPED); anything else is run, so a new
+ * block is tested the moment it is written. The placeholders of the README
+ * stand for the test's databases (PLACEHOLDERS).
+ */
+describe("the README's command blocks, run in that project", () => {
+  const SKIPPED: [RegExp, string][] = [
+    [/^npm install langgraph-checkpoint-pg /m, "installs from the registry: the test installs these packages from the tarball (the lists are compared below)"],
+    [/^npm ci && npm pack/m, "the clone's install and pack: the test packs the same sources and installs the tarball (the name is compared below)"],
+    [/^npm ci\nnpm run demo\n$/, "the clone's demo: test/demo.test.ts runs it as npm run demo does"],
+    [/^(TEST_DATABASE_URL=\S+ )?npm (test|run test\S*)\b/m, "the test suite itself"],
+    [/^npm ci$/, "a CI job's install step: the test project is installed"],
+  ];
+  let placeholders: [string, string][];
+  const env = (b: ReadmeBlock) => {
+    // The switch-over runbook needs the official saver's tables in public: its own database.
+    const url = b.section.startsWith("Switching") ? official.url : db.url;
+    return { DATABASE_URL: url, OWNER_DATABASE_URL: url, PATH: [join(work, "bin"), join(app, "node_modules", ".bin"), ...psqlDirs(), process.env.PATH].join(delimiter) };
+  };
+
+  beforeAll(async () => {
+    placeholders = [
+      ["postgres://user:password@localhost:5432/app", db.url],
+      ["postgres://other/db", other.url],
+      ["postgres://...", db.url],
+      ["/srv/app", app],
+      ["agents_app", role],
+    ];
+    await db.pool.query(`CREATE ROLE ${pg.escapeIdentifier(role)} NOLOGIN`);
+    // The official saver's tables, with a thread, where the runbook expects them.
+    const pool = new pg.Pool({ connectionString: official.url });
+    try {
+      const saver = new OfficialSaver(pool);
+      await saver.setup();
+      await addressGraph(saver).invoke({}, { configurable: { thread_id: "12345" } });
+    } finally {
+      await pool.end();
+    }
+    // npx, for a package the project installed, runs its bin: the same, without npm's start-up (seconds per command).
+    // The real npx --no-install runs in the test above.
+    mkdirSync(join(work, "bin"), { recursive: true });
+    writeFileSync(
+      join(work, "bin", "npx"),
+      `#!/usr/bin/env bash\nwhile [[ "$1" == --no-install || "$1" == -y || "$1" == --yes ]]; do shift; done\nbin="${join(app, "node_modules", ".bin")}/$1"\n[ -x "$bin" ] || { echo "npx: $1 is not installed in the project" >&2; exit 127; }\nshift\nexec "$bin" "$@"\n`,
+    );
+    chmodSync(join(work, "bin", "npx"), 0o755);
+  });
+
+  /** The runnable commands of a block, or why it is not run. */
+  function commandsOf(b: ReadmeBlock): { run: string[] } | { skip: string } {
+    const skipped = SKIPPED.find(([re]) => re.test(b.code));
+    if (skipped && (b.lang === "bash" || b.lang === "sh")) return { skip: skipped[1] };
+    if (b.lang === "bash" || b.lang === "sh" || b.lang === "shell") return { run: [b.code] };
+    if (b.lang === "cron") return { run: b.code.trim().split("\n").map((l) => l.trim().split(/\s+/).slice(5).join(" ")) };
+    if (b.lang === "yaml") {
+      const runs = [...b.code.matchAll(/^\s*-?\s*run: (.*)$/gm)].map((m) => m[1]!.trim());
+      return { run: runs.filter((r) => !SKIPPED.some(([re]) => re.test(r))) };
+    }
+    return { run: [] };
+  }
+
+  it("installs what the README's Install section names, and the tarball it names", () => {
+    const install = readmeBlocks().filter((b) => b.section === "Install" && b.lang === "bash");
+    expect(install).toHaveLength(2);
+    const names = (line: string) => line.split(/\s+/).slice(2).filter((w) => !w.startsWith("-") && !w.startsWith("#"));
+    const registry = install[0]!.code.split("\n").filter((l) => l.startsWith("npm install"));
+    expect(names(registry[0]!)).toEqual([pkg.name, ...PEERS]);
+    expect(names(registry[1]!)).toEqual(Object.keys(pkg.peerDependenciesMeta).filter((n) => pkg.peerDependenciesMeta[n]!.optional));
+    const fromTarball = install[1]!.code.split("\n").find((l) => l.startsWith("npm install"))!;
+    const [tgz, ...peers] = names(fromTarball);
+    expect(tgz!.endsWith(`/${tarball.split("/").pop()}`)).toBe(true);
+    expect(peers).toEqual(PEERS);
+    expect(install[1]!.code).toContain(`writes ${tarball.split("/").pop()}`);
+  });
+
+  it("runs every other block, in order, and each exits 0", async () => {
+    const ran: string[] = [];
+    for (const block of readmeBlocks()) {
+      const what = commandsOf(block);
+      if ("skip" in what) continue;
+      for (let command of what.run) {
+        for (const [from, to] of placeholders) command = command.split(from).join(to);
+        const r = await sh(command, env(block));
+        expect(r.code, `README.md line ${block.line} (${block.section}): ${command}\n${r.stderr}\n${r.stdout}`).toBe(0);
+        ran.push(command);
+      }
+    }
+    // What the blocks did is there: the export arrived, the switch-over was rolled back, the grants were given.
+    expect(ran.some((c) => c.includes(" export --all | "))).toBe(true);
+    const copied = await new pg.Pool({ connectionString: other.url, max: 1 });
+    try {
+      expect((await copied.query("SELECT count(*)::int AS n FROM public.checkpoints WHERE thread_id = '12345'")).rows[0].n).toBe(6);
+    } finally {
+      await copied.end();
+    }
+    const officialPool = new pg.Pool({ connectionString: official.url, max: 1 });
+    try {
+      const state = (await officialPool.query("SELECT state FROM langgraph.checkpointer_adoption")).rows[0]?.state;
+      expect(state).toBe("rolled-back");
+    } finally {
+      await officialPool.end();
+    }
+    const { rows } = await db.pool.query("SELECT has_table_privilege($1, 'agents.checkpoints', 'INSERT') AS ok", [role]);
+    expect(rows[0].ok).toBe(true);
+    expect(existsSync(join(app, "plan.sql")) && readFileSync(join(app, "plan.sql"), "utf8")).toMatch(/CREATE TRIGGER/);
+    expect(JSON.parse(readFileSync(join(app, "prune-plan.json"), "utf8"))).toMatchObject({ dryRun: true });
+  }, 600_000);
+});
+
+/** Where psql may be (Debian's server packages; .ci/run installs postgresql-15). */
+function psqlDirs(): string[] {
+  const base = "/usr/lib/postgresql";
+  return existsSync(base) ? readdirSync(base).map((v) => join(base, v, "bin")) : [];
+}
