@@ -107,3 +107,4 @@ export async function bundleScripts(): Promise<{ dir: string; scripts: string[];
     logLevel: "warning",
   });
   return { dir, scripts: SCRIPTS, remove: () => rm(dir, { recursive: true, force: true }) };
+}
