@@ -311,11 +311,13 @@ describe("CLI against Postgres", () => {
 
     await migrate({ pool: db.pool, schema: "copy" });
     const dataDir = embeddedDir();
-    const intoPg = await runCli(["import", file, ...pg("copy")]);
+    // Into Postgres, and through stdin into the embedded database ("another database"): independent, so at once.
+    const [intoPg, intoPglite] = await Promise.all([
+      runCli(["import", file, ...pg("copy")]),
+      runCli(["import", "--data-dir", dataDir, "--json"], { input: readFileSync(file, "utf8") }),
+    ]);
     expect(intoPg.code).toBe(0);
     expect(intoPg.stdout).toMatch(/Imported 3 thread\(s\)/);
-    // Through stdin, into the embedded database: "another database".
-    const intoPglite = await runCli(["import", "--data-dir", dataDir, "--json"], { input: readFileSync(file, "utf8") });
     expect(intoPglite.code).toBe(0);
     expect(JSON.parse(intoPglite.stdout).imported).toHaveLength(3);
 

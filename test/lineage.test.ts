@@ -281,14 +281,15 @@ describe("branch mode, saver API", () => {
 
 /** Waits until `n` of our writer connections wait on a lock; returns their pids. */
 async function lockWaiters(n: number): Promise<number[]> {
-  for (let i = 0; i < 250; i++) {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
     const { rows } = await db.pool.query(
       "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'lineage-writers' AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
     );
     if (rows.length >= n) return rows.map((r) => r.pid as number);
+    if (Date.now() > deadline) throw new Error(`fewer than ${n} connections waiting on a lock after 30 s`);
     await new Promise((r) => setTimeout(r, 20));
   }
-  throw new Error(`fewer than ${n} connections waiting on a lock after 5 s`);
 }
 
 describe("deleteThread under a running graph", () => {

@@ -39,6 +39,14 @@ describe("embedded data folder", () => {
     return d;
   };
   afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  /** One existing embedded folder for the lock tests: creating one costs seconds of CPU. */
+  let existing: Promise<string> | undefined;
+  const existingDir = () =>
+    (existing ??= (async () => {
+      const dir = tempDir();
+      await (await openEmbedded(dir)).close();
+      return dir;
+    })());
 
   it("PostgresSaver.open without DATABASE_URL migrates and persists a thread across reopen", async () => {
     const dataDir = tempDir();
@@ -62,7 +70,7 @@ describe("embedded data folder", () => {
   });
 
   it("a second opener in this process gets a clear error naming the holder", async () => {
-    const dataDir = tempDir();
+    const dataDir = await existingDir();
     const held = await openEmbedded(dataDir);
     try {
       const err = await openEmbedded(dataDir).catch((e: unknown) => e);
@@ -95,7 +103,7 @@ describe("embedded data folder", () => {
   });
 
   it("recovers a stale lock left by a killed process", async () => {
-    const dataDir = tempDir();
+    const dataDir = await existingDir();
     // A process that takes the lock and is then killed without cleanup.
     const child = spawn(process.execPath, [
       "--import",

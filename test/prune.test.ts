@@ -135,7 +135,7 @@ async function headRows(threadId: string): Promise<number> {
 }
 
 /** Polls until a backend whose query contains `marker` waits on a lock. */
-async function waitForLockWait(marker: string, timeoutMs = 10_000): Promise<void> {
+async function waitForLockWait(marker: string, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const { rows } = await db.pool.query(
@@ -683,9 +683,9 @@ describe("concurrency", () => {
     try {
       await holder.query("BEGIN");
       await holder.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE", [thread]);
-      const t0 = performance.now();
-      const r = await prune({ pool: db.pool, keepLast: 1, grace: 0, threadIds: [thread], lockTimeout: "30s" });
-      expect(performance.now() - t0).toBeLessThan(5_000);
+      // Were prune to wait for the lock, it would wait until the test times out: the holder keeps
+      // it until prune returns. No clock needed.
+      const r = await prune({ pool: db.pool, keepLast: 1, grace: 0, threadIds: [thread], lockTimeout: "1h" });
       expect(r).toMatchObject({ checkpoints: 0, threadsSkipped: 1, skippedThreadIds: [thread] });
     } finally {
       await holder.query("ROLLBACK");

@@ -9,12 +9,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DatabaseOperationError, MigrationError, PostgresSaver } from "../src/index.js";
 import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
 import { addressGraph, tid } from "./helpers/graphs.js";
+import { missingProgram, skippable } from "./helpers/requirements.js";
 import { hasOpenssl, PgServer } from "./helpers/server.js";
 
-const OPENSSL = hasOpenssl();
-if (!OPENSSL) console.warn("[tls] skipped: openssl is not installed (apt-get install openssl); .ci/run installs it");
+// Skips, saying why, without openssl; fails instead under CI=true (.ci/run installs it).
+const missing = missingProgram("openssl", hasOpenssl(), "apt-get install openssl");
 
-describe.skipIf(!OPENSSL)("TLS", () => {
+describe.skipIf(missing)(skippable("TLS", missing), () => {
   let server: PgServer;
   beforeAll(async () => {
     server = await PgServer.start({ ssl: true, label: "tls" });

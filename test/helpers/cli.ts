@@ -1,6 +1,9 @@
 /**
  * Spawns the real CLI (or demo) from source, as a child process, the way a
- * user or a CI step runs it: `node --import tsx src/cli.ts ...`, `node scripts/demo.mjs ...`.
+ * user or a CI step runs it: `node scripts/demo.mjs ...` (as `npm run demo`), and
+ * the CLI as `node .test-build/<run>/cli.mjs ...`, a bundle of src/ that global
+ * setup builds once per run ({@link bundleScripts}); any other script, or a run
+ * without that setup, goes through `node --import tsx src/...`.
  *
  * @example
  * ```ts
@@ -10,8 +13,17 @@
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { createRequire } from "node:module";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { inject } from "vitest";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** Where global setup bundled which scripts for this run (see {@link bundleScripts}). */
+    scriptBundle: { dir: string; scripts: string[] } | undefined;
+  }
+}
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 /** Absolute, so the child may run in any working directory (a temp folder for the embedded default). */
@@ -35,7 +47,9 @@ export function runScript(script: string, args: string[], options: RunOptions = 
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
   if (!options.env?.DATABASE_URL) delete env.DATABASE_URL;
   delete env.FORCE_COLOR;
-  const child = spawn(process.execPath, ["--import", TSX, join(ROOT, script), ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
+  const bundle = inject("scriptBundle");
+  const entry = bundle?.scripts.includes(script) ? [join(bundle.dir, script.replace(/^src\//, "").replace(/\.ts$/, ".mjs"))] : ["--import", TSX, join(ROOT, script)];
+  const child = spawn(process.execPath, [...entry, ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
   child.stdin.end(options.input ?? "");
   return collect(child);
 }
@@ -62,4 +76,35 @@ export function runDemo(args: string[], options: RunOptions = {}): Promise<Run> 
   const child = spawn(process.execPath, [join(ROOT, "scripts", "demo.mjs"), ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
   child.stdin.end(options.input ?? "");
   return collect(child);
+}
+
+/** The scripts the tests spawn, bundled once per run by global setup. */
+export const SCRIPTS = ["src/cli.ts"];
+
+/**
+ * Bundles {@link SCRIPTS}: our source compiled into a few files (split at its dynamic imports, so
+ * `--help` still loads no driver), packages left as imports. A spawned CLI then starts in plain
+ * node, a third of the CPU time under tsx, whose loader hooks see every module load; the CLI
+ * tests spawn dozens of processes. The bundle lives in the repository (packages resolve from its
+ * node_modules), one folder per run. `import.meta.url` reads as a file in src/, so src/cli.ts's
+ * `../package.json` and src/migrate.ts's `../migrations` resolve as from src/ (src/cli/commands.ts
+ * only hands it to tsx as a parent URL).
+ */
+export async function bundleScripts(): Promise<{ dir: string; scripts: string[]; remove(): Promise<void> }> {
+  const { build } = await import("esbuild");
+  const dir = join(ROOT, ".test-build", String(process.pid));
+  await build({
+    entryPoints: SCRIPTS.map((s) => join(ROOT, s)),
+    bundle: true,
+    splitting: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    packages: "external",
+    define: { "import.meta.url": JSON.stringify(pathToFileURL(join(ROOT, "src", "bundled.mjs")).href) },
+    outdir: dir,
+    outExtension: { ".js": ".mjs" },
+    logLevel: "warning",
+  });
+  return { dir, scripts: SCRIPTS, remove: () => rm(dir, { recursive: true, force: true }) };
 }

@@ -9,6 +9,7 @@
 import pg from "pg";
 import type { TestProject } from "vitest/node";
 import { maskUrl } from "../../src/cli/mask.js";
+import { bundleScripts } from "../helpers/cli.js";
 import { embeddedBinaries, PgServer } from "../helpers/server.js";
 
 declare module "vitest" {
@@ -25,10 +26,18 @@ interface Server {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const server = await startServer();
+  const bundle = await bundleScripts(); // half a second; a syntax error in src/ shows here
+  const server = await startServer().catch(async (err: unknown) => {
+    await bundle.remove();
+    throw err;
+  });
   console.log(`[pg] using ${server.source}`);
   project.provide("pgAdminUrl", server.url);
-  return () => server.stop();
+  project.provide("scriptBundle", { dir: bundle.dir, scripts: bundle.scripts });
+  return async () => {
+    await bundle.remove();
+    await server.stop();
+  };
 }
 
 async function startServer(): Promise<Server> {
