@@ -258,8 +258,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
   /** Statement text -> prepared statement name. */
   readonly #names: Map<string, string>;
   readonly #inFlight = new InFlight();
-  /** Per thread: the result of the latest operation called on it, while it is pending (see #inOrder). */
-  readonly #tails = new Map<string, Promise<unknown>>();
+  /** Per thread: settles once the latest operation called on it, and all before it, have (see #inOrder). */
+  readonly #tails = new Map<string, Promise<void>>();
   #ready: Promise<void> | undefined;
   /** Lease releases waiting to be retried (see #afterRunFailure); end() stops them. */
   readonly #releases = new Set<NodeJS.Timeout>();
@@ -437,42 +437,32 @@ export class PostgresSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * Deliver the results of one thread's operations in the order they were
-   * called, as MemorySaver's do; the statements still run concurrently. The
-   * parallel tasks of a step (e.g. subgraphs started by `Send`, each with its
-   * own namespace) then reach their interrupts in task order, and LangGraph
-   * reports the interrupts of a step in the order the tasks got there
-   * (LangGraph's test "resume multiple interrupts"). Without it, whichever
-   * statement Postgres happened to answer first would decide.
+   * Deliver the successful results of one thread's operations in the order
+   * they were called, as MemorySaver's are; the statements still run
+   * concurrently. The parallel tasks of a step (e.g. subgraphs started by
+   * `Send`, each with its own namespace) then reach their interrupts in task
+   * order, and LangGraph reports the interrupts of a step in the order the
+   * tasks got there (LangGraph's test "resume multiple interrupts"). Without
+   * it, whichever statement Postgres happened to answer first would decide.
+   *
+   * A failure is delivered at once: LangGraph stops the run on it, and the
+   * sooner it does, the fewer steps run on past a write that was lost (a
+   * retry then waits for what is still in flight, see `InFlight`).
    */
   #inOrder<T>(config: RunnableConfig | undefined, op: Promise<T>): Promise<T> {
     const threadId: unknown = config?.configurable?.thread_id;
     if (typeof threadId !== "string") return op;
     const tails = this.#tails;
     const before = tails.get(threadId);
-    // Usually nothing is in flight on the thread: then one promise, and no wait.
-    let gated = op;
-    if (before !== undefined) {
-      // op may fail before its turn: handled here, so it is no unhandled
-      // rejection meanwhile; the caller still gets the failure, in order.
-      op.catch(noop);
-      gated = before.then(
-        () => op,
-        () => op,
-      );
-    }
-    const result: Promise<T> = gated.then(
-      (value) => {
-        if (tails.get(threadId) === result) tails.delete(threadId);
-        return value;
-      },
-      (err: unknown) => {
-        if (tails.get(threadId) === result) tails.delete(threadId);
-        throw err;
-      },
-    );
-    tails.set(threadId, result);
-    return result;
+    // Settles (never rejects) once this operation and every earlier one on the thread have.
+    const turn: Promise<void> = (before === undefined ? op : before.then(() => op)).then(noop, noop);
+    tails.set(threadId, turn);
+    void turn.then(() => {
+      if (tails.get(threadId) === turn) tails.delete(threadId);
+    });
+    // Usually nothing is in flight on the thread: then the operation itself, no wait.
+    if (before === undefined) return op;
+    return op.then((value) => before.then(() => value));
   }
 
   #query<R extends pg.QueryResultRow>(op: StatementName, values: unknown[], what: string): Promise<{ rows: R[] }> {

@@ -625,7 +625,7 @@ describe("withRetry", () => {
 describe("a retry right after a failed invocation", () => {
   const db = withTestDatabase("failover-zombie");
 
-  it("reports the failure only after the run's writes still in flight have landed, and the retry continues from their head: no fork", async () => {
+  it("waits for the failed run's writes still in flight (LangGraph rejects before they land) and continues from them; a fork only with its event", async () => {
     await migrate({ pool: db.pool });
     const forks: SaverEvent[] = [];
     const saver = new PostgresSaver(db.pool, { onEvent: (e) => e.type === "fork" && forks.push(e) });
@@ -646,28 +646,25 @@ describe("a retry right after a failed invocation", () => {
       BEGIN IF EXISTS (SELECT 1 FROM refusing) THEN RAISE EXCEPTION 'refused by test trigger'; END IF; RETURN NEW; END $$`);
     await db.pool.query("CREATE TRIGGER refuse_writes BEFORE INSERT ON checkpoint_writes FOR EACH ROW EXECUTE FUNCTION refuse_writes()");
     try {
-      let settled = false;
-      const failed = app.invoke({ messages: [{ id: "m1", role: "user" }] }, config).then(
+      const failed = await app.invoke({ messages: [{ id: "m1", role: "user" }] }, config).then(
         () => undefined,
         (e: unknown) => e,
       );
-      void failed.then(() => (settled = true));
-      // The run's put queues behind the lock, and a write of its task fails meanwhile.
-      await until("a put of the run to wait for the head lock", async () => {
-        const { rows } = await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()");
-        return rows.length > 0;
-      });
-      // The failure is delivered in call order: not before the queued put has landed, so
-      // LangGraph cannot give up (and a retry cannot read the head) while it is in flight.
-      await new Promise((r) => setImmediate(r));
-      expect(settled).toBe(false);
-      await blocker.query("ROLLBACK");
-      const error = await failed;
-      expect(error).toBeInstanceOf(DatabaseOperationError);
-      expect((error as DatabaseOperationError).sqlState).toBe("P0001");
+      expect(failed).toBeInstanceOf(DatabaseOperationError);
+      expect((failed as DatabaseOperationError).sqlState).toBe("P0001");
+      // The run's puts are still queued behind the lock: LangGraph gave up without waiting for them.
+      const waiting = await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()");
+      expect(waiting.rows.length).toBeGreaterThan(0);
 
       await db.pool.query("DELETE FROM refusing");
-      await app.invoke({ messages: [{ id: "m1", role: "user" }] }, config);
+      // A read of the thread now waits for the queued put instead of answering with the head before it.
+      const before = (await db.pool.query("SELECT (metadata->>'step')::int AS step FROM checkpoints WHERE thread_id = $1 ORDER BY checkpoint_id DESC LIMIT 1", [thread])).rows[0].step;
+      const read = saver.getTuple(config);
+      const retry = app.invoke({ messages: [{ id: "m1", role: "user" }] }, config);
+      await blocker.query("SELECT 1"); // a round trip: time for a read that did not wait to be answered
+      await blocker.query("ROLLBACK");
+      expect((await read)?.metadata?.step).toBeGreaterThan(before);
+      await retry;
     } finally {
       await blocker.end().catch(() => {});
       await db.pool.query("DROP TRIGGER IF EXISTS refuse_writes ON checkpoint_writes");
@@ -676,9 +673,23 @@ describe("a retry right after a failed invocation", () => {
     }
     const state = await app.getState(config);
     expect(state.values.messages.map((m: Msg) => m.id)).toEqual(expectedMessages(["m0", "m1"]));
+    // The put in flight when the retry started (the failed run's input) is where the retry continues from.
+    const { rows } = await db.pool.query(
+      `WITH RECURSIVE chain AS (
+         SELECT c.checkpoint_id, c.parent_checkpoint_id FROM checkpoint_heads h JOIN checkpoints c USING (thread_id, checkpoint_ns, checkpoint_id)
+          WHERE h.thread_id = $1 AND h.checkpoint_ns = ''
+         UNION ALL
+         SELECT c.checkpoint_id, c.parent_checkpoint_id FROM chain JOIN checkpoints c ON c.thread_id = $1 AND c.checkpoint_ns = '' AND c.checkpoint_id = chain.parent_checkpoint_id)
+       SELECT c.metadata->>'step' AS step, EXISTS (SELECT 1 FROM chain WHERE chain.checkpoint_id = c.checkpoint_id) AS on_chain
+         FROM checkpoints c WHERE c.thread_id = $1 AND c.checkpoint_ns = '' AND c.metadata->>'source' = 'input' ORDER BY c.checkpoint_id`,
+      [thread],
+    );
+    expect(rows.length).toBe(3); // the first run's, the failed run's, the retry's
+    expect(rows.every((r) => r.on_chain)).toBe(true);
+    // LangGraph may issue more of the failed run's queued checkpoints after it rejected (they
+    // were not in flight yet): a retry racing them forks the thread, never silently.
     const audit = await chainAudit(db.pool, thread);
     expect(audit).toMatchObject({ heads: 1, roots: 1, gaps: 0 });
-    expect(audit.chain).toBe(audit.rows); // the late writes and the retry are one chain
-    expect(forks).toEqual([]);
+    expect(audit.chain === audit.rows).toBe(forks.length === 0);
   });
 });

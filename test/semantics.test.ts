@@ -343,7 +343,8 @@ describe("one thread's results come back in call order", () => {
       // The read ran once the put had committed (x is 1), and is delivered after it.
       expect(done).toEqual(["put", "read 1"]);
 
-      // A failure behind a pending operation waits its turn too, and is never an unhandled rejection meanwhile.
+      // A failure behind a pending operation is delivered at once (LangGraph stops the run on it),
+      // never as an unhandled rejection; successes behind it keep their order.
       const unhandled: unknown[] = [];
       const onUnhandled = (reason: unknown) => unhandled.push(reason);
       process.on("unhandledRejection", onUnhandled);
@@ -353,17 +354,18 @@ describe("one thread's results come back in call order", () => {
         const order: string[] = [];
         const cp2 = { ...emptyCheckpoint(), channel_values: { x: 2 }, channel_versions: { x: "3.1" } };
         const blocked = ordered.put(cfg(threadId, { checkpoint_ns: "", checkpoint_id: cp1.id }), cp2, { source: "loop", step: 1, parents: {} }, { x: "3.1" });
+        void blocked.then(() => order.push("put"));
         const failing = ordered.putWrites(cfg(threadId, { checkpoint_ns: "", checkpoint_id: cp1.id }), [["x", () => 1]], "t").then(
           () => order.push("writes stored"),
           (e: unknown) => order.push(`writes refused: ${(e as Error).name}`),
         );
-        void blocked.then(() => order.push("put"));
-        // By now the write has failed (it fails before any SQL), but is not delivered yet.
+        const stored = ordered.putWrites(cfg(threadId, { checkpoint_ns: "", checkpoint_id: cp1.id }), [["x", 5]], "t2").then(() => order.push("writes stored"));
+        await failing;
         await lockWaiter();
-        expect(order).toEqual([]);
+        expect(order).toEqual(["writes refused: SerializationError"]);
         await blocker.query("ROLLBACK");
-        await Promise.all([blocked, failing]);
-        expect(order).toEqual(["put", "writes refused: SerializationError"]);
+        await Promise.all([blocked, stored]);
+        expect(order).toEqual(["writes refused: SerializationError", "put", "writes stored"]);
         await new Promise((r) => setImmediate(r));
         expect(unhandled).toEqual([]);
       } finally {

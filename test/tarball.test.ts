@@ -334,7 +334,7 @@ describe("the README's command blocks, run in that project", () => {
   const env = (b: ReadmeBlock) => {
     // The switch-over runbook needs the official saver's tables in public: its own database.
     const url = b.section.startsWith("Switching") ? official.url : db.url;
-    return { DATABASE_URL: url, OWNER_DATABASE_URL: url, PATH: [join(work, "bin"), join(app, "node_modules", ".bin"), ...psqlDirs(), process.env.PATH].join(delimiter) };
+    return { DATABASE_URL: url, OWNER_DATABASE_URL: url, CKPT_KEY_2025_06: randomBytes(32).toString("base64"), PATH: [join(work, "bin"), join(app, "node_modules", ".bin"), ...psqlDirs(), process.env.PATH].join(delimiter) };
   };
 
   beforeAll(async () => {
