@@ -53,6 +53,7 @@ import { MsgpackSerializer } from "./serde.js";
 import { parseDuration } from "./duration.js";
 import { checkVersioning, isSyntheticVersion, realVersion, upcastTuple, type StateVersioning, type Upcaster } from "./upcast.js";
 import { LIMITS, checkKey, checkSchemaName, readConfig } from "./validate.js";
+import { nextVersion } from "./version.js";
 
 /** The fixed statements (all but `list`'s, which are built per call). */
 type StatementName = { [K in keyof Queries]: Queries[K] extends string ? K : never }[keyof Queries];
@@ -1073,9 +1074,12 @@ export class PostgresSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * Versions are a zero-padded counter plus a random fraction, e.g.
-   * `00000000000000000000000000000002.0.27282425125643517`: they sort like the
-   * counter, and two branches that reach the same counter never share a blob.
+   * Versions sort like a counter and differ between branches (see version.ts):
+   * a new thread gets short ones (`-a1.3xf09qzl`, `-a2.…`, …, `-b10.…`); a thread
+   * already in the long format (`00000000000000000000000000000002.0.27…`, this
+   * package before 0.x and the Python savers) keeps it; numeric versions
+   * (threads adopted from the official JS saver, which compares them with `>`
+   * and never across types) stay numbers.
    *
    * The return type says `number` only so the saver stays assignable to
    * `BaseCheckpointSaver` (whose version type parameter defaults to number,
@@ -1084,14 +1088,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * `compareChannelVersions`, as it does for the Python savers.
    */
   override getNextVersion(current: string | number | undefined): number {
-    // Threads adopted from the official JS saver have integer versions, and
-    // LangGraph compares versions with `>`, never across types: they stay
-    // numeric. Counter plus a random fraction below 1/2 sorts after the
-    // previous counter and differs from another branch's versions.
-    if (typeof current === "number") return Math.floor(current) + 1 + Math.random() / 2;
-    const n = typeof current === "string" ? Number.parseInt(current.split(".")[0] ?? "0", 10) || 0 : 0;
-    const version = `${String(n + 1).padStart(32, "0")}.${Math.random()}`;
-    return version as unknown as number;
+    return nextVersion(current) as number;
   }
 
   /**
