@@ -45,6 +45,7 @@ import {
 import { emit, guard, type EventHandler, type HandlerErrorHandler } from "./events.js";
 import { readFilter } from "./filter.js";
 import { InFlight } from "./inflight.js";
+import { Coalescer, type WriteRows } from "./coalesce.js";
 import { decodeMetadata, encodeMetadata } from "./metadata.js";
 import { assertSchemaCurrent, latestVersion, runMigrations, schemaLevel, type AdoptOption, type MigrateResult, type RetryOptions } from "./migrate.js";
 import { buildQueries, type ListWhere, type Queries, type ReadRow } from "./queries.js";
@@ -259,6 +260,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
   /** Statement text -> prepared statement name. */
   readonly #names: Map<string, string>;
   readonly #inFlight = new InFlight();
+  /** Queues a lineage's putWrites while one of its writes is in flight, and sends them together (see coalesce.ts). */
+  readonly #coalescer = new Coalescer((calls) => this.#sendWrites(calls));
   /** Per thread: settles once the latest operation called on it, and all before it, have (see #inOrder). */
   readonly #tails = new Map<string, Promise<void>>();
   #ready: Promise<void> | undefined;
@@ -586,7 +589,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
-    return this.#inOrder(config, this.#inFlight.track(InFlight.keyOf(config), this.#putOrRelease(config, checkpoint, metadata, newVersions)));
+    const key = InFlight.keyOf(config);
+    return this.#inOrder(config, this.#inFlight.track(key, this.#coalescer.during(key, () => this.#putOrRelease(config, checkpoint, metadata, newVersions))));
   }
 
   async #putOrRelease(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
@@ -894,12 +898,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
         { name: "ids and channel names", bytes: boundBytes([], keys) },
       ]);
     }
-    const packed = pack(payloads);
-    await this.#query(
-      "putWrites",
-      [threadId, checkpointNs ?? "", checkpointId, taskId, taskPath, idx, channels, types, packed.offsets, packed.lengths, packed.bytes],
-      "putWrites",
-    );
+    const rows = { threadId: threadId!, checkpointNs: checkpointNs ?? "", checkpointId, taskId, taskPath, idx, channels, types, payloads, bytes: boundBytes([payloads], keys) };
+    await this.#coalescer.write(InFlight.keyOf(config), rows);
     emit(this.#onEvent, {
       type: "putWrites",
       threadId: threadId!,
@@ -909,6 +909,39 @@ export class PostgresSaver extends BaseCheckpointSaver {
       writes: n,
       durationMs: performance.now() - started,
     });
+  }
+
+  /** One statement for the rows of one putWrites call, or of several of one lineage (coalesced). */
+  async #sendWrites(calls: WriteRows[]): Promise<void> {
+    const first = calls[0]!;
+    if (calls.length === 1) {
+      const packed = pack(first.payloads);
+      await this.#query(
+        "putWrites",
+        [first.threadId, first.checkpointNs, first.checkpointId, first.taskId, first.taskPath, first.idx, first.channels, first.types, packed.offsets, packed.lengths, packed.bytes],
+        "putWrites",
+      );
+      return;
+    }
+    const perRow = (f: (c: WriteRows) => string) => calls.flatMap((c) => c.idx.map(() => f(c)));
+    const packed = pack(calls.flatMap((c) => c.payloads));
+    await this.#query(
+      "putWritesBatch",
+      [
+        first.threadId,
+        first.checkpointNs,
+        perRow((c) => c.checkpointId),
+        perRow((c) => c.taskId),
+        perRow((c) => c.taskPath),
+        calls.flatMap((c) => c.idx),
+        calls.flatMap((c) => c.channels),
+        calls.flatMap((c) => c.types),
+        packed.offsets,
+        packed.lengths,
+        packed.bytes,
+      ],
+      "putWrites",
+    );
   }
 
   /**
