@@ -9,6 +9,7 @@
  *   npm run bench -- --json         machine-readable results on stdout
  *   npm run bench -- --rounds 7     more rounds (default 5, quick 3)
  *   npm run bench -- --strict       also exit 1 when a performance target fails
+ *   npm run bench -- --official-scale   also the scale points on the official saver (+2 min, no target)
  *
  * Timings are interleaved in one process (see stats.ts); ratios come with a 95%
  * paired-bootstrap interval. Round trips are counted by a protocol-parsing TCP proxy
@@ -50,6 +51,8 @@ interface Args {
   delayMs?: number;
   /** --delay-down-ms: also delay every server -> client message (default 0). */
   delayDownMs: number;
+  /** --official-scale: also run the scale points on the official saver (about 2 more minutes; no target depends on them). */
+  officialScale: boolean;
 }
 
 function nonNegative(flag: string, v: string | undefined): number {
@@ -59,12 +62,13 @@ function nonNegative(flag: string, v: string | undefined): number {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0 };
+  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0, officialScale: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--json") args.json = true;
     else if (a === "--quick") args.quick = true;
     else if (a === "--strict") args.strict = true;
+    else if (a === "--official-scale") args.officialScale = true;
     else if (a === "--rounds" || a.startsWith("--rounds=")) {
       const v = a.includes("=") ? a.split("=")[1] : argv[++i];
       const n = Number(v);
@@ -75,7 +79,7 @@ function parseArgs(argv: string[]): Args {
     } else if (a === "--delay-down-ms" || a.startsWith("--delay-down-ms=")) {
       args.delayDownMs = nonNegative("--delay-down-ms", a.includes("=") ? a.split("=")[1] : argv[++i]);
     } else if (a === "--help" || a === "-h") {
-      console.log("usage: npm run bench -- [--quick] [--json] [--rounds N] [--strict] [--delay-ms N [--delay-down-ms M]]");
+      console.log("usage: npm run bench -- [--quick] [--json] [--rounds N] [--strict] [--delay-ms N [--delay-down-ms M]] [--official-scale]");
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
   }
@@ -294,7 +298,7 @@ function params(args: Args): Params {
     readThreadLength: 100,
     longThread: 10_000,
     manyThreads: 100_000,
-    officialScale: true,
+    officialScale: args.officialScale,
     storageTurns: 200,
     rtOps: 20,
     networkDelayMs: args.delayMs ?? 1,
