@@ -3,7 +3,7 @@
  * vs the in-memory saver, plus raw pg floors, on one Postgres server (DATABASE_URL, else
  * testcontainers), each saver in its own fresh database.
  *
- *   npm run bench                   full run: loopback, 1 ms away, 32 in parallel, scale, storage (~5 min)
+ *   npm run bench                   full run: loopback, 1 ms away, 32 in parallel, scale, storage (budget 6 min)
  *   npm run bench -- --delay-ms 1   only the network sections (1 ms away, 32 in parallel) and round trips
  *   npm run bench -- --quick        smoke run (fewer iterations, no 100k-thread point; judges only exact counts)
  *   npm run bench -- --json         machine-readable results on stdout
