@@ -244,6 +244,8 @@ const OP = {
 
 interface Params {
   micro: CompareOptions;
+  /** list(limit 10) on loopback: the official saver's takes 10-30 ms, so smaller batches (same number of pairs). */
+  microList: CompareOptions;
   graph: CompareOptions;
   parallel: CompareOptions;
   scale: CompareOptions;
@@ -271,6 +273,7 @@ function params(args: Args): Params {
   if (args.quick) {
     return {
       micro: { rounds: r, batches: 4, batchSize: 15, warmup: 10 },
+      microList: { rounds: r, batches: 4, batchSize: 6, warmup: 4 },
       graph: { rounds: r, batches: 2, batchSize: 2, warmup: 2 },
       parallel: { rounds: r, batches: 2, batchSize: 1, warmup: 1 },
       scale: { rounds: r, batches: 4, batchSize: 15, warmup: 10 },
@@ -292,6 +295,7 @@ function params(args: Args): Params {
   }
   return {
     micro: { rounds: r, batches: 8, batchSize: 25, warmup: 30 },
+    microList: { rounds: r, batches: 8, batchSize: 10, warmup: 10 },
     graph: { rounds: r, batches: 4, batchSize: 3, warmup: 3 },
     parallel: { rounds: r, batches: 4, batchSize: 1, warmup: 2 },
     scale: { rounds: r, batches: 8, batchSize: 25, warmup: 30 },
@@ -430,10 +434,10 @@ async function main(): Promise<number> {
 
     // ---------------- loopback: micro operations, interleaved (skipped by --delay-ms: network sections only)
     if (loopback) {
-      const micro = async (op: string, body: (name: SaverName) => (i: number) => Promise<unknown>, floorOp?: Contender) => {
+      const micro = async (op: string, body: (name: SaverName) => (i: number) => Promise<unknown>, floorOp?: Contender, opts = P.micro) => {
         const contenders: Contender[] = allNames.map((name) => ({ name, op: body(name) }));
         if (floorOp) contenders.push(floorOp);
-        const stats = await compare(contenders, P.micro);
+        const stats = await compare(contenders, opts);
         addRows(LOOP, op, stats);
         log(`${op}: ${[...stats.values()].map((s) => `${s.name} p50 ${fmt(s.p50, 3)}ms`).join(", ")}`);
         return stats;
@@ -459,7 +463,7 @@ async function main(): Promise<number> {
         },
         selectFloor,
       );
-      await micro("list(limit 10)", (name) => () => collect(savers.get(name)!.list(threadConfig("read-thread"), { limit: 10 })), selectFloor);
+      await micro("list(limit 10)", (name) => () => collect(savers.get(name)!.list(threadConfig("read-thread"), { limit: 10 })), selectFloor, P.microList);
 
       // ---------------- correctness of what the timed loops wrote and read
       for (const name of allNames) {
