@@ -2,7 +2,7 @@
 /**
  * `npm run build`: the package as published, in dist/.
  * - dist/*.js: ES modules and their .d.ts, compiled by tsc (src/tsconfig.json);
- *   dist/cli.js is the `langgraph-checkpoint-pg` command.
+ *   dist/cli/main.js is the `langgraph-checkpoint-pg` command.
  * - dist/cjs/: the same API for `require`, bundled by esbuild into one file
  *   (dependencies stay external), with a copy of the .d.ts files that TypeScript
  *   reads as CommonJS (dist/cjs/package.json says so).
@@ -25,7 +25,7 @@ const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
 execFileSync(process.execPath, [tsc, "-p", join(root, "src")], { stdio: "inherit" });
 
 // The command's declarations are no API: nobody imports the command.
-for (const file of [join(dist, "cli.d.ts"), ...readdirSync(join(dist, "cli")).map((f) => join(dist, "cli", f))]) {
+for (const file of readdirSync(join(dist, "cli")).map((f) => join(dist, "cli", f))) {
   if (file.endsWith(".d.ts")) rmSync(file);
 }
 

@@ -23,8 +23,8 @@ import { connect } from "./cli/connect.js";
 import { resolveUrl } from "./cli/mask.js";
 import { EXIT, errorText, exitCodeOf } from "./cli/exit.js";
 import { fields, styleFor, table, valueText, type Style } from "./cli/format.js";
-import { exportThread, toJsonSafe, type BlobRecord, type CheckpointRecord, type ExportRecord, type WriteRecord } from "./inspect.js";
-import { loadMigrations } from "./migrate.js";
+import { exportThread, toJsonSafe, type BlobRecord, type CheckpointRecord, type ExportRecord, type WriteRecord } from "./ops/inspect.js";
+import { loadMigrations } from "./db/migrate.js";
 import { PostgresSaver } from "./saver.js";
 
 const HELP = `Usage: npm run demo -- [options]   (npm run -s demo -- --json: JSON alone)

@@ -170,7 +170,7 @@ export class SchemaTooNewError extends CheckpointerError {
   readonly knownVersion: number;
   /**
    * The oldest code level the schema's newer migrations work with (see
-   * src/compat.ts; a level counts migrations: code at level 7 knows `0000` to
+   * src/db/compat.ts; a level counts migrations: code at level 7 knows `0000` to
    * `0006`): this code is below it. Equal to `appliedVersion` when a newer
    * migration did not record one.
    */

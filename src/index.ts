@@ -24,19 +24,19 @@ export {
   type TargetOptions,
   type FinishAdoptionOptions,
   type FinishAdoptionResult,
-} from "./migrate.js";
-export { rollbackAdoption, type RollbackAdoptionOptions, type RollbackAdoptionResult } from "./rollback.js";
-export { ADOPTION_SQLSTATE, type AdoptionRecord, type AdoptionState, type AdoptionSummary } from "./adopt.js";
-export { COMPATIBILITY, type MigrationCompatibility } from "./compat.js";
+} from "./db/migrate.js";
+export { rollbackAdoption, type RollbackAdoptionOptions, type RollbackAdoptionResult } from "./ops/rollback.js";
+export { ADOPTION_SQLSTATE, type AdoptionRecord, type AdoptionState, type AdoptionSummary } from "./ops/adopt.js";
+export { COMPATIBILITY, type MigrationCompatibility } from "./db/compat.js";
 export { MsgpackSerializer } from "./serde.js";
-export { EncryptedSerializer, ENCRYPTED_TYPE_PREFIX, type EncryptedSerializerOptions, type EncryptionKey } from "./encryption.js";
-export { grantStatements, type GrantOptions } from "./grants.js";
-export { reencrypt, type ReencryptOptions, type ReencryptResult, type ReencryptCounts } from "./reencrypt.js";
-export type { ValueRow, RowBoundSerializer } from "./rowserde.js";
+export { EncryptedSerializer, ENCRYPTED_TYPE_PREFIX, type EncryptedSerializerOptions, type EncryptionKey } from "./serde/encryption.js";
+export { grantStatements, type GrantOptions } from "./ops/grants.js";
+export { reencrypt, type ReencryptOptions, type ReencryptResult, type ReencryptCounts } from "./ops/reencrypt.js";
+export type { ValueRow, RowBoundSerializer } from "./serde/rowserde.js";
 export type { SaverEvent, EventHandler, HandlerErrorHandler, HandlerErrorInfo } from "./events.js";
-export { StateVersionError, type Upcaster, type UpcastFunction, type UpcastContext } from "./upcast.js";
-export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo, type OpenEmbeddedOptions } from "./embedded.js";
-export type { PGliteLike } from "./db.js";
+export { StateVersionError, type Upcaster, type UpcastFunction, type UpcastContext } from "./serde/upcast.js";
+export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo, type OpenEmbeddedOptions } from "./db/embedded.js";
+export type { PGliteLike } from "./db/db.js";
 export { withConflictRetry, withRetry, type ConflictRetryOptions, type WithRetryOptions } from "./retry.js";
 export {
   CheckpointerError,
@@ -61,7 +61,7 @@ export {
   type CheckpointerErrorCode,
   type OfficialTables,
 } from "./errors.js";
-export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts, type PruneThreadCounts } from "./prune.js";
+export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts, type PruneThreadCounts } from "./ops/prune.js";
 export {
   migrationStatus,
   listThreads,
@@ -89,4 +89,4 @@ export {
   type BlobRecord,
   type EndRecord,
   type ImportResult,
-} from "./inspect.js";
+} from "./ops/inspect.js";

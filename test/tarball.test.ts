@@ -171,7 +171,7 @@ describe("the packed package, installed in an empty project", () => {
       "dist/cjs/index.js",
       "dist/cjs/index.d.ts",
       "dist/cjs/package.json",
-      "dist/cli.js",
+      "dist/cli/main.js",
       "migrations/0000_init.sql",
       "migrations/meta/_journal.json",
     ]) {

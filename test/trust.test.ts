@@ -68,9 +68,9 @@ function literals(file: string): string[] {
 }
 
 /** Files whose SQL runs at run time, through the caller's search_path. */
-const RUNTIME_SQL = ["src/queries.ts", "src/prune.ts", "src/inspect.ts", "src/migrate.ts", "src/trust.ts", "src/grants.ts", "src/saver.ts"];
+const RUNTIME_SQL = ["src/queries.ts", "src/ops/prune.ts", "src/ops/inspect.ts", "src/db/migrate.ts", "src/db/trust.ts", "src/ops/grants.ts", "src/saver.ts"];
 /** SQL that runs only inside `migrate`, with pg_catalog searched first and after the ownership checks. */
-const MIGRATION_SQL = ["src/adopt.ts", ...readdirSync(join(ROOT, "migrations")).filter((f) => f.endsWith(".sql")).map((f) => `migrations/${f}`)];
+const MIGRATION_SQL = ["src/ops/adopt.ts", ...readdirSync(join(ROOT, "migrations")).filter((f) => f.endsWith(".sql")).map((f) => `migrations/${f}`)];
 
 const CALL = /(?<![\w$"])((?:pg_catalog\.)?)([a-z_][a-z0-9_]*)\(/g;
 
@@ -202,7 +202,7 @@ describe("built-ins in run-time SQL are schema-qualified", () => {
 describe("migrate refuses what another role owns or may create in the schema", () => {
   const migrationNames = async () => {
     const builtins = await catalogFunctions();
-    return [...new Set(calls([...MIGRATION_SQL, "src/migrate.ts", "src/trust.ts"], builtins).map((c) => c.name))];
+    return [...new Set(calls([...MIGRATION_SQL, "src/db/migrate.ts", "src/db/trust.ts"], builtins).map((c) => c.name))];
   };
 
   it("a role that may CREATE in the schema planted shadows of every built-in and a pre-created migrations table with a trigger: none runs, the error is typed", async () => {

@@ -17,7 +17,7 @@ import {
   type ExportRecord,
   type ImportResult,
   type InspectOptions,
-} from "../inspect.js";
+} from "../ops/inspect.js";
 import { ExportFileError, NotFoundError } from "./exit.js";
 import { progress } from "./format.js";
 

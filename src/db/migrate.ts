@@ -37,7 +37,7 @@ import {
   readAdoption,
   type AdoptionRecord,
   type AdoptionSummary,
-} from "./adopt.js";
+} from "../ops/adopt.js";
 import { compatibleFrom } from "./compat.js";
 import { dbOf, type Db, type PGliteLike, type Queryable } from "./db.js";
 import {
@@ -49,10 +49,10 @@ import {
   SchemaNotMigratedError,
   SchemaTooNewError,
   sqlStateOf,
-} from "./errors.js";
-import { emit, guard, type EventHandler, type HandlerErrorHandler } from "./events.js";
+} from "../errors.js";
+import { emit, guard, type EventHandler, type HandlerErrorHandler } from "../events.js";
 import { inspectAdoptionSource, inspectTrust, refuse } from "./trust.js";
-import { checkSchemaName, quoteIdent } from "./validate.js";
+import { checkSchemaName, quoteIdent } from "../validate.js";
 
 /** Name of the table, inside the target schema, that records applied migrations. */
 export const MIGRATIONS_TABLE = "checkpointer_migrations";

@@ -20,12 +20,12 @@
 import { JsonPlusSerializer, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { createHash } from "node:crypto";
 import { BRIDGE_SETTING, lockOfficial, rollbackStatements, type AdoptionRecord } from "./adopt.js";
-import type { Queryable } from "./db.js";
-import { MigrationError } from "./errors.js";
-import { adoptionStep, withTarget, type TargetOptions } from "./migrate.js";
-import { PY_MSGPACK_TYPE } from "./pyserde.js";
-import { MsgpackSerializer } from "./serde.js";
-import { checkSchemaName, quoteIdent } from "./validate.js";
+import type { Queryable } from "../db/db.js";
+import { MigrationError } from "../errors.js";
+import { adoptionStep, withTarget, type TargetOptions } from "../db/migrate.js";
+import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
+import { MsgpackSerializer } from "../serde.js";
+import { checkSchemaName, quoteIdent } from "../validate.js";
 
 export interface RollbackAdoptionOptions extends TargetOptions {
   /** The serializer this package's saver used (needed to decode encrypted values). Default {@link MsgpackSerializer}. */

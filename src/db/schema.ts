@@ -81,7 +81,7 @@ export const checkpoints = pgTable(
   (t) => [
     primaryKey({ name: "checkpoints_pkey", columns: [t.threadId, t.checkpointNs, t.checkpointId] }),
     /**
-     * For `prune` (src/prune.ts): its retention rules are time ranges inside one
+     * For `prune` (src/ops/prune.ts): its retention rules are time ranges inside one
      * lineage (kept because younger than `olderThan` or than the grace period,
      * the parents of recent puts, a thread's last activity). With this index
      * each is a range read, so the work prune does while it holds a lineage's

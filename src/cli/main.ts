@@ -22,10 +22,10 @@ import {
   positionals,
   positiveInt,
   schemaOption,
-} from "./cli/args.js";
-import type { Common, Io } from "./cli/commands.js";
-import { EXIT, errorText, exitCodeOf } from "./cli/exit.js";
-import { resolveUrl } from "./cli/mask.js";
+} from "./args.js";
+import type { Common, Io } from "./commands.js";
+import { EXIT, errorText, exitCodeOf } from "./exit.js";
+import { resolveUrl } from "./mask.js";
 
 const DATABASE_HELP = `Database (every command):
   --database-url <url>  a Postgres server (default: $DATABASE_URL)
@@ -78,7 +78,7 @@ interface CommandSpec {
   run(argv: string[], io: Io): Promise<number>;
 }
 
-const commands = () => import("./cli/commands.js");
+const commands = () => import("./commands.js");
 
 const JSON_OPTION = { json: { type: "boolean" } } as const;
 
@@ -419,7 +419,7 @@ const COMMANDS: Record<string, CommandSpec> = {
       const { values, positionals: rest } = parse("grants", argv, { ...CONNECTION_OPTIONS, role: { type: "string" }, "revoke-public-temp": { type: "boolean" } });
       positionals("grants", rest, [], 0);
       if (values.role === undefined || values.role === "") throw new UsageError("--role <role> is required", "grants");
-      const { grantStatements } = await import("./grants.js");
+      const { grantStatements } = await import("../ops/grants.js");
       let statements: string[];
       try {
         statements = grantStatements({ role: values.role, schema: schemaOption("grants", values.schema), revokePublicTemp: values["revoke-public-temp"] === true });
@@ -449,7 +449,7 @@ async function main(argv: string[], io: Io): Promise<number> {
     return name === undefined ? EXIT.USAGE : EXIT.OK;
   }
   if (name === "--version" || name === "-v") {
-    io.out((JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version);
+    io.out((JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version);
     return EXIT.OK;
   }
   const command = Object.prototype.hasOwnProperty.call(COMMANDS, name) ? COMMANDS[name] : undefined;

@@ -12,14 +12,14 @@
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
-import { dbOf, type Db, type PGliteLike, type Row } from "./db.js";
-import { CheckpointerError, DatabaseOperationError, HistoryCorruptError, InvalidInputError, sqlStateOf } from "./errors.js";
+import { dbOf, type Db, type PGliteLike, type Row } from "../db/db.js";
+import { CheckpointerError, DatabaseOperationError, HistoryCorruptError, InvalidInputError, sqlStateOf } from "../errors.js";
 import { ADOPTION_TABLE, readAdoption, type AdoptionRecord } from "./adopt.js";
-import { MIGRATIONS_TABLE, assertSchemaCurrent, latestVersion, loadMigrations, schemaLevel } from "./migrate.js";
-import { decodeMetadata } from "./metadata.js";
-import { loadsForRow, type ValueRow } from "./rowserde.js";
-import { MsgpackSerializer } from "./serde.js";
-import { LIMITS, checkKey, checkSchemaName, quoteIdent } from "./validate.js";
+import { MIGRATIONS_TABLE, assertSchemaCurrent, latestVersion, loadMigrations, schemaLevel } from "../db/migrate.js";
+import { decodeMetadata } from "../serde/metadata.js";
+import { loadsForRow, type ValueRow } from "../serde/rowserde.js";
+import { MsgpackSerializer } from "../serde.js";
+import { LIMITS, checkKey, checkSchemaName, quoteIdent } from "../validate.js";
 
 /** Where to read or write: a pool, client or PGlite instance the caller owns (never closed here), and a schema. */
 export interface InspectOptions {

@@ -46,17 +46,17 @@
  * runs them, rather than in queries.ts (the saver's statements).
  */
 import pg from "pg";
-import { dbOf, poolDb, type Db, type PGliteLike, type Queryable } from "./db.js";
-import { parseDuration } from "./duration.js";
+import { dbOf, poolDb, type Db, type PGliteLike, type Queryable } from "../db/db.js";
+import { parseDuration } from "../duration.js";
 import {
   CheckpointerError,
   DatabaseOperationError,
   HistoryCorruptError,
   InvalidOptionsError,
-} from "./errors.js";
-import { guard, type HandlerErrorHandler } from "./events.js";
-import { assertSchemaCurrent } from "./migrate.js";
-import { checkSchemaName, LIMITS, LONE_SURROGATE, quoteIdent } from "./validate.js";
+} from "../errors.js";
+import { guard, type HandlerErrorHandler } from "../events.js";
+import { assertSchemaCurrent } from "../db/migrate.js";
+import { checkSchemaName, LIMITS, LONE_SURROGATE, quoteIdent } from "../validate.js";
 
 /** Options of {@link prune}. Plain data (durations as `"30d"` strings or milliseconds), so a CLI can pass its flags through. */
 export interface PruneOptions {
@@ -234,7 +234,7 @@ interface Settings {
  * goes only when both let it go (outside the last N and older than the age).
  *
  * Safe while graphs run and while other prunes run: work happens per batch of
- * threads in short transactions; see the top of src/prune.ts for how each
+ * threads in short transactions; see the top of src/ops/prune.ts for how each
  * "never remove" rule is guaranteed. Bad options throw
  * {@link InvalidOptionsError} before any SQL runs.
  *

@@ -30,10 +30,10 @@
  * the session setting `langgraph_checkpoint_pg.bridge = off` (transaction-local)
  * lets our own statements pass without being copied back.
  */
-import type { Queryable } from "./db.js";
-import { MigrationError, type OfficialTables } from "./errors.js";
-import { PY_MSGPACK_TYPE } from "./pyserde.js";
-import { quoteIdent } from "./validate.js";
+import type { Queryable } from "../db/db.js";
+import { MigrationError, type OfficialTables } from "../errors.js";
+import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
+import { quoteIdent } from "../validate.js";
 
 /** The official savers' own migrations table (one integer column `v`). */
 export const OFFICIAL_MIGRATIONS_TABLE = "checkpoint_migrations";
