@@ -9,8 +9,6 @@
 export { PostgresSaver, ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions, type SetupOptions, type LineageMode } from "./saver.js";
 export {
   migrate,
-  finishAdoption,
-  adoptionStatus,
   loadMigrations,
   latestVersion,
   schemaVersion,
@@ -22,9 +20,8 @@ export {
   type AdoptOption,
   type RetryOptions,
   type TargetOptions,
-  type FinishAdoptionOptions,
-  type FinishAdoptionResult,
 } from "./db/migrate.js";
+export { finishAdoption, adoptionStatus, type FinishAdoptionOptions, type FinishAdoptionResult } from "./ops/adopt-steps.js";
 export { rollbackAdoption, type RollbackAdoptionOptions, type RollbackAdoptionResult } from "./ops/rollback.js";
 export { ADOPTION_SQLSTATE, type AdoptionRecord, type AdoptionState, type AdoptionSummary } from "./ops/adopt.js";
 export { COMPATIBILITY, type MigrationCompatibility } from "./db/compat.js";

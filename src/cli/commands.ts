@@ -13,7 +13,8 @@ import { history, listThreads, migrationStatus, show, threadIds, toJsonSafe, typ
 import { prune, type PruneResult } from "../ops/prune.js";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import type { SaverEvent } from "../events.js";
-import { MIGRATIONS_TABLE, finishAdoption, latestVersion, loadMigrations, runMigrations, type AdoptOption, type MigrateResult } from "../db/migrate.js";
+import { MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, type AdoptOption, type MigrateResult } from "../db/migrate.js";
+import { finishAdoption } from "../ops/adopt-steps.js";
 import { isEncryptedSerializer, reencrypt, type ReencryptResult } from "../ops/reencrypt.js";
 import { rollbackAdoption } from "../ops/rollback.js";
 import { PostgresSaver } from "../saver.js";

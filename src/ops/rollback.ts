@@ -22,7 +22,8 @@ import { createHash } from "node:crypto";
 import { BRIDGE_SETTING, lockOfficial, rollbackStatements, type AdoptionRecord } from "./adopt.js";
 import type { Queryable } from "../db/db.js";
 import { MigrationError } from "../errors.js";
-import { adoptionStep, withTarget, type TargetOptions } from "../db/migrate.js";
+import { adoptionStep } from "./adopt-steps.js";
+import { withTarget, type TargetOptions } from "../db/migrate.js";
 import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
 import { MsgpackSerializer } from "../serde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
@@ -67,11 +68,11 @@ export async function rollbackAdoption(options: RollbackAdoptionOptions = {}): P
   const serde = options.serde ?? new MsgpackSerializer();
   const dryRun = options.dryRun ?? false;
   return withTarget(options, "rollback-adoption", (db) =>
-    adoptionStep(
-      db,
+    adoptionStep(db, {
       schema,
-      "rolling the adoption back",
-      async (tx, record) => {
+      what: "rolling the adoption back",
+      dryRun,
+      fn: async (tx, record) => {
         // Done before: this schema has refused every write since.
         if (record.state === "rolled-back") return { schema, from: record.from, target: record.source, checkpoints: 0, blobs: 0, writes: 0, rolledBack: true };
         if (!dryRun) {
@@ -87,8 +88,7 @@ export async function rollbackAdoption(options: RollbackAdoptionOptions = {}): P
         if (!dryRun) for (const statement of rollbackStatements(schema, record.from)) await tx.query(statement);
         return { schema, from: record.from, target: record.source, ...counts, rolledBack: !dryRun };
       },
-      dryRun,
-    ),
+    }),
   );
 }
 
