@@ -4,7 +4,8 @@
  * - dist/*.js: ES modules and their .d.ts, compiled by tsc (src/tsconfig.json);
  *   dist/cli/main.js is the `langgraph-checkpoint-pg` command.
  * - dist/cjs/: the same API for `require`, bundled by esbuild into one file
- *   (dependencies stay external), with a copy of the .d.ts files that TypeScript
+ *   (dependencies stay external), and `langgraph-checkpoint-pg/schema` (the
+ *   drizzle tables) as a second one, dist/cjs/schema.js, with a copy of the .d.ts files that TypeScript
  *   reads as CommonJS (dist/cjs/package.json says so).
  * The library locates its migrations/ from its own file (import.meta.url); in
  * the CommonJS bundle that URL is defined from __filename.
@@ -30,8 +31,8 @@ for (const file of readdirSync(join(dist, "cli")).map((f) => join(dist, "cli", f
 }
 
 await build({
-  entryPoints: [join(root, "src", "index.ts")],
-  outfile: join(cjs, "index.js"),
+  entryPoints: { index: join(root, "src", "index.ts"), schema: join(root, "src", "db", "schema.ts") },
+  outdir: cjs,
   bundle: true,
   packages: "external",
   format: "cjs",
