@@ -25,13 +25,12 @@ import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import {
   SCHEMA_LOCK_SQL,
-  findOfficialTables,
-  isEmpty,
-  planAdoption,
   readAdoption,
   type AdoptionRecord,
   type AdoptionSummary,
 } from "../ops/adopt.js";
+import { findOfficialTables } from "../ops/adopt-official.js";
+import { isEmpty, planAdoption } from "../ops/adopt-plan.js";
 import { compatibleFrom } from "./compat.js";
 import { dbOf, type Db, type PGliteLike, type Queryable } from "./db.js";
 import {

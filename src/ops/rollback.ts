@@ -19,7 +19,8 @@
  */
 import { JsonPlusSerializer, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { createHash } from "node:crypto";
-import { BRIDGE_SETTING, lockOfficial, rollbackStatements, type AdoptionRecord } from "./adopt.js";
+import { BRIDGE_SETTING, lockOfficial, type AdoptionRecord } from "./adopt.js";
+import { rollbackStatements } from "./adopt-bridge.js";
 import type { Queryable } from "../db/db.js";
 import { MigrationError } from "../errors.js";
 import { adoptionStep } from "./adopt-steps.js";
