@@ -64,21 +64,22 @@ export {
   listThreads,
   history,
   show,
-  exportThread,
-  importThread,
-  exportHeader,
-  checkRecords,
   threadIds,
-  toJsonSafe,
-  ThreadExistsError,
-  EXPORT_FORMAT,
-  EXPORT_FORMAT_VERSION,
   type InspectOptions,
   type MigrationStatus,
   type ThreadSummary,
   type HistoryEntry,
   type Lineage,
   type StoredCheckpoint,
+} from "./ops/inspect.js";
+export {
+  exportThread,
+  importThread,
+  exportHeader,
+  checkRecords,
+  ThreadExistsError,
+  EXPORT_FORMAT,
+  EXPORT_FORMAT_VERSION,
   type ExportHeader,
   type ExportRecord,
   type CheckpointRecord,
@@ -86,4 +87,5 @@ export {
   type BlobRecord,
   type EndRecord,
   type ImportResult,
-} from "./ops/inspect.js";
+} from "./ops/transfer.js";
+export { toJsonSafe } from "./ops/decode.js";
