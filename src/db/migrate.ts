@@ -45,6 +45,7 @@ import { emit, guard, type EventHandler, type HandlerErrorHandler } from "../eve
 import { inspectAdoptionSource, inspectTrust, refuse } from "./trust.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { MIGRATIONS_TABLE, loadMigrations, type Migration } from "./migrations.js";
+import { OWN_TABLES } from "./names.js";
 
 // The shipped migrations and the schema-level checks live in migrations.ts; imported from here too.
 export { MIGRATIONS_TABLE, assertSchemaCurrent, latestVersion, loadMigrations, schemaLevel, schemaVersion, type Migration } from "./migrations.js";
@@ -137,9 +138,6 @@ export interface MigrateResult {
  */
 export const MIGRATION_LOCK_TIMEOUT = "10s";
 
-/** Our tables, in the order a migration locks them (a put locks the head first). */
-const OWN_TABLES = ["checkpoint_heads", "checkpoints", "checkpoint_blobs", "checkpoint_writes"] as const;
-
 /**
  * Apply pending migrations to `schema`. Idempotent and safe to run from many
  * processes at once (CI, deploy hooks, app start-up): each migration is
@@ -159,7 +157,7 @@ export async function migrate(options: MigrateOptions = {}): Promise<MigrateResu
   const schema = checkSchemaName(options.schema ?? "public");
   const onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
   const settings = { dryRun: options.dryRun, onEvent, adopt: checkAdopt(options.adopt) };
-  return withRetry("migrate", schema, options.retry, onEvent, () => withTarget(options, "migrate", (db) => migrateOnce(db, schema, settings)));
+  return withRetry({ operation: "migrate", schema, retry: options.retry, onEvent }, () => withTarget(options, "migrate", (db) => migrateOnce(db, schema, settings)));
 }
 
 /**
@@ -204,7 +202,7 @@ export function runMigrations(
 ): Promise<MigrateResult> {
   const onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
   const settings = { dryRun: options.dryRun, onEvent, adopt: checkAdopt(options.adopt) };
-  return withRetry(options.operation ?? "migrate", schema, options.retry, onEvent, () => migrateOnce(db, schema, settings));
+  return withRetry({ operation: options.operation ?? "migrate", schema, retry: options.retry, onEvent }, () => migrateOnce(db, schema, settings));
 }
 
 function checkAdopt(adopt: unknown): AdoptOption | undefined {
@@ -230,10 +228,7 @@ function checkRetry(retry: RetryOptions | false | undefined): Required<RetryOpti
 
 /** Run `fn` until it succeeds, fails for good, or runs out of attempts; report each retry. */
 async function withRetry<T>(
-  operation: "setup" | "migrate",
-  schema: string,
-  retry: RetryOptions | false | undefined,
-  onEvent: EventHandler | undefined,
+  { operation, schema, retry, onEvent }: { operation: "setup" | "migrate"; schema: string; retry: RetryOptions | false | undefined; onEvent: EventHandler | undefined },
   fn: () => Promise<T>,
 ): Promise<T> {
   const { attempts, initialDelayMs, maxDelayMs } = checkRetry(retry);

@@ -8,6 +8,7 @@
 import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
 import { quoteIdent } from "../validate.js";
 import { ADOPTION_SQLSTATE, ADOPTION_TABLE, BRIDGE, BRIDGE_DELETE, BRIDGE_SETTING, FORGET, GUARD, lockOfficial, PY_TASK_PATH, ROLLED_BACK, TABLES } from "./adopt.js";
+import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js";
 
 const lit = (s: string) => `'${s.replace(/'/g, "''")}'`;
 
@@ -46,7 +47,7 @@ export function bridgeStatements(schema: string, from: string, source: "js" | "p
   const isoTs = "'^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]([.][0-9]{1,9})?(Z|[+-][0-9]{2}(:?[0-9]{2})?)$'";
   const createdAt = (cp: string) => `CASE WHEN ${cp} ->> 'ts' ~ ${isoTs} THEN (${cp} ->> 'ts')::timestamptz ELSE now() END`;
   /** Python keeps None/str/int/float/bool channel values inline in the checkpoint: a blob makes them reachable by version. */
-  const inlineBlobs = (rows: string, alias: string) => `INSERT INTO ${t}.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, value)
+  const inlineBlobs = (rows: string, alias: string) => `INSERT INTO ${t}.${CHECKPOINT_BLOBS.table} (thread_id, checkpoint_ns, channel, version, type, value)
 SELECT DISTINCT ON (${alias}.thread_id, ${alias}.checkpoint_ns, v.key, ${alias}.checkpoint -> 'channel_versions' ->> v.key)
        ${alias}.thread_id, ${alias}.checkpoint_ns, v.key, ${alias}.checkpoint -> 'channel_versions' ->> v.key, 'json', convert_to(v.value::text, 'UTF8')
   FROM ${rows}
@@ -57,7 +58,7 @@ ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING`;
   /** A trigger not consumed yet (`__start__`, `branch:to:*` with a value): the head still has tasks to run (linear mode). */
   const pending = (cp: string, thread: string, ns: string) => `EXISTS (
     SELECT 1 FROM jsonb_each_text(${cp} -> 'channel_versions') AS cv(channel, version)
-      JOIN ${t}.checkpoint_blobs b ON b.thread_id = ${thread} AND b.checkpoint_ns = ${ns} AND b.channel = cv.channel AND b.version = cv.version
+      JOIN ${t}.${CHECKPOINT_BLOBS.table} b ON b.thread_id = ${thread} AND b.checkpoint_ns = ${ns} AND b.channel = cv.channel AND b.version = cv.version
      WHERE (cv.channel = '__start__' OR cv.channel LIKE 'branch:to:%') AND b.type <> 'empty')`;
   /** Key equality across the two schemas' collations, in the one whose index serves it (idx is an integer). */
   const eq = (a: string, b: string, cols: string[], collate: string) =>
@@ -86,23 +87,23 @@ ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING`;
     `INSERT INTO ${t}.${ADOPTION_TABLE} (source_schema, source, official_version, state) VALUES (${lit(from)}, ${lit(source)}, ${version}, 'bridging')`,
     // Official writers wait from here to the commit: every row is either copied below or by the triggers.
     lockOfficial(from, "SHARE ROW EXCLUSIVE"),
-    `INSERT INTO ${t}.checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, created_at)
+    `INSERT INTO ${t}.${CHECKPOINTS.table} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, created_at)
 SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, ${createdAt("checkpoint")} FROM ${s}.checkpoints`,
-    `INSERT INTO ${t}.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, value)
+    `INSERT INTO ${t}.${CHECKPOINT_BLOBS.table} (thread_id, checkpoint_ns, channel, version, type, value)
 SELECT thread_id, checkpoint_ns, channel, version, ${retag("type")}, blob FROM ${s}.checkpoint_blobs`,
-    ...(python ? [inlineBlobs(`${t}.checkpoints c`, "c")] : []),
-    `INSERT INTO ${t}.checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path)
+    ...(python ? [inlineBlobs(`${t}.${CHECKPOINTS.table} c`, "c")] : []),
+    `INSERT INTO ${t}.${CHECKPOINT_WRITES.table} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path)
 SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, ${retag("type")}, blob, ${taskPath ? "task_path" : "''"} FROM ${s}.checkpoint_writes`,
     // One head per lineage: the greatest checkpoint id in the official column's own collation (what the official saver returns as latest).
-    `INSERT INTO ${t}.checkpoint_heads (thread_id, checkpoint_ns, checkpoint_id, moved_at)
+    `INSERT INTO ${t}.${CHECKPOINT_HEADS.table} (thread_id, checkpoint_ns, checkpoint_id, moved_at)
 SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoint_id, ${createdAt("checkpoint")}
   FROM ${s}.checkpoints ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC`,
-    `UPDATE ${t}.checkpoint_heads h SET has_pending_tasks = true
-  FROM ${t}.checkpoints c
+    `UPDATE ${t}.${CHECKPOINT_HEADS.table} h SET has_pending_tasks = true
+  FROM ${t}.${CHECKPOINTS.table} c
  WHERE c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns AND c.checkpoint_id = h.checkpoint_id
    AND ${pending("c.checkpoint", "c.thread_id", "c.checkpoint_ns")}`,
-    `UPDATE ${t}.checkpoints c SET has_pending_tasks = true
-  FROM ${t}.checkpoint_heads h
+    `UPDATE ${t}.${CHECKPOINTS.table} c SET has_pending_tasks = true
+  FROM ${t}.${CHECKPOINT_HEADS.table} h
  WHERE c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns AND c.checkpoint_id = h.checkpoint_id AND h.has_pending_tasks`,
     // What official instances write from now on, copied in their own transactions.
     fn(
@@ -110,8 +111,8 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
       "checkpointer_bridge_blob",
       `${skipWhenQuiet}
   -- The lineage head first: the lock order of this package's put (head, then blobs and row).
-  PERFORM 1 FROM ${t}.checkpoint_heads WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns FOR UPDATE;
-  INSERT INTO ${t}.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, value)
+  PERFORM 1 FROM ${t}.${CHECKPOINT_HEADS.table} WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns FOR UPDATE;
+  INSERT INTO ${t}.${CHECKPOINT_BLOBS.table} (thread_id, checkpoint_ns, channel, version, type, value)
   VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.channel, NEW.version, ${retag("NEW.type")}, NEW.blob)
   ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING;`,
     ),
@@ -119,7 +120,7 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
       schema,
       "checkpointer_bridge_checkpoint",
       `${skipWhenQuiet}
-  SELECT h.checkpoint_id INTO head FROM ${t}.checkpoint_heads h
+  SELECT h.checkpoint_id INTO head FROM ${t}.${CHECKPOINT_HEADS.table} h
    WHERE h.thread_id = NEW.thread_id AND h.checkpoint_ns = NEW.checkpoint_ns FOR UPDATE;
   -- Our saver wrote the head (it is not an official row): this instance read an older state.
   IF head IS NOT NULL AND head <> NEW.checkpoint_id AND NOT EXISTS (
@@ -128,13 +129,13 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
   END IF;
   ${python ? `${inlineBlobs("(SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint) AS n(thread_id, checkpoint_ns, checkpoint)", "n")};` : ""}
   tasks := ${pending("NEW.checkpoint", "NEW.thread_id", "NEW.checkpoint_ns")};
-  INSERT INTO ${t}.checkpoints AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, created_at, has_pending_tasks)
+  INSERT INTO ${t}.${CHECKPOINTS.table} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, created_at, has_pending_tasks)
   VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.parent_checkpoint_id, NEW.checkpoint, NEW.metadata, ${createdAt("NEW.checkpoint")}, tasks)
   ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
      SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata,
          metadata_raw = NULL, has_pending_tasks = EXCLUDED.has_pending_tasks, row_version = c.row_version + 1;
   -- Every official put becomes the head, with or without new blobs (as it becomes the official saver's latest).
-  INSERT INTO ${t}.checkpoint_heads AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks)
+  INSERT INTO ${t}.${CHECKPOINT_HEADS.table} AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks)
   VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, tasks)
   ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE
      SET checkpoint_id = EXCLUDED.checkpoint_id, has_pending_tasks = EXCLUDED.has_pending_tasks, moved_at = now(), row_version = h.row_version + 1;`,
@@ -145,17 +146,17 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
       "checkpointer_bridge_write",
       `${skipWhenQuiet}
   -- Writes on a thread our saver continued would be replayed from an older checkpoint: refused too.
-  SELECT h.checkpoint_id INTO head FROM ${t}.checkpoint_heads h WHERE h.thread_id = NEW.thread_id AND h.checkpoint_ns = NEW.checkpoint_ns;
+  SELECT h.checkpoint_id INTO head FROM ${t}.${CHECKPOINT_HEADS.table} h WHERE h.thread_id = NEW.thread_id AND h.checkpoint_ns = NEW.checkpoint_ns;
   IF head IS NOT NULL AND NOT EXISTS (
        SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = NEW.thread_id AND o.checkpoint_ns = NEW.checkpoint_ns AND o.checkpoint_id = head) THEN
     RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.threadMovedOn}', MESSAGE = ${movedOn};
   END IF;
   IF TG_OP = 'INSERT' THEN
-    INSERT INTO ${t}.checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path)
+    INSERT INTO ${t}.${CHECKPOINT_WRITES.table} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path)
     VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.idx, NEW.channel, ${retag("NEW.type")}, NEW.blob, ${taskPath ? "NEW.task_path" : "''"})
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING;
   ELSE
-    INSERT INTO ${t}.checkpoint_writes AS w (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path)
+    INSERT INTO ${t}.${CHECKPOINT_WRITES.table} AS w (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path)
     VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.idx, NEW.channel, ${retag("NEW.type")}, NEW.blob, ${taskPath ? "NEW.task_path" : "''"})
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
        SET channel = EXCLUDED.channel, type = EXCLUDED.type, value = EXCLUDED.value, task_path = EXCLUDED.task_path, row_version = w.row_version + 1;
@@ -173,10 +174,10 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
   -- Lineages the official saver emptied (its deleteThread): this package's rows on them go too.
   WITH emptied AS (SELECT DISTINCT g.thread_id, g.checkpoint_ns FROM gone g
                     WHERE NOT EXISTS (SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = g.thread_id AND o.checkpoint_ns = g.checkpoint_ns)),
-       h AS (DELETE FROM ${t}.checkpoint_heads x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')}),
-       c AS (DELETE FROM ${t}.checkpoints x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')}),
-       w AS (DELETE FROM ${t}.checkpoint_writes x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')})
-  DELETE FROM ${t}.checkpoint_blobs x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')};`
+       h AS (DELETE FROM ${t}.${CHECKPOINT_HEADS.table} x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')}),
+       c AS (DELETE FROM ${t}.${CHECKPOINTS.table} x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')}),
+       w AS (DELETE FROM ${t}.${CHECKPOINT_WRITES.table} x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')})
+  DELETE FROM ${t}.${CHECKPOINT_BLOBS.table} x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')};`
       : ""
   }`)}`,
         "prev text;",
@@ -202,7 +203,7 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
       (table) =>
         `CREATE TRIGGER ${BRIDGE_DELETE} AFTER DELETE ON ${s}.${table} REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ${t}.checkpointer_bridge_delete_${table}()`,
     ),
-    `CREATE TRIGGER ${FORGET} AFTER DELETE ON ${t}.checkpoint_heads REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ${t}.checkpointer_forget_official()`,
+    `CREATE TRIGGER ${FORGET} AFTER DELETE ON ${t}.${CHECKPOINT_HEADS.table} REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ${t}.checkpointer_forget_official()`,
   ];
 }
 
@@ -249,7 +250,7 @@ export function rollbackStatements(schema: string, from: string): string[] {
       `DROP TRIGGER IF EXISTS ${BRIDGE_DELETE} ON ${s}.${table}`,
       `DROP TRIGGER IF EXISTS ${GUARD} ON ${s}.${table}`,
     ]),
-    `DROP TRIGGER IF EXISTS ${FORGET} ON ${t}.checkpoint_heads`,
+    `DROP TRIGGER IF EXISTS ${FORGET} ON ${t}.${CHECKPOINT_HEADS.table}`,
     ...["checkpoint_heads", ...TABLES].flatMap((table) => [
       `DROP TRIGGER IF EXISTS ${ROLLED_BACK} ON ${t}.${table}`,
       `CREATE TRIGGER ${ROLLED_BACK} BEFORE INSERT OR UPDATE OR DELETE ON ${t}.${table} FOR EACH STATEMENT EXECUTE FUNCTION ${t}.checkpointer_guard_rolled_back()`,

@@ -10,6 +10,7 @@ import { quoteIdent } from "../validate.js";
 import { type AdoptionPlan, OFFICIAL_MIGRATIONS_TABLE, TABLES, TRIGGER_PREFIX } from "./adopt.js";
 import { bridgeStatements } from "./adopt-bridge.js";
 import { inspectOfficial } from "./adopt-official.js";
+import { OWN_TABLES } from "../db/names.js";
 
 /**
  * Plan the adoption of the official tables in `from` into `schema` (whose
@@ -58,8 +59,7 @@ export async function planAdoption(tx: Queryable, schema: string, from: string):
 export async function isEmpty(tx: Queryable, schema: string): Promise<boolean> {
   const q = quoteIdent(schema);
   const { rows } = await tx.query<{ used: boolean }>(
-    `SELECT EXISTS (SELECT 1 FROM ${q}.checkpoints) OR EXISTS (SELECT 1 FROM ${q}.checkpoint_heads)
-         OR EXISTS (SELECT 1 FROM ${q}.checkpoint_writes) OR EXISTS (SELECT 1 FROM ${q}.checkpoint_blobs) AS used`,
+    `SELECT ${OWN_TABLES.map((table) => `EXISTS (SELECT 1 FROM ${q}.${table})`).join(" OR ")} AS used`,
   );
   return !rows[0]!.used;
 }

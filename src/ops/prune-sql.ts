@@ -4,6 +4,7 @@
  * and orphan-write collection, each one statement. Built per schema.
  */
 import { quoteIdent } from "../validate.js";
+import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js";
 
 /** One lineage: a thread and a namespace. */
 export interface Lineage {
@@ -13,10 +14,10 @@ export interface Lineage {
 
 export function buildSql(schema: string) {
   const s = quoteIdent(schema);
-  const cp = `${s}.checkpoints`;
-  const wr = `${s}.checkpoint_writes`;
-  const bl = `${s}.checkpoint_blobs`;
-  const hd = `${s}.checkpoint_heads`;
+  const cp = `${s}.${CHECKPOINTS.table}`;
+  const wr = `${s}.${CHECKPOINT_WRITES.table}`;
+  const bl = `${s}.${CHECKPOINT_BLOBS.table}`;
+  const hd = `${s}.${CHECKPOINT_HEADS.table}`;
 
   /** Checkpoint `c` stores a value for channel `ch` (what ends a delta walk: the seed). */
   const stores = (c: string, ch: string) => `EXISTS (

@@ -177,6 +177,13 @@ function addPerThread(into: Map<string, PruneThreadCounts>, rows: PerThreadRow[]
   }
 }
 
+/** What every batch of one prune works with: its statements, settings and rules. */
+interface Job {
+  sql: Sql;
+  o: Settings;
+  rules: Rules;
+}
+
 /** Parameters of the `round` statement that follow from the options. */
 interface Rules {
   pruneCheckpoints: boolean;
@@ -207,12 +214,13 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
   let threadsScanned = 0;
   let batches = 0;
   let aborted = false;
+  const job: Job = { sql, o, rules };
   for await (const threads of threadBatches(db, sql, o)) {
     if (o.signal?.aborted) {
       aborted = true;
       break;
     }
-    const outcome = o.dryRun ? await dryBatch(db, sql, rules, threads) : await realBatch(db, sql, o, rules, threads);
+    const outcome = o.dryRun ? await dryBatch(db, job, threads) : await realBatch(db, job, threads);
     batches += 1;
     threadsScanned += threads.length;
     addCounts(totals, outcome.counts);
@@ -260,7 +268,7 @@ async function* threadBatches(db: Db, sql: Sql, o: Settings): AsyncGenerator<str
 }
 
 /** A dry run reads one consistent snapshot per batch and counts what the real rounds would delete. */
-async function dryBatch(db: Db, sql: Sql, rules: Rules, threads: string[]): Promise<BatchOutcome> {
+async function dryBatch(db: Db, { sql, rules }: Job, threads: string[]): Promise<BatchOutcome> {
   return withErrors("prune (dry run)", () =>
     db.transaction(
       async (tx) => {
@@ -278,7 +286,7 @@ async function dryBatch(db: Db, sql: Sql, rules: Rules, threads: string[]): Prom
         const gone = new Set(expired);
         const rest = threads.filter((t) => !gone.has(t));
         if (rest.length > 0) {
-          const row = checkWalk((await tx.query<RoundRow & { per_thread: PerThreadRow[] }>(sql.round(true), roundParams(rules, rest, null, rules.pruneCheckpoints, null, true, null))).rows[0]!);
+          const row = checkWalk((await tx.query<RoundRow & { per_thread: PerThreadRow[] }>(sql.round(true), roundParams(rules, { threads: rest, lineages: null, victims: rules.pruneCheckpoints, budget: null, collect: true, collectBudget: null }))).rows[0]!);
           addRows(counts, row);
           addPerThread(perThread, row.per_thread, false);
         }
@@ -295,15 +303,22 @@ function expireParams(rules: Rules, threads: string[]): unknown[] {
   return [threads, rules.idleSecs, rules.threadTtl, rules.graceSecs];
 }
 
-function roundParams(
-  rules: Rules,
-  threads: string[],
-  lineages: Lineage[] | null,
-  victims: boolean,
-  budget: number | null,
-  collect: boolean,
-  collectBudget: number | null,
-): unknown[] {
+/** What one `round` statement works on, besides the rules. */
+interface Round {
+  threads: string[];
+  /** The lineages whose checkpoints it may delete (their head rows locked); null: none. */
+  lineages: Lineage[] | null;
+  /** Delete checkpoints at all (else only collect). */
+  victims: boolean;
+  /** At most this many checkpoints deleted (null: no bound). */
+  budget: number | null;
+  /** Also collect unreferenced blobs and orphaned writes. */
+  collect: boolean;
+  /** At most this many blobs and writes collected (null: no bound). */
+  collectBudget: number | null;
+}
+
+function roundParams(rules: Rules, { threads, lineages, victims, budget, collect, collectBudget }: Round): unknown[] {
   return [
     threads,
     lineages ? lineages.map((l) => l.thread) : null,
@@ -348,7 +363,7 @@ interface Claimed {
   whole: string[];
 }
 
-async function claim(tx: Queryable, sql: Sql, o: Settings, threads: string[], lockHeads: boolean): Promise<Claimed> {
+async function claim(tx: Queryable, { sql, o }: Job, threads: string[], lockHeads: boolean): Promise<Claimed> {
   await tx.query("SELECT pg_catalog.set_config('lock_timeout', $1, true)", [`${o.lockTimeoutMs}ms`]);
   const { rows } = await tx.query<ClaimRow>(sql.claim, [threads, `langgraph-checkpoint-pg:prune:${o.schema}`, lockHeads]);
   const out: Claimed = { threads: [], locked: [], busy: [], whole: [] };
@@ -373,7 +388,8 @@ const key = (l: Lineage) => `${l.thread}\u0000${l.ns}`;
  *     victims left; busy lineages get a few more chances;
  * (3) collect unreferenced blobs and orphaned writes, without head locks.
  */
-async function realBatch(db: Db, sql: Sql, o: Settings, rules: Rules, threads: string[]): Promise<BatchOutcome> {
+async function realBatch(db: Db, job: Job, threads: string[]): Promise<BatchOutcome> {
+  const { sql, o, rules } = job;
   const counts = zero();
   const skipped = new Set<string>();
   let expired: string[] = [];
@@ -383,7 +399,7 @@ async function realBatch(db: Db, sql: Sql, o: Settings, rules: Rules, threads: s
   if (rules.expire) {
     const idle = await attempt("prune (finding idle threads)", () =>
       db.transaction(async (tx) => {
-        const claimed = await claim(tx, sql, o, threads, false);
+        const claimed = await claim(tx, job, threads, false);
         const { rows } = await tx.query<{ thread_id: string }>(sql.idleThreads, expireParams(rules, claimed.threads));
         return { ids: rows.map((r) => r.thread_id), claimed: claimed.threads };
       }),
@@ -395,7 +411,7 @@ async function realBatch(db: Db, sql: Sql, o: Settings, rules: Rules, threads: s
       const gone = await attempt("prune (expiring idle threads)", () =>
         db.transaction(async (tx) => {
           // A thread whose head a put holds right now is not idle any more: it is left out.
-          const claimed = await claim(tx, sql, o, idle.ids, true);
+          const claimed = await claim(tx, job, idle.ids, true);
           if (claimed.whole.length === 0) return undefined;
           return (await tx.query<RoundRow & { expired: string[] }>(sql.expire(false), expireParams(rules, claimed.whole))).rows[0]!;
         }),
@@ -419,13 +435,13 @@ async function realBatch(db: Db, sql: Sql, o: Settings, rules: Rules, threads: s
       const wanted = todo === null ? null : new Set(todo.map(key));
       const r = await attempt("prune", () =>
         db.transaction(async (tx) => {
-          const claimed = await claim(tx, sql, o, todoThreads, true);
+          const claimed = await claim(tx, job, todoThreads, true);
           const mine = wanted === null ? claimed.locked : claimed.locked.filter((l) => wanted.has(key(l)));
           const got = new Set(mine.map(key));
           // A thread another prune holds is that prune's job: skipped, not retried.
           for (const t of todoThreads) if (!claimed.threads.includes(t)) skipped.add(t);
           const missed = todo === null ? claimed.busy : todo.filter((l) => !got.has(key(l)) && claimed.threads.includes(l.thread));
-          const row = mine.length > 0 ? await deleteRound(tx, sql, rules, o, mine) : undefined;
+          const row = mine.length > 0 ? await deleteRound(tx, job, mine) : undefined;
           return { row, missed };
         }),
       );
@@ -457,9 +473,9 @@ async function realBatch(db: Db, sql: Sql, o: Settings, rules: Rules, threads: s
   while (collect.length > 0) {
     const r = await attempt("prune (collecting blobs and writes)", () =>
       db.transaction(async (tx) => {
-        const claimed = await claim(tx, sql, o, collect, false);
+        const claimed = await claim(tx, job, collect, false);
         if (claimed.threads.length === 0) return { row: undefined, threads: claimed.threads };
-        const row = (await tx.query<RoundResult>(sql.round(false), roundParams(rules, claimed.threads, null, false, null, true, o.chunkSize * COLLECT_FACTOR))).rows[0]!;
+        const row = (await tx.query<RoundResult>(sql.round(false), roundParams(rules, { threads: claimed.threads, lineages: null, victims: false, budget: null, collect: true, collectBudget: o.chunkSize * COLLECT_FACTOR }))).rows[0]!;
         return { row, threads: claimed.threads };
       }),
     );
@@ -477,9 +493,9 @@ async function realBatch(db: Db, sql: Sql, o: Settings, rules: Rules, threads: s
   return { counts, expired, skipped: [...skipped] };
 }
 
-async function deleteRound(tx: Queryable, sql: Sql, rules: Rules, o: Settings, lineages: Lineage[]): Promise<RoundResult> {
+async function deleteRound(tx: Queryable, { sql, o, rules }: Job, lineages: Lineage[]): Promise<RoundResult> {
   const threads = [...new Set(lineages.map((l) => l.thread))];
-  return checkWalk((await tx.query<RoundResult>(sql.round(false), roundParams(rules, threads, lineages, true, o.chunkSize, false, null))).rows[0]!);
+  return checkWalk((await tx.query<RoundResult>(sql.round(false), roundParams(rules, { threads, lineages, victims: true, budget: o.chunkSize, collect: false, collectBudget: null }))).rows[0]!);
 }
 
 function moreOf(row: RoundResult): Lineage[] {

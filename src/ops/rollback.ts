@@ -28,6 +28,7 @@ import { withTarget, type TargetOptions } from "../db/migrate.js";
 import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
 import { MsgpackSerializer } from "../serde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
+import { OWN_TABLES } from "../db/names.js";
 
 export interface RollbackAdoptionOptions extends TargetOptions {
   /** The serializer this package's saver used (needed to decode encrypted values). Default {@link MsgpackSerializer}. */
@@ -82,10 +83,10 @@ export async function rollbackAdoption(options: RollbackAdoptionOptions = {}): P
           // ACCESS EXCLUSIVE: what the trigger changes below take (never upgraded from a weaker lock).
           // The official tables first: an official write locks them, then (its triggers) ours.
           await tx.query(lockOfficial(record.from, "ACCESS EXCLUSIVE"));
-          await tx.query(`LOCK TABLE ${["checkpoint_heads", "checkpoints", "checkpoint_blobs", "checkpoint_writes"].map((x) => `${t}.${x}`).join(", ")} IN ACCESS EXCLUSIVE MODE`);
+          await tx.query(`LOCK TABLE ${OWN_TABLES.map((x) => `${t}.${x}`).join(", ")} IN ACCESS EXCLUSIVE MODE`);
           await tx.query("SELECT set_config($1, 'off', true)", [BRIDGE_SETTING]);
         }
-        const counts = await convert(tx, schema, record, serde, !dryRun);
+        const counts = await convert(tx, { schema, record, serde, write: !dryRun });
         if (!dryRun) for (const statement of rollbackStatements(schema, record.from)) await tx.query(statement);
         return { schema, from: record.from, target: record.source, ...counts, rolledBack: !dryRun };
       },
@@ -124,10 +125,7 @@ interface CheckpointRow {
 
 async function convert(
   tx: Queryable,
-  schema: string,
-  record: AdoptionRecord,
-  serde: SerializerProtocol,
-  write: boolean,
+  { schema, record, serde, write }: { schema: string; record: AdoptionRecord; serde: SerializerProtocol; write: boolean },
 ): Promise<{ checkpoints: number; blobs: number; writes: number }> {
   const t = quoteIdent(schema);
   const s = quoteIdent(record.from);
