@@ -1,11 +1,5 @@
 /**
- * The database layer: drivers (`db.ts`: pg pools and PGlite behind one
- * `Db`), this schema, the migrations runner (`migrate.ts`, with its trust
- * checks in `trust.ts` and the compatibility levels in `compat.ts`) and the
- * embedded database (`embedded.ts`). Nothing here knows LangGraph: the saver
- * and the operations tools build on it.
- *
- * This file is the one definition of the tables: the three that mirror the
+ * The one definition of the tables: the three that mirror the
  * in-memory saver's three dictionaries, and the lineage heads (see README
  * "Data model"). It is the source of `migrations/` (change it, run
  * `npm run generate`, commit the new SQL file; a test fails when the two
