@@ -17,11 +17,14 @@
  * (several connections) turns are per connection and still add up, but pipelined
  * clients would show fewer turns than messages.
  *
- * With `responseDelayMs` it also plays a network: every chunk the server sends
- * reaches the client that much later (in order), so each round trip costs at
- * least that much more, as between an application and a database in another
- * host or zone. (A timer per chunk: the added delay is at least the value given,
- * typically 0.1-0.5 ms more; the benchmark reports the SELECT 1 it measures.)
+ * With `requestDelayMs` / `responseDelayMs` it also plays a network: every chunk
+ * the client sends (resp. the server sends) is passed on that much later, in
+ * order, so each round trip costs at least that much more, as between an
+ * application and a database in another host or zone. (A timer per chunk: the
+ * added delay is at least the value given, typically 0.1-0.5 ms more; the
+ * benchmark reports the SELECT 1 it measures.) The benchmark runs a delaying
+ * proxy in a child process (netproxy.ts), so its timers are not held up by the
+ * benchmark's own event loop.
  */
 import net from "node:net";
 
@@ -90,12 +93,13 @@ export class CountingProxy {
     private readonly targetHost: string,
     private readonly targetPort: number,
     private readonly responseDelayMs: number,
+    private readonly requestDelayMs: number,
   ) {
     this.#server = net.createServer((client) => this.#handle(client));
   }
 
-  static async start(targetHost: string, targetPort: number, options: { responseDelayMs?: number } = {}): Promise<CountingProxy> {
-    const p = new CountingProxy(targetHost, targetPort, options.responseDelayMs ?? 0);
+  static async start(targetHost: string, targetPort: number, options: { responseDelayMs?: number; requestDelayMs?: number } = {}): Promise<CountingProxy> {
+    const p = new CountingProxy(targetHost, targetPort, options.responseDelayMs ?? 0, options.requestDelayMs ?? 0);
     await new Promise<void>((resolve, reject) => {
       p.#server.once("error", reject);
       p.#server.listen(0, "127.0.0.1", () => resolve());
@@ -136,6 +140,7 @@ export class CountingProxy {
       else if (type === "P") c.parses++;
       if (type === "S" || type === "Q") c.roundTrips++;
     });
+    const up = this.requestDelayMs;
     client.on("data", (chunk: Buffer) => {
       this.#counts.bytesUp += chunk.length;
       if (serverSpoke) {
@@ -143,7 +148,8 @@ export class CountingProxy {
         serverSpoke = false;
       }
       parser.feed(chunk);
-      upstream.write(chunk);
+      if (up > 0) setTimeout(() => upstream.writable && upstream.write(chunk), up);
+      else upstream.write(chunk);
     });
     const delay = this.responseDelayMs;
     upstream.on("data", (chunk: Buffer) => {

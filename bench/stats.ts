@@ -5,6 +5,13 @@
  * measured one after the other: every round runs small batches of each contender
  * in alternating order (A B C | C B A | A B C ...), and ratios are taken per round
  * (same time window for both sides), then summarized as median [min-max] over rounds.
+ *
+ * A ratio between two contenders is also given with a 95% confidence interval
+ * (`pairedRatio`): each batch of A is paired with the batch of B of the same round
+ * and batch number (they ran back to back, in alternating order), the paired
+ * ratio is B's batch time ÷ A's batch time (= A's ops/s ÷ B's, same batch size),
+ * and the estimate is the geometric mean of those ratios, its interval a
+ * percentile bootstrap over the pairs (resampled with replacement, fixed seed).
  */
 
 export function percentile(sorted: readonly number[], p: number): number {
@@ -48,9 +55,19 @@ export interface RoundStats {
   opsPerSec: number;
 }
 
+/** One batch of one contender: its wall time and the units it completed. */
+export interface BatchTime {
+  round: number;
+  batch: number;
+  ms: number;
+  units: number;
+}
+
 export interface ContenderStats {
   name: string;
   rounds: RoundStats[];
+  /** Every timed batch, in the order run: the unit of the paired bootstrap. */
+  batches: BatchTime[];
   /** Median over rounds of the per-round p50 (ms). */
   p50: number;
   /** p99 of all samples pooled over rounds (ms). */
@@ -87,6 +104,7 @@ export async function compare(contenders: Contender[], opts: CompareOptions): Pr
   }
   const samples = new Map<string, number[][]>(contenders.map((c) => [c.name, []]));
   const busy = new Map<string, number[]>(contenders.map((c) => [c.name, []]));
+  const batchTimes = new Map<string, BatchTime[]>(contenders.map((c) => [c.name, []]));
   for (let r = 0; r < opts.rounds; r++) {
     for (const c of contenders) {
       samples.get(c.name)!.push([]);
@@ -105,7 +123,9 @@ export async function compare(contenders: Contender[], opts: CompareOptions): Pr
           await c.op(next(c));
           mine.push(performance.now() - s);
         }
-        busy.get(c.name)![r]! += performance.now() - t0;
+        const ms = performance.now() - t0;
+        busy.get(c.name)![r]! += ms;
+        batchTimes.get(c.name)!.push({ round: r, batch: b, ms, units: opts.batchSize * (c.unitsPerOp ?? 1) });
       }
     }
   }
@@ -121,6 +141,7 @@ export async function compare(contenders: Contender[], opts: CompareOptions): Pr
     out.set(c.name, {
       name: c.name,
       rounds,
+      batches: batchTimes.get(c.name)!,
       p50: median(rounds.map((x) => x.p50)),
       p99: percentile(pooled, 99),
       opsPerSec: median(rounds.map((x) => x.opsPerSec)),
@@ -133,6 +154,78 @@ export async function compare(contenders: Contender[], opts: CompareOptions): Pr
 /** Per-round ratio a/b of a per-round statistic, summarized over rounds. */
 export function roundRatio(a: ContenderStats, b: ContenderStats, pick: (r: RoundStats) => number): Spread {
   return spread(a.rounds.map((r, i) => pick(r) / pick(b.rounds[i]!)));
+}
+
+/** A ratio with its 95% confidence interval (see the file comment). */
+export interface Ratio {
+  /** Geometric mean of the paired per-batch ratios. */
+  estimate: number;
+  /** 95% percentile-bootstrap interval of `estimate`. */
+  lo: number;
+  hi: number;
+  /** Number of pairs (batches) it rests on. */
+  pairs: number;
+  /** Per-round ratios of ops/s, median [min-max] (the earlier summary, kept for comparison). */
+  rounds: Spread;
+}
+
+export const BOOTSTRAP_RESAMPLES = 10_000;
+export const CONFIDENCE = 0.95;
+
+/** A small deterministic PRNG (mulberry32): the same data gives the same interval. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * Geometric mean and percentile-bootstrap interval of paired log-ratios.
+ * `logs[k]` = ln(ratio of pair k).
+ */
+export function bootstrapGeomean(logs: readonly number[], resamples = BOOTSTRAP_RESAMPLES, confidence = CONFIDENCE): { estimate: number; lo: number; hi: number } {
+  const n = logs.length;
+  if (n === 0) return { estimate: Number.NaN, lo: Number.NaN, hi: Number.NaN };
+  const mean = logs.reduce((x, y) => x + y, 0) / n;
+  const rand = prng(0x5eed + n);
+  const means = new Float64Array(resamples);
+  for (let b = 0; b < resamples; b++) {
+    let sum = 0;
+    for (let k = 0; k < n; k++) sum += logs[Math.floor(rand() * n)]!;
+    means[b] = sum / n;
+  }
+  means.sort();
+  const tail = (1 - confidence) / 2;
+  const at = (q: number) => means[Math.min(resamples - 1, Math.max(0, Math.floor(q * resamples)))]!;
+  return { estimate: Math.exp(mean), lo: Math.exp(at(tail)), hi: Math.exp(at(1 - tail)) };
+}
+
+/**
+ * a's throughput ÷ b's, paired batch by batch (same round, same batch number),
+ * with a 95% bootstrap interval. Throughput per batch = units / time, so batches
+ * of different sizes (none today) would still compare fairly.
+ */
+export function pairedRatio(a: ContenderStats, b: ContenderStats): Ratio {
+  const key = (t: BatchTime) => `${t.round}/${t.batch}`;
+  const bBy = new Map(b.batches.map((t) => [key(t), t]));
+  const logs: number[] = [];
+  for (const ta of a.batches) {
+    const tb = bBy.get(key(ta));
+    if (!tb) continue;
+    logs.push(Math.log(ta.units / ta.ms / (tb.units / tb.ms)));
+  }
+  return { ...bootstrapGeomean(logs), pairs: logs.length, rounds: roundRatio(a, b, (r) => r.opsPerSec) };
+}
+
+/** `1.52x [1.31–1.74]`: the estimate and its 95% interval. */
+export function fmtRatio(r: Ratio | undefined, digits = 2): string {
+  if (!r || !Number.isFinite(r.estimate)) return "-";
+  return `${r.estimate.toFixed(digits)}x [${r.lo.toFixed(digits)}–${r.hi.toFixed(digits)}]`;
 }
 
 export function fmt(n: number | undefined, digits = 2): string {

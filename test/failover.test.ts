@@ -652,9 +652,12 @@ describe("a retry right after a failed invocation", () => {
       );
       expect(failed).toBeInstanceOf(DatabaseOperationError);
       expect((failed as DatabaseOperationError).sqlState).toBe("P0001");
-      // The run's puts are still queued behind the lock: LangGraph gave up without waiting for them.
-      const waiting = await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()");
-      expect(waiting.rows.length).toBeGreaterThan(0);
+      // The run's puts are still in flight, queued behind the lock: LangGraph gave up without waiting
+      // for them. (The put may still be on its way to the server, e.g. on a connection being opened
+      // on a busy machine: wait for it to reach the lock; it cannot have passed it.)
+      await until("the failed run's put waits on the head's lock", async () =>
+        (await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")).rows.length > 0,
+      );
 
       await db.pool.query("DELETE FROM refusing");
       // A read of the thread now waits for the queued put instead of answering with the head before it.

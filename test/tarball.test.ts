@@ -7,7 +7,7 @@
  * start as written, the CLI through `npx --no-install`, and every command
  * block of the README.
  */
-import { execFile, spawn } from "node:child_process";
+import { execFile, execFileSync, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -52,7 +52,7 @@ beforeAll(async () => {
   // npm pack in a copy: its prepack builds dist/ there.
   const stage = join(work, "stage");
   mkdirSync(join(stage, "scripts"), { recursive: true });
-  for (const f of ["package.json", "README.md", "LICENSE", "tsconfig.json", "src", "migrations", "scripts/build.mjs"]) cpSync(join(ROOT, f), join(stage, f), { recursive: true });
+  for (const f of ["package.json", "README.md", "LICENSE", "tsconfig.json", "bin", "src", "migrations", "scripts/build.mjs"]) cpSync(join(ROOT, f), join(stage, f), { recursive: true });
   symlinkSync(join(ROOT, "node_modules"), join(stage, "node_modules"), "dir");
   const { stdout } = await exec("npm", ["pack", "--json", "--pack-destination", work], { cwd: stage, maxBuffer: 16 << 20 });
   const info = (JSON.parse(stdout) as { filename: string; files: { path: string }[] }[])[0]!;
@@ -176,10 +176,16 @@ describe("the packed package, installed in an empty project", () => {
       "dist/db/schema.d.ts",
       "dist/cjs/db/schema.d.ts",
       "dist/cli/main.js",
+      "bin/langgraph-checkpoint-pg.js",
       "migrations/0000_init.sql",
       "migrations/meta/_journal.json",
     ]) {
       expect(packed).toContain(f);
+    }
+    // The bin is in the repository itself: npm checks it before prepack builds dist/, and warns
+    // ("No bin file found") on a fresh clone's `npm pack` or `npm publish` when it is missing.
+    for (const bin of Object.values(pkg.bin)) {
+      expect(execFileSync("git", ["ls-files", "--error-unmatch", bin], { cwd: ROOT, encoding: "utf8" }).trim()).toBe(bin);
     }
     const unwanted = packed.filter((f) => /^(src|test|bench|scripts)\//.test(f) || /\.map$/.test(f) || /^dist\/(cjs\/)?demo\./.test(f) || /_snapshot\.json$/.test(f));
     expect(unwanted).toEqual([]);
