@@ -10,7 +10,7 @@
  * new checkpoint never references a value that was only computed in memory.
  */
 import type { CheckpointPendingWrite, CheckpointTuple } from "@langchain/langgraph-checkpoint";
-import { CheckpointerError, InvalidOptionsError } from "./errors.js";
+import { CheckpointerError, InvalidOptionsError } from "../errors.js";
 
 export interface UpcastContext {
   threadId: string;
