@@ -2,9 +2,10 @@
 /**
  * `npm run build`: the package as published, in dist/.
  * - dist/*.js: ES modules and their .d.ts, compiled by tsc (src/tsconfig.json);
- *   dist/cli.js is the `langgraph-checkpoint-pg` command.
+ *   dist/cli/main.js is the `langgraph-checkpoint-pg` command.
  * - dist/cjs/: the same API for `require`, bundled by esbuild into one file
- *   (dependencies stay external), with a copy of the .d.ts files that TypeScript
+ *   (dependencies stay external), and `langgraph-checkpoint-pg/schema` (the
+ *   drizzle tables) as a second one, dist/cjs/schema.js, with a copy of the .d.ts files that TypeScript
  *   reads as CommonJS (dist/cjs/package.json says so).
  * The library locates its migrations/ from its own file (import.meta.url); in
  * the CommonJS bundle that URL is defined from __filename.
@@ -25,13 +26,13 @@ const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
 execFileSync(process.execPath, [tsc, "-p", join(root, "src")], { stdio: "inherit" });
 
 // The command's declarations are no API: nobody imports the command.
-for (const file of [join(dist, "cli.d.ts"), ...readdirSync(join(dist, "cli")).map((f) => join(dist, "cli", f))]) {
+for (const file of readdirSync(join(dist, "cli")).map((f) => join(dist, "cli", f))) {
   if (file.endsWith(".d.ts")) rmSync(file);
 }
 
 await build({
-  entryPoints: [join(root, "src", "index.ts")],
-  outfile: join(cjs, "index.js"),
+  entryPoints: { index: join(root, "src", "index.ts"), schema: join(root, "src", "db", "schema.ts") },
+  outdir: cjs,
   bundle: true,
   packages: "external",
   format: "cjs",

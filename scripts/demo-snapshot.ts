@@ -13,7 +13,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { brotliCompressSync, constants } from "node:zlib";
 import { PGlite } from "@electric-sql/pglite";
-import { loadMigrations, migrate } from "../src/migrate.js";
+import { loadMigrations, migrate } from "../src/db/migrate.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 // Its package.json is not exported: read it next to the resolved entry point.

@@ -23,8 +23,9 @@ import { connect } from "./cli/connect.js";
 import { resolveUrl } from "./cli/mask.js";
 import { EXIT, errorText, exitCodeOf } from "./cli/exit.js";
 import { fields, styleFor, table, valueText, type Style } from "./cli/format.js";
-import { exportThread, toJsonSafe, type BlobRecord, type CheckpointRecord, type ExportRecord, type WriteRecord } from "./inspect.js";
-import { loadMigrations } from "./migrate.js";
+import { exportThread, type BlobRecord, type CheckpointRecord, type ExportRecord, type WriteRecord } from "./ops/transfer.js";
+import { toJsonSafe } from "./ops/decode.js";
+import { loadMigrations } from "./db/migrate.js";
 import { PostgresSaver } from "./saver.js";
 
 const HELP = `Usage: npm run demo -- [options]   (npm run -s demo -- --json: JSON alone)
@@ -211,7 +212,7 @@ async function main(argv: string[]): Promise<number> {
     }
     positionals("demo", rest, [], 0);
     const schema = schemaOption("demo", values.schema);
-    const threadId = keyArg("demo", "--thread", values.thread ?? "12345", "thread_id");
+    const threadId = keyArg("demo", { what: "--thread", value: values.thread ?? "12345", limit: "thread_id" });
     const target = connectionTarget("demo", values);
     url = resolveUrl(target);
     const conn = await connect(target, { create: true, applicationName: "langgraph-checkpoint-pg:demo", loadDataDir: demoSnapshot });

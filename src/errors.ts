@@ -2,50 +2,15 @@
  * Typed errors. Every error this package throws is a {@link CheckpointerError}
  * with a stable `code`; database failures keep the driver error as `cause`
  * (with its SQLSTATE) but never copy parameters or payloads into messages.
+ * This file is where the package and its users import them from: the base
+ * class lives in errors/base.ts, database failures and their classification
+ * in errors/database.ts.
  */
+import { CheckpointerError } from "./errors/base.js";
+import { isRetryable, sqlStateOf } from "./errors/database.js";
 
-/** Stable error codes. Match on these, never on messages. */
-export type CheckpointerErrorCode =
-  | "INVALID_INPUT"
-  | "INVALID_OPTIONS"
-  | "SCHEMA_NOT_MIGRATED"
-  | "SCHEMA_TOO_NEW"
-  | "MIGRATION_FAILED"
-  | "CHECKPOINT_CONFLICT"
-  | "CHECKPOINT_PARENT_MISSING"
-  | "SERIALIZATION_FAILED"
-  | "DESERIALIZATION_FAILED"
-  | "DATABASE_ERROR"
-  | "DATA_DIR_LOCKED"
-  | "UPCASTER_MISSING"
-  | "STATE_VERSION_TOO_NEW"
-  | "ADOPTION_REQUIRED"
-  | "ADOPTION_ROLLED_BACK"
-  | "HISTORY_CORRUPT"
-  | "UNSAFE_SCHEMA";
-
-/**
- * Base class of every error thrown by this package.
- *
- * @example
- * ```ts
- * try { await saver.getTuple(config); }
- * catch (err) { if (err instanceof CheckpointerError && err.retryable) retry(); else throw err; }
- * ```
- */
-export class CheckpointerError extends Error {
-  /** Stable, machine-readable code. */
-  readonly code: CheckpointerErrorCode;
-  /** True when repeating the same operation later may succeed. */
-  readonly retryable: boolean;
-
-  constructor(code: CheckpointerErrorCode, message: string, options?: { cause?: unknown; retryable?: boolean }) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
-    this.name = new.target.name;
-    this.code = code;
-    this.retryable = options?.retryable ?? false;
-  }
-}
+export { CheckpointerError, type CheckpointerErrorCode } from "./errors/base.js";
+export { DatabaseOperationError, UnconfirmedCommitError, classify, isRetryable, sqlStateOf, type FailureClass } from "./errors/database.js";
 
 /**
  * Bad input to a saver method or function, detected before any SQL runs.
@@ -170,7 +135,7 @@ export class SchemaTooNewError extends CheckpointerError {
   readonly knownVersion: number;
   /**
    * The oldest code level the schema's newer migrations work with (see
-   * src/compat.ts; a level counts migrations: code at level 7 knows `0000` to
+   * src/db/compat.ts; a level counts migrations: code at level 7 knows `0000` to
    * `0006`): this code is below it. Equal to `appliedVersion` when a newer
    * migration did not record one.
    */
@@ -486,219 +451,4 @@ export class DeserializationError extends CheckpointerError {
   constructor(message: string, options?: { cause?: unknown }) {
     super("DESERIALIZATION_FAILED", message, options);
   }
-}
-
-/**
- * A database operation failed. `cause` is the driver error; `sqlState` is the
- * SQLSTATE the server sent (undefined for a socket or client-side failure,
- * whose Node `code` stays on `cause`). `retryable` follows
- * {@link isRetryable}'s table: connection loss, a server that cannot take
- * writes now (shutdown, restart, failover, read-only), serialization failures,
- * deadlocks and timeouts.
- *
- * @example
- * ```ts
- * catch (e) { if (e instanceof DatabaseOperationError && e.retryable) scheduleRetry(); }
- * ```
- */
-export class DatabaseOperationError extends CheckpointerError {
-  readonly operation: string;
-  readonly sqlState: string | undefined;
-  /**
-   * @param options.retryable overrides the classification of `cause`, for
-   * failures this package detects itself (e.g. a head that kept moving).
-   */
-  constructor(operation: string, cause: unknown, options?: { retryable?: boolean }) {
-    const sqlState = sqlStateOf(cause);
-    const failure = classify(cause);
-    const code = sqlState ? undefined : socketCodeOf(cause);
-    const detail = cause instanceof Error ? cause.message.split("\n")[0] : "unknown error";
-    const what = sqlState ? `SQLSTATE ${sqlState}` : failure.connection ? `connection error${code ? ` ${code}` : ""} (${detail})` : detail;
-    super("DATABASE_ERROR", `${operation} failed: ${what}`, { cause, retryable: options?.retryable ?? failure.retryable });
-    this.operation = operation;
-    this.sqlState = sqlState;
-  }
-}
-
-const SQLSTATE = /^[0-9A-Z]{5}$/;
-
-/**
- * The SQLSTATE of an error the server sent, if it is one. Only a driver
- * `DatabaseError` (pg's, another copy of pg's, PGlite's: each carries the
- * server's `severity`) has one; a Node socket error's `code` (`EPIPE`,
- * `EBADF`...) has the same shape and is not a SQLSTATE.
- *
- * @example
- * ```ts
- * if (sqlStateOf(err) === "23505") throw new ThreadExistsError(threadId, { cause: err });
- * ```
- */
-export function sqlStateOf(err: unknown): string | undefined {
-  if (typeof err !== "object" || err === null) return undefined;
-  const e = err as { code?: unknown; severity?: unknown; errno?: unknown; syscall?: unknown };
-  if (typeof e.code !== "string" || !SQLSTATE.test(e.code)) return undefined;
-  return typeof e.severity === "string" && e.errno === undefined && e.syscall === undefined ? e.code : undefined;
-}
-
-/**
- * SQLSTATEs worth retrying. `drop`: the connection (and, for a server-wide
- * event, every connection made before it) must not be reused.
- */
-const RETRYABLE_SQLSTATES: ReadonlyArray<readonly [pattern: RegExp, drop: boolean]> = [
-  // Class 08, connection exception (PgBouncer sends 08P01 for its own timeouts and lost servers).
-  [/^08...$/, true],
-  // read_only_sql_transaction: a standby, or a primary being switched over.
-  [/^25006$/, true],
-  // admin_shutdown (also pg_terminate_backend), crash_shutdown, cannot_connect_now (starting, stopping, promoting).
-  [/^57P0[123]$/, true],
-  // idle_session_timeout, idle_in_transaction_session_timeout: this session ended, the server is fine.
-  [/^(57P05|25P03)$/, false],
-  // serialization_failure, deadlock_detected (both also for conflicts with recovery on a standby),
-  // query_canceled (statement_timeout, a cancel, recovery conflicts), lock_not_available (lock_timeout),
-  // too_many_connections.
-  [/^(40001|40P01|57014|55P03|53300)$/, false],
-];
-
-/** Node socket error codes of a connection that failed or went away. */
-const SOCKET_CODES = new Set([
-  "ECONNRESET",
-  "ECONNREFUSED",
-  "ECONNABORTED",
-  "EPIPE",
-  "ETIMEDOUT",
-  "EHOSTUNREACH",
-  "EHOSTDOWN",
-  "ENETUNREACH",
-  "ENETDOWN",
-  "ENETRESET",
-  "ENOTCONN",
-  "EAI_AGAIN",
-  "ERR_STREAM_DESTROYED",
-  "ERR_STREAM_WRITE_AFTER_END",
-]);
-
-/**
- * pg's own errors for a lost or silent connection carry no code, only these
- * messages (pg 8: client.js, pg-pool). Matched exactly; anything else without
- * a SQLSTATE or a socket code is not retryable.
- */
-const CONNECTION_MESSAGES = new Set([
-  "Connection terminated unexpectedly",
-  "Connection terminated",
-  "Connection terminated due to connection timeout",
-  "Query read timeout",
-  "timeout expired",
-  "Client has encountered a connection error and is not queryable",
-]);
-
-/** pg-pool's "no free client in time": retryable, but says nothing about the server. */
-const POOL_WAIT_TIMEOUT = "timeout exceeded when trying to connect";
-
-/** The Node socket error code of `err` or of an error it wraps. */
-function socketCodeOf(err: unknown): string | undefined {
-  for (const e of chain(err)) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === "string" && SOCKET_CODES.has(code)) return code;
-  }
-  return undefined;
-}
-
-/** `err`, the errors it wraps (`cause`), and an AggregateError's members (a host with several addresses). */
-function* chain(err: unknown, depth = 0): Generator<object> {
-  if (typeof err !== "object" || err === null || depth > 5) return;
-  yield err;
-  const { cause, errors } = err as { cause?: unknown; errors?: unknown };
-  yield* chain(cause, depth + 1);
-  if (Array.isArray(errors)) for (const member of errors) yield* chain(member, depth + 1);
-}
-
-/**
- * The `cause` of a retryable {@link DatabaseOperationError}: Postgres
- * committed locally but its synchronous standby had not confirmed the commit
- * (the wait for it was canceled, e.g. by `pg_cancel_backend`; the server only
- * warns). Such a commit may be missing after a failover, so it is not reported
- * as a success; repeating the write is safe.
- *
- * @example
- * ```ts
- * catch (e) { if (e instanceof DatabaseOperationError && e.cause instanceof UnconfirmedCommitError) metrics.unconfirmed++; }
- * ```
- */
-export class UnconfirmedCommitError extends Error {
-  constructor() {
-    super("the commit was not confirmed by the synchronous standby (the wait for it was canceled); it may not survive a failover");
-    this.name = "UnconfirmedCommitError";
-  }
-}
-
-/** What a failure means for a retry and for the connection it happened on. */
-export interface FailureClass {
-  /** Repeating the operation later may succeed. */
-  retryable: boolean;
-  /** No answer from the server: the link or the connection failed (or none was free in time). */
-  connection: boolean;
-  /**
-   * The connection, and the server or link behind it, cannot be trusted: drop
-   * it, and do not reuse connections opened before it either.
-   */
-  connectionLost: boolean;
-}
-
-/** See {@link isRetryable}; also says whether the connection behind the failure is done for. */
-export function classify(err: unknown): FailureClass {
-  const none = { retryable: false, connection: false, connectionLost: false };
-  if (err instanceof DatabaseOperationError) return { ...classify(err.cause), retryable: err.retryable };
-  if (err instanceof CheckpointerError) return { ...none, retryable: err.retryable };
-  if (err instanceof UnconfirmedCommitError) return { ...none, retryable: true };
-  for (const e of chain(err)) {
-    const state = sqlStateOf(e);
-    if (state) {
-      const rule = RETRYABLE_SQLSTATES.find(([pattern]) => pattern.test(state));
-      return rule ? { retryable: true, connection: false, connectionLost: rule[1] } : none;
-    }
-  }
-  const lost = { retryable: true, connection: true, connectionLost: true };
-  if (socketCodeOf(err)) return lost;
-  for (const e of chain(err)) {
-    const message = (e as { message?: unknown }).message;
-    if (typeof message !== "string") continue;
-    if (CONNECTION_MESSAGES.has(message)) return lost;
-    if (message === POOL_WAIT_TIMEOUT) return { retryable: true, connection: true, connectionLost: false };
-  }
-  return none;
-}
-
-/**
- * True when repeating the failed operation later may succeed: the one rule
- * every retry in and around this package follows. For this package's errors it
- * is their `retryable` flag; for driver errors (what `cause` holds, or what a
- * pool you use directly throws) it is decided by the SQLSTATE the server sent,
- * else by the Node socket code, else by pg's connection-loss messages:
- *
- * | SQLSTATE or code | meaning | retryable |
- * |---|---|---|
- * | `08xxx` | connection exception | yes |
- * | `25006` | read-only transaction: a standby, or a primary being switched over | yes |
- * | `57P01` `57P02` `57P03` | shutdown, crash, cannot connect now (starting, promoting) | yes |
- * | `57P05` `25P03` | idle session / idle-in-transaction timeout | yes |
- * | `40001` `40P01` | serialization failure, deadlock (also recovery conflicts) | yes |
- * | `57014` `55P03` | statement canceled or timed out, lock timeout | yes |
- * | `53300` | too many connections | yes |
- * | `ECONNRESET` `ECONNREFUSED` `EPIPE` `ETIMEDOUT` `EHOSTUNREACH` ... | socket errors | yes |
- * | pg: `Connection terminated`, `Query read timeout`, connection or pool timeout | no answer in time | yes |
- * | anything else (`23505`, `42501`, `ENOTFOUND`, TLS and password errors...) | | no |
- *
- * A retry is safe: a re-put of the same checkpoint is accepted once, and
- * writes are idempotent per (task, idx).
- *
- * @example
- * ```ts
- * for (let attempt = 1; ; attempt++) {
- *   try { return await graph.invoke(input, config); }
- *   catch (err) { if (!isRetryable(err) || attempt === 10) throw err; await sleep(100 * 2 ** attempt); }
- * }
- * ```
- */
-export function isRetryable(err: unknown): boolean {
-  return classify(err).retryable;
 }

@@ -10,7 +10,7 @@
  * any SQL, naming the key.
  */
 import { InvalidInputError } from "./errors.js";
-import { projectJson } from "./metadata.js";
+import { projectJson } from "./serde/metadata.js";
 import { LONE_SURROGATE } from "./validate.js";
 
 /** How deep a filter value may nest (arrays and objects). */

@@ -7,36 +7,11 @@
  * ```
  */
 export { PostgresSaver, ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions, type SetupOptions, type LineageMode } from "./saver.js";
-export {
-  migrate,
-  finishAdoption,
-  adoptionStatus,
-  loadMigrations,
-  latestVersion,
-  schemaVersion,
-  MIGRATIONS_TABLE,
-  DEFAULT_RETRY,
-  type MigrateOptions,
-  type MigrateResult,
-  type Migration,
-  type AdoptOption,
-  type RetryOptions,
-  type TargetOptions,
-  type FinishAdoptionOptions,
-  type FinishAdoptionResult,
-} from "./migrate.js";
-export { rollbackAdoption, type RollbackAdoptionOptions, type RollbackAdoptionResult } from "./rollback.js";
-export { ADOPTION_SQLSTATE, type AdoptionRecord, type AdoptionState, type AdoptionSummary } from "./adopt.js";
-export { COMPATIBILITY, type MigrationCompatibility } from "./compat.js";
+export * from "./db/index.js";
+export * from "./ops/index.js";
 export { MsgpackSerializer } from "./serde.js";
-export { EncryptedSerializer, ENCRYPTED_TYPE_PREFIX, type EncryptedSerializerOptions, type EncryptionKey } from "./encryption.js";
-export { grantStatements, type GrantOptions } from "./grants.js";
-export { reencrypt, type ReencryptOptions, type ReencryptResult, type ReencryptCounts } from "./reencrypt.js";
-export type { ValueRow, RowBoundSerializer } from "./rowserde.js";
+export * from "./serde/index.js";
 export type { SaverEvent, EventHandler, HandlerErrorHandler, HandlerErrorInfo } from "./events.js";
-export { StateVersionError, type Upcaster, type UpcastFunction, type UpcastContext } from "./upcast.js";
-export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo, type OpenEmbeddedOptions } from "./embedded.js";
-export type { PGliteLike } from "./db.js";
 export { withConflictRetry, withRetry, type ConflictRetryOptions, type WithRetryOptions } from "./retry.js";
 export {
   CheckpointerError,
@@ -61,32 +36,3 @@ export {
   type CheckpointerErrorCode,
   type OfficialTables,
 } from "./errors.js";
-export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts, type PruneThreadCounts } from "./prune.js";
-export {
-  migrationStatus,
-  listThreads,
-  history,
-  show,
-  exportThread,
-  importThread,
-  exportHeader,
-  checkRecords,
-  threadIds,
-  toJsonSafe,
-  ThreadExistsError,
-  EXPORT_FORMAT,
-  EXPORT_FORMAT_VERSION,
-  type InspectOptions,
-  type MigrationStatus,
-  type ThreadSummary,
-  type HistoryEntry,
-  type Lineage,
-  type StoredCheckpoint,
-  type ExportHeader,
-  type ExportRecord,
-  type CheckpointRecord,
-  type WriteRecord,
-  type BlobRecord,
-  type EndRecord,
-  type ImportResult,
-} from "./inspect.js";

@@ -6,7 +6,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { CheckpointConflictError, InvalidOptionsError, isRetryable } from "./errors.js";
-import type { RetryOptions } from "./migrate.js";
+import type { RetryOptions } from "./db/migrate.js";
 
 export interface ConflictRetryOptions {
   /** Total attempts, the first included. Default 5. */

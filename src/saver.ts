@@ -24,9 +24,9 @@ import {
   writesSortKey,
 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
-import { isPGlite, pgliteDb, poolDb, type Db, type PGliteLike } from "./db.js";
-import { DEFAULT_DATA_DIR, openEmbedded } from "./embedded.js";
-import { ADOPTION_SQLSTATE } from "./adopt.js";
+import { isPGlite, pgliteDb, poolDb, type Db, type PGliteLike } from "./db/db.js";
+import { DEFAULT_DATA_DIR, openEmbedded } from "./db/embedded.js";
+import { ADOPTION_SQLSTATE } from "./ops/adopt.js";
 import {
   AdoptionRolledBackError,
   CheckpointConflictError,
@@ -46,13 +46,13 @@ import { emit, guard, type EventHandler, type HandlerErrorHandler } from "./even
 import { readFilter } from "./filter.js";
 import { InFlight } from "./inflight.js";
 import { Coalescer, type WriteRows } from "./coalesce.js";
-import { decodeMetadata, encodeMetadata } from "./metadata.js";
-import { assertSchemaCurrent, latestVersion, runMigrations, schemaLevel, type AdoptOption, type MigrateResult, type RetryOptions } from "./migrate.js";
+import { decodeMetadata, encodeMetadata } from "./serde/metadata.js";
+import { assertSchemaCurrent, latestVersion, runMigrations, schemaLevel, type AdoptOption, type MigrateResult, type RetryOptions } from "./db/migrate.js";
 import { buildQueries, type ListWhere, type Queries, type ReadRow } from "./queries.js";
-import { dumpsForRow, loadsForRow, type ValueRow } from "./rowserde.js";
+import { dumpsForRow, loadsForRow, type ValueRow } from "./serde/rowserde.js";
 import { MsgpackSerializer } from "./serde.js";
 import { parseDuration } from "./duration.js";
-import { checkVersioning, isSyntheticVersion, realVersion, upcastTuple, type StateVersioning, type Upcaster } from "./upcast.js";
+import { checkVersioning, isSyntheticVersion, realVersion, upcastTuple, type StateVersioning, type Upcaster } from "./serde/upcast.js";
 import { LIMITS, checkKey, checkSchemaName, readConfig } from "./validate.js";
 import { nextVersion } from "./version.js";
 

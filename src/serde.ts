@@ -101,8 +101,8 @@ import {
 import { Document } from "@langchain/core/documents";
 import { ChatPromptValue, ImagePromptValue, StringPromptValue } from "@langchain/core/prompt_values";
 import { DeserializationError, InvalidOptionsError, SerializationError } from "./errors.js";
-import { readJsonPlus } from "./jsonplus.js";
-import { PY_MSGPACK_TYPE, loadsPython } from "./pyserde.js";
+import { readJsonPlus } from "./serde/jsonplus.js";
+import { PY_MSGPACK_TYPE, loadsPython } from "./serde/pyserde.js";
 
 /** Maximum nesting of objects, arrays and extension values, on write and on read. */
 export const MAX_DEPTH = 512;

@@ -31,7 +31,7 @@ import {
   rollbackAdoption,
   type SaverEvent,
 } from "../src/index.js";
-import { loadsPython } from "../src/pyserde.js";
+import { loadsPython } from "../src/serde/pyserde.js";
 import { runCli } from "./helpers/cli.js";
 import { createTestDatabase, withTestDatabase, type TestDatabase } from "./helpers/db.js";
 import { approvalGraph, chatGraph, history, logGraph, mapReduceGraph, nestedGraph, shape, tid } from "./helpers/graphs.js";

@@ -513,7 +513,7 @@ describe("CLI on the embedded database (PGlite)", () => {
     // Another process holds the folder open.
     const holder = spawn(
       process.execPath,
-      ["--import", "tsx", "-e", `import(${JSON.stringify(join(ROOT, "src/embedded.ts"))}).then((m) => m.openEmbedded(${JSON.stringify(dataDir)})).then(() => { console.log("held"); setInterval(() => {}, 1000); })`],
+      ["--import", "tsx", "-e", `import(${JSON.stringify(join(ROOT, "src/db/embedded.ts"))}).then((m) => m.openEmbedded(${JSON.stringify(dataDir)})).then(() => { console.log("held"); setInterval(() => {}, 1000); })`],
       { cwd: ROOT },
     );
     try {

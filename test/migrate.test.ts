@@ -244,7 +244,7 @@ describe("upgrading a schema with data", () => {
   });
 });
 
-describe("src/schema.ts and migrations/ agree", () => {
+describe("src/db/schema.ts and migrations/ agree", () => {
   it("drizzle-kit generate yields nothing new", async () => {
     // Generate into a copy so a disagreement never writes into the repo.
     const dir = mkdtempSync(join(tmpdir(), "drizzle-check-"));
@@ -253,7 +253,7 @@ describe("src/schema.ts and migrations/ agree", () => {
       const config = join(dir, "drizzle.config.ts");
       writeFileSync(
         config,
-        `export default { dialect: "postgresql", schema: ${JSON.stringify(join(process.cwd(), "src/schema.ts"))}, out: "./migrations" };\n`,
+        `export default { dialect: "postgresql", schema: ${JSON.stringify(join(process.cwd(), "src/db/schema.ts"))}, out: "./migrations" };\n`,
       );
       const before = readdirSync(join(dir, "migrations")).sort();
       const { stdout, stderr } = await promisify(execFile)(join(process.cwd(), "node_modules/.bin/drizzle-kit"), ["generate", "--config", config], { cwd: dir });

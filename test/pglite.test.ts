@@ -91,7 +91,7 @@ describe("embedded data folder", () => {
       const script = join(dataDir, "..", `try-lock-${process.pid}.mjs`);
       writeFileSync(
         script,
-        `import { lockDataDir } from ${JSON.stringify(join(process.cwd(), "src/embedded.ts"))};\n` +
+        `import { lockDataDir } from ${JSON.stringify(join(process.cwd(), "src/db/embedded.ts"))};\n` +
           `try { lockDataDir(${JSON.stringify(dataDir)}); console.log("LOCKED"); } catch (e) { console.log(e.code, e.holder.pid); }\n`,
       );
       const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", script]);
@@ -109,7 +109,7 @@ describe("embedded data folder", () => {
       "--import",
       "tsx",
       "-e",
-      `import(${JSON.stringify(join(process.cwd(), "src/embedded.ts"))}).then((m) => { m.lockDataDir(${JSON.stringify(dataDir)}); console.log("held"); setInterval(() => {}, 1000); })`,
+      `import(${JSON.stringify(join(process.cwd(), "src/db/embedded.ts"))}).then((m) => { m.lockDataDir(${JSON.stringify(dataDir)}); console.log("held"); setInterval(() => {}, 1000); })`,
     ]);
     await new Promise<void>((resolve, reject) => {
       child.stdout.on("data", (d: Buffer) => d.toString().includes("held") && resolve());

@@ -35,8 +35,8 @@ const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
 };
 /** What the README's Install section has users install next to the package (the optional PGlite aside). */
 const PEERS = ["pg", "@langchain/langgraph-checkpoint", "@langchain/core", "@langchain/langgraph"];
-/** Installed too: to run the README's TypeScript and to load a .ts upcasters module. */
-const TOOLS = ["tsx"];
+/** Installed too: to run the README's TypeScript and to load a .ts upcasters module; drizzle for the Data model's example (an optional peer). */
+const TOOLS = ["tsx", "drizzle-orm"];
 
 const db = withTestDatabase("tarball"); // DATABASE_URL of the README's commands
 const other = withTestDatabase("tarball_other"); // postgres://other/db
@@ -171,7 +171,11 @@ describe("the packed package, installed in an empty project", () => {
       "dist/cjs/index.js",
       "dist/cjs/index.d.ts",
       "dist/cjs/package.json",
-      "dist/cli.js",
+      "dist/cjs/schema.js",
+      "dist/db/schema.js",
+      "dist/db/schema.d.ts",
+      "dist/cjs/db/schema.d.ts",
+      "dist/cli/main.js",
       "bin/langgraph-checkpoint-pg.js",
       "migrations/0000_init.sql",
       "migrations/meta/_journal.json",
@@ -183,7 +187,7 @@ describe("the packed package, installed in an empty project", () => {
     for (const bin of Object.values(pkg.bin)) {
       expect(execFileSync("git", ["ls-files", "--error-unmatch", bin], { cwd: ROOT, encoding: "utf8" }).trim()).toBe(bin);
     }
-    const unwanted = packed.filter((f) => /^(src|test|bench|scripts)\//.test(f) || /\.map$/.test(f) || /^dist\/(cjs\/)?(demo|schema)\./.test(f) || /_snapshot\.json$/.test(f));
+    const unwanted = packed.filter((f) => /^(src|test|bench|scripts)\//.test(f) || /\.map$/.test(f) || /^dist\/(cjs\/)?demo\./.test(f) || /_snapshot\.json$/.test(f));
     expect(unwanted).toEqual([]);
     // Every migration the journal names, and no other SQL.
     const journal = JSON.parse(readFileSync(join(ROOT, "migrations/meta/_journal.json"), "utf8")) as { entries: { tag: string }[] };
@@ -247,7 +251,36 @@ describe("the packed package, installed in an empty project", () => {
     expect(rows[0]).toEqual({ esm: 1, cjs: 1 });
   });
 
-  it("a strict TypeScript file type-checks against its declarations, as ESM and as CommonJS (skipLibCheck: false)", async () => {
+  it("langgraph-checkpoint-pg/schema: import and require give the same drizzle tables, the migrated database's, in any schema", async () => {
+    const program = (load: string) => `${load}
+      const { getTableConfig } = require("drizzle-orm/pg-core");
+      const shape = (t) => { const c = getTableConfig(t); return { schema: c.schema ?? null, name: c.name, columns: c.columns.map((col) => col.name), keys: c.primaryKeys.map((k) => k.getName()) }; };
+      const tables = [s.checkpoints, s.checkpointWrites, s.checkpointBlobs, s.checkpointHeads];
+      const agents = s.checkpointTables("cjs_app");
+      console.log(JSON.stringify({ exports: Object.keys(s).sort(), tables: tables.map(shape), agents: [agents.checkpoints, agents.checkpointWrites, agents.checkpointBlobs, agents.checkpointHeads].map(shape) }));`;
+    writeFileSync(join(app, "schema-esm.mjs"), program('import { createRequire } from "node:module"; const require = createRequire(import.meta.url); const s = await import("langgraph-checkpoint-pg/schema");'));
+    writeFileSync(join(app, "schema-cjs.cjs"), program('const s = require("langgraph-checkpoint-pg/schema");'));
+    const [esm, cjs] = await Promise.all([sh("node schema-esm.mjs"), sh("node schema-cjs.cjs")]);
+    const [a, b] = [JSON.parse(ok(esm)), JSON.parse(ok(cjs))];
+    expect(a).toEqual(b);
+    expect(a.exports).toEqual(["checkpointBlobs", "checkpointHeads", "checkpointTables", "checkpointWrites", "checkpoints"]);
+    // Every table the migrations made, column for column (cjs_app was migrated by the test above).
+    const { rows } = await db.pool.query(
+      `SELECT c.relname AS name, array_agg(a.attname::text ORDER BY a.attnum) AS columns
+         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+        WHERE n.nspname = 'cjs_app' AND c.relkind = 'r' AND c.relname <> 'checkpointer_migrations'
+        GROUP BY c.relname`,
+    );
+    const migrated = Object.fromEntries(rows.map((r) => [r.name, [...r.columns].sort()]));
+    for (const [i, t] of a.tables.entries()) {
+      expect(t.schema).toBeNull();
+      expect([...t.columns].sort()).toEqual(migrated[t.name]);
+      expect(a.agents[i]).toEqual({ ...t, schema: "cjs_app" });
+    }
+    expect(a.tables.map((t: { name: string }) => t.name).sort()).toEqual(Object.keys(migrated).sort());
+  });
+
+  it("a strict TypeScript file type-checks against its declarations, as ESM and as CommonJS (skipLibCheck: false; /schema as drizzle users check it)", async () => {
     writeFileSync(
       join(app, "typed.mts"),
       `import pg from "pg";
@@ -280,10 +313,40 @@ export = saver;
         files: ["typed.mts", "typed.cts"],
       }),
     );
+    // langgraph-checkpoint-pg/schema, as a drizzle user has it: drizzle-orm's own declarations do not
+    // pass skipLibCheck: false (they name drivers nobody installs), so its users skip library checks.
+    writeFileSync(
+      join(app, "typed-schema.mts"),
+      `import { checkpoints, checkpointTables } from "langgraph-checkpoint-pg/schema";
+const threadColumn: "thread_id" = checkpoints.threadId._.name;
+const agents: "agents" | undefined = checkpointTables("agents").checkpointHeads._.schema;
+// @ts-expect-error the columns are typed: there is no such column
+void checkpoints.noSuchColumn;
+console.log(threadColumn, agents);
+`,
+    );
+    writeFileSync(
+      join(app, "typed-schema.cts"),
+      `import tables = require("langgraph-checkpoint-pg/schema");
+const blobValue: "value" = tables.checkpointBlobs.value._.name;
+// @ts-expect-error the columns are typed: there is no such column
+void tables.checkpointWrites.noSuchColumn;
+export = blobValue;
+`,
+    );
+    writeFileSync(
+      join(app, "tsconfig.schema.json"),
+      JSON.stringify({
+        compilerOptions: { strict: true, module: "nodenext", moduleResolution: "nodenext", target: "es2022", skipLibCheck: true, noEmit: true, types: ["node"] },
+        files: ["typed-schema.mts", "typed-schema.cts"],
+      }),
+    );
     const tsc = createRequire(join(ROOT, "package.json")).resolve("typescript/bin/tsc");
-    const r = await sh(`${JSON.stringify(process.execPath)} ${JSON.stringify(tsc)} -p .`);
-    expect(r.stdout + r.stderr).toBe("");
-    expect(r.code).toBe(0);
+    for (const project of [".", "tsconfig.schema.json"]) {
+      const r = await sh(`${JSON.stringify(process.execPath)} ${JSON.stringify(tsc)} -p ${project}`);
+      expect(r.stdout + r.stderr, project).toBe("");
+      expect(r.code).toBe(0);
+    }
   }, 240_000);
 
   it("the README's quick start runs as written, twice on one thread", async () => {
@@ -294,6 +357,29 @@ export = saver;
     }
     const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM public.checkpoints WHERE thread_id = '12345'");
     expect(rows[0].n).toBe(6);
+  });
+
+  it("the README's drizzle example (Data model) joins an application table with the checkpoints, as written", async () => {
+    const block = readmeBlocks().find((b) => b.section === "Data model" && b.lang === "ts" && b.code.includes("langgraph-checkpoint-pg/schema"));
+    expect(block, "a ts block importing langgraph-checkpoint-pg/schema under ## Data model").toBeDefined();
+    writeFileSync(join(app, "drizzle-join.mts"), block!.code);
+    // The thread the quick start wrote (run here if this test runs alone), and the application's table.
+    const has = await db.pool.query("SELECT 1 FROM public.checkpoint_heads WHERE thread_id = '12345'").catch(() => ({ rowCount: 0 }));
+    if (!has.rowCount) {
+      writeFileSync(join(app, "quick-start.mts"), quickStart());
+      ok(await sh("node --import tsx quick-start.mts"));
+    }
+    await db.pool.query("CREATE TABLE public.conversations (thread_id text PRIMARY KEY, user_id text NOT NULL)");
+    try {
+      await db.pool.query("INSERT INTO public.conversations VALUES ('12345', 'user-1'), ('no-checkpoints', 'user-1'), ('other', 'user-2')");
+      const out = ok(await sh("node --import tsx drizzle-join.mts"));
+      const { rows } = await db.pool.query("SELECT (c.metadata->>'step')::int AS step FROM public.checkpoint_heads h JOIN public.checkpoints c USING (thread_id, checkpoint_ns, checkpoint_id) WHERE h.thread_id = '12345' AND h.checkpoint_ns = ''");
+      expect(out).toMatch(new RegExp(`threadId: '12345',\\s+step: ${rows[0].step},\\s+at: \\d{4}-`));
+      expect(out).not.toContain("no-checkpoints");
+      expect(out).not.toContain("other");
+    } finally {
+      await db.pool.query("DROP TABLE public.conversations");
+    }
   });
 
   it("the command runs through npx --no-install: --help, --version", async () => {
@@ -390,7 +476,8 @@ describe("the README's command blocks, run in that project", () => {
     const names = (line: string) => line.split(/\s+/).slice(2).filter((w) => !w.startsWith("-") && !w.startsWith("#"));
     const registry = install[0]!.code.split("\n").filter((l) => l.startsWith("npm install"));
     expect(names(registry[0]!)).toEqual([pkg.name, ...PEERS]);
-    expect(names(registry[1]!)).toEqual(Object.keys(pkg.peerDependenciesMeta).filter((n) => pkg.peerDependenciesMeta[n]!.optional));
+    // Then one line per optional peer, each with what it is for.
+    expect(registry.slice(1).flatMap(names)).toEqual(Object.keys(pkg.peerDependenciesMeta).filter((n) => pkg.peerDependenciesMeta[n]!.optional));
     const fromTarball = install[1]!.code.split("\n").find((l) => l.startsWith("npm install"))!;
     const [tgz, ...peers] = names(fromTarball);
     expect(tgz!.endsWith(`/${tarball.split("/").pop()}`)).toBe(true);

@@ -67,10 +67,22 @@ function literals(file: string): string[] {
   return out;
 }
 
+/** The .ts files of a folder whose names match (a module split in parts: every part). */
+function sourcesOf(dir: string, name: RegExp): string[] {
+  const files = readdirSync(join(ROOT, dir)).filter((f) => f.endsWith(".ts") && name.test(f));
+  if (files.length === 0) throw new Error(`no ${name} in ${dir}`);
+  return files.map((f) => `${dir}/${f}`);
+}
+
 /** Files whose SQL runs at run time, through the caller's search_path. */
-const RUNTIME_SQL = ["src/queries.ts", "src/prune.ts", "src/inspect.ts", "src/migrate.ts", "src/trust.ts", "src/grants.ts", "src/saver.ts"];
+const RUNTIME_SQL = [
+  "src/queries.ts",
+  "src/saver.ts",
+  ...sourcesOf("src/ops", /^(prune|inspect|transfer|grants|adopt-steps)[.-]/),
+  ...sourcesOf("src/db", /^(migrate|migrations|trust)\./),
+];
 /** SQL that runs only inside `migrate`, with pg_catalog searched first and after the ownership checks. */
-const MIGRATION_SQL = ["src/adopt.ts", ...readdirSync(join(ROOT, "migrations")).filter((f) => f.endsWith(".sql")).map((f) => `migrations/${f}`)];
+const MIGRATION_SQL = [...sourcesOf("src/ops", /^adopt[.-]/), ...readdirSync(join(ROOT, "migrations")).filter((f) => f.endsWith(".sql")).map((f) => `migrations/${f}`)];
 
 const CALL = /(?<![\w$"])((?:pg_catalog\.)?)([a-z_][a-z0-9_]*)\(/g;
 
@@ -202,7 +214,7 @@ describe("built-ins in run-time SQL are schema-qualified", () => {
 describe("migrate refuses what another role owns or may create in the schema", () => {
   const migrationNames = async () => {
     const builtins = await catalogFunctions();
-    return [...new Set(calls([...MIGRATION_SQL, "src/migrate.ts", "src/trust.ts"], builtins).map((c) => c.name))];
+    return [...new Set(calls([...MIGRATION_SQL, "src/db/migrate.ts", "src/db/trust.ts"], builtins).map((c) => c.name))];
   };
 
   it("a role that may CREATE in the schema planted shadows of every built-in and a pre-created migrations table with a trigger: none runs, the error is typed", async () => {

@@ -2,7 +2,7 @@
  * Issue 16: upgrading this package while instances of the previous release
  * still run. The previous release's code comes from git history
  * (test/helpers/release.ts) and writes in a child process while the newest
- * migration runs; the compatibility levels (src/compat.ts) decide what an
+ * migration runs; the compatibility levels (src/db/compat.ts) decide what an
  * older release does on a newer schema.
  */
 import type { RunnableConfig } from "@langchain/core/runnables";

@@ -82,7 +82,7 @@ export function positiveInt(command: string, flag: string, value: string | undef
 }
 
 /** A thread id, checkpoint id or namespace from the command line, checked like the saver checks it. */
-export function keyArg(command: string, what: string, value: string, limit: keyof typeof LIMITS, allowEmpty = false): string {
+export function keyArg(command: string, { what, value, limit, allowEmpty = false }: { what: string; value: string; limit: keyof typeof LIMITS; allowEmpty?: boolean }): string {
   try {
     return checkKey(what, value, LIMITS[limit], { allowEmpty });
   } catch (err) {

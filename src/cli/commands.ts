@@ -1,23 +1,25 @@
 /**
  * What each CLI command does, once its arguments are parsed and checked
- * (src/cli.ts). Loaded lazily, so `--help` and usage errors stay instant.
+ * (src/cli/main.ts). Loaded lazily, so `--help` and usage errors stay instant.
  */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import type pg from "pg";
-import { isPGlite, pgliteDb, poolDb } from "../db.js";
+import { isPGlite, pgliteDb, poolDb } from "../db/db.js";
 import { migrationNumber } from "../errors.js";
-import { history, listThreads, migrationStatus, show, threadIds, toJsonSafe, type InspectOptions } from "../inspect.js";
-import { prune, type PruneResult } from "../prune.js";
+import { history, listThreads, migrationStatus, show, threadIds, type InspectOptions } from "../ops/inspect.js";
+import { toJsonSafe } from "../ops/decode.js";
+import { prune, type PruneResult } from "../ops/prune.js";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import type { SaverEvent } from "../events.js";
-import { MIGRATIONS_TABLE, finishAdoption, latestVersion, loadMigrations, runMigrations, type AdoptOption, type MigrateResult } from "../migrate.js";
-import { isEncryptedSerializer, reencrypt, type ReencryptResult } from "../reencrypt.js";
-import { rollbackAdoption } from "../rollback.js";
+import { MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, type AdoptOption, type MigrateResult } from "../db/migrate.js";
+import { finishAdoption } from "../ops/adopt-steps.js";
+import { isEncryptedSerializer, reencrypt, type ReencryptResult } from "../ops/reencrypt.js";
+import { rollbackAdoption } from "../ops/rollback.js";
 import { PostgresSaver } from "../saver.js";
-import type { Upcaster } from "../upcast.js";
+import type { Upcaster } from "../serde/upcast.js";
 import { quoteIdent } from "../validate.js";
 import { BIN } from "./args.js";
 import { connect, type Connection, type Target } from "./connect.js";
@@ -590,7 +592,7 @@ export async function upgradeStateCommand(c: Common & { module: string; batchSiz
   });
 }
 
-/** Rewrite encrypted values into the serializer's current form (see src/reencrypt.ts); the serializer comes from a module. */
+/** Rewrite encrypted values into the serializer's current form (see src/ops/reencrypt.ts); the serializer comes from a module. */
 export async function reencryptCommand(c: Common & { module: string; batchSize: number; dryRun: boolean }, io: Io): Promise<number> {
   const spec = await loadModule(c.module, "serializer", "serde");
   if (!isEncryptedSerializer(spec.serde)) throw new NotFoundError(`the module ${JSON.stringify(c.module)} does not export serde, an EncryptedSerializer`);

@@ -6,8 +6,8 @@
 import { existsSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import pg from "pg";
-import type { PGliteLike } from "../db.js";
-import { DEFAULT_DATA_DIR, openEmbedded, type OpenEmbeddedOptions } from "../embedded.js";
+import type { PGliteLike } from "../db/db.js";
+import { DEFAULT_DATA_DIR, openEmbedded, type OpenEmbeddedOptions } from "../db/embedded.js";
 import { CheckpointerError } from "../errors.js";
 import { NoEmbeddedDatabaseError } from "./exit.js";
 import { maskUrl, resolveUrl, scrub } from "./mask.js";

@@ -6,6 +6,7 @@ import { createReadStream, createWriteStream, renameSync, rmSync } from "node:fs
 import { createInterface } from "node:readline";
 import type { Writable } from "node:stream";
 import { InvalidInputError } from "../errors.js";
+import type { InspectOptions } from "../ops/inspect.js";
 import {
   checkRecords,
   EXPORT_FORMAT,
@@ -16,8 +17,7 @@ import {
   type ExportHeader,
   type ExportRecord,
   type ImportResult,
-  type InspectOptions,
-} from "../inspect.js";
+} from "../ops/transfer.js";
 import { ExportFileError, NotFoundError } from "./exit.js";
 import { progress } from "./format.js";
 

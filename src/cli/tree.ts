@@ -3,7 +3,7 @@
  * straight down; every other child of a checkpoint (a fork: time travel,
  * `updateState` on an old checkpoint) hangs off it, indented.
  */
-import type { HistoryEntry, Lineage } from "../inspect.js";
+import type { HistoryEntry, Lineage } from "../ops/inspect.js";
 import { formatTime, type Style } from "./format.js";
 
 export function renderLineage(lineage: Lineage, style: Style): string[] {

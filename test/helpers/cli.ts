@@ -1,7 +1,7 @@
 /**
  * Spawns the real CLI (or demo) from source, as a child process, the way a
  * user or a CI step runs it: `node scripts/demo.mjs ...` (as `npm run demo`), and
- * the CLI as `node .test-build/<run>/cli.mjs ...`, a bundle of src/ that global
+ * the CLI as `node .test-build/<run>/main.mjs ...`, a bundle of src/ that global
  * setup builds once per run ({@link bundleScripts}); any other script, or a run
  * without that setup, goes through `node --import tsx src/...`.
  *
@@ -14,7 +14,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { createRequire } from "node:module";
 import { rm } from "node:fs/promises";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { inject } from "vitest";
 
@@ -48,7 +48,7 @@ export function runScript(script: string, args: string[], options: RunOptions = 
   if (!options.env?.DATABASE_URL) delete env.DATABASE_URL;
   delete env.FORCE_COLOR;
   const bundle = inject("scriptBundle");
-  const entry = bundle?.scripts.includes(script) ? [join(bundle.dir, script.replace(/^src\//, "").replace(/\.ts$/, ".mjs"))] : ["--import", TSX, join(ROOT, script)];
+  const entry = bundle?.scripts.includes(script) ? [join(bundle.dir, basename(script).replace(/\.ts$/, ".mjs"))] : ["--import", TSX, join(ROOT, script)];
   const child = spawn(process.execPath, [...entry, ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
   child.stdin.end(options.input ?? "");
   return collect(child);
@@ -66,7 +66,7 @@ export function collect(child: ChildProcessWithoutNullStreams): Promise<Run> {
   });
 }
 
-export const runCli = (args: string[], options?: RunOptions) => runScript("src/cli.ts", args, options);
+export const runCli = (args: string[], options?: RunOptions) => runScript("src/cli/main.ts", args, options);
 
 /** The demo as `npm run demo` runs it: scripts/demo.mjs bundles src/demo.ts and runs it without tsx. */
 export function runDemo(args: string[], options: RunOptions = {}): Promise<Run> {
@@ -79,15 +79,15 @@ export function runDemo(args: string[], options: RunOptions = {}): Promise<Run> 
 }
 
 /** The scripts the tests spawn, bundled once per run by global setup. */
-export const SCRIPTS = ["src/cli.ts"];
+export const SCRIPTS = ["src/cli/main.ts"];
 
 /**
  * Bundles {@link SCRIPTS}: our source compiled into a few files (split at its dynamic imports, so
  * `--help` still loads no driver), packages left as imports. A spawned CLI then starts in plain
  * node, a third of the CPU time under tsx, whose loader hooks see every module load; the CLI
  * tests spawn dozens of processes. The bundle lives in the repository (packages resolve from its
- * node_modules), one folder per run. `import.meta.url` reads as a file in src/, so src/cli.ts's
- * `../package.json` and src/migrate.ts's `../migrations` resolve as from src/ (src/cli/commands.ts
+ * node_modules), one folder per run. `import.meta.url` reads as a file in src/cli/, so src/cli/main.ts's
+ * `../../package.json` and src/db/migrate.ts's search for `migrations/` resolve as from src/ (src/cli/commands.ts
  * only hands it to tsx as a parent URL).
  */
 export async function bundleScripts(): Promise<{ dir: string; scripts: string[]; remove(): Promise<void> }> {
@@ -101,7 +101,7 @@ export async function bundleScripts(): Promise<{ dir: string; scripts: string[];
     format: "esm",
     target: "node20",
     packages: "external",
-    define: { "import.meta.url": JSON.stringify(pathToFileURL(join(ROOT, "src", "bundled.mjs")).href) },
+    define: { "import.meta.url": JSON.stringify(pathToFileURL(join(ROOT, "src", "cli", "bundled.mjs")).href) },
     outdir: dir,
     outExtension: { ".js": ".mjs" },
     logLevel: "warning",

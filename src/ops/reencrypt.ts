@@ -12,13 +12,13 @@
  * waits for the batch).
  */
 import pg from "pg";
-import { dbOf, poolDb, type Db, type PGliteLike, type Queryable } from "./db.js";
-import type { EncryptedSerializer } from "./encryption.js";
-import { CheckpointerError, DatabaseOperationError, InvalidOptionsError } from "./errors.js";
-import { guard, type HandlerErrorHandler } from "./events.js";
-import { assertSchemaCurrent } from "./migrate.js";
-import type { ValueRow } from "./rowserde.js";
-import { checkSchemaName, quoteIdent } from "./validate.js";
+import { dbOf, poolDb, type Db, type PGliteLike, type Queryable } from "../db/db.js";
+import type { EncryptedSerializer } from "../serde/encryption.js";
+import { CheckpointerError, DatabaseOperationError, InvalidOptionsError } from "../errors.js";
+import { guard, type HandlerErrorHandler } from "../events.js";
+import { assertSchemaCurrent } from "../db/migrate.js";
+import type { ValueRow } from "../serde/rowserde.js";
+import { checkSchemaName, quoteIdent } from "../validate.js";
 
 /** Options of {@link reencrypt}. */
 export interface ReencryptOptions {

@@ -4,7 +4,7 @@
  * speaks SQL through {@link Db}; only this file knows the drivers apart.
  */
 import pg from "pg";
-import { classify, UnconfirmedCommitError } from "./errors.js";
+import { classify, UnconfirmedCommitError } from "../errors.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- rows are whatever the SQL selects
 export type Row = Record<string, any>;

@@ -3,12 +3,13 @@
  * a role that can only read and write rows of the saver's tables. These are
  * the GRANT statements that give such a role exactly what the saver needs.
  */
-import { InvalidOptionsError } from "./errors.js";
-import { MIGRATIONS_TABLE } from "./migrate.js";
-import { checkSchemaName, quoteIdent } from "./validate.js";
+import { InvalidOptionsError } from "../errors.js";
+import { MIGRATIONS_TABLE } from "../db/migrate.js";
+import { checkSchemaName, quoteIdent } from "../validate.js";
+import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js";
 
 /** The tables whose rows the saver reads and writes. */
-const DATA_TABLES = ["checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads"] as const;
+const DATA_TABLES = [CHECKPOINTS.table, CHECKPOINT_WRITES.table, CHECKPOINT_BLOBS.table, CHECKPOINT_HEADS.table] as const;
 
 export interface GrantOptions {
   /** The application's role (it must exist). Any identifier: it is quoted. */

@@ -24,7 +24,7 @@
  * {@link DeserializationError} naming the Python class, never a guessed value.
  */
 import { DeltaSnapshot } from "@langchain/langgraph-checkpoint";
-import { DeserializationError } from "./errors.js";
+import { DeserializationError } from "../errors.js";
 
 /** The type tag of values written by Python's serializer as `"msgpack"`. */
 export const PY_MSGPACK_TYPE = "msgpack-py";

@@ -22,10 +22,10 @@ import {
   positionals,
   positiveInt,
   schemaOption,
-} from "./cli/args.js";
-import type { Common, Io } from "./cli/commands.js";
-import { EXIT, errorText, exitCodeOf } from "./cli/exit.js";
-import { resolveUrl } from "./cli/mask.js";
+} from "./args.js";
+import type { Common, Io } from "./commands.js";
+import { EXIT, errorText, exitCodeOf } from "./exit.js";
+import { resolveUrl } from "./mask.js";
 
 const DATABASE_HELP = `Database (every command):
   --database-url <url>  a Postgres server (default: $DATABASE_URL)
@@ -78,7 +78,7 @@ interface CommandSpec {
   run(argv: string[], io: Io): Promise<number>;
 }
 
-const commands = () => import("./cli/commands.js");
+const commands = () => import("./commands.js");
 
 const JSON_OPTION = { json: { type: "boolean" } } as const;
 
@@ -179,7 +179,7 @@ const COMMANDS: Record<string, CommandSpec> = {
         if (values.limit !== undefined) throw new UsageError("--limit: not an option of threads delete", "threads");
         const c = {
           ...common("threads", values),
-          threadIds: [...new Set(rest.slice(1).map((t) => keyArg("threads", "<thread>", t, "thread_id")))],
+          threadIds: [...new Set(rest.slice(1).map((t) => keyArg("threads", { what: "<thread>", value: t, limit: "thread_id" })))],
           dryRun: values["dry-run"] === true,
         };
         return (await commands()).deleteThreadsCommand(c, io);
@@ -205,8 +205,8 @@ const COMMANDS: Record<string, CommandSpec> = {
       const [thread] = positionals("history", rest, ["thread"], 1);
       const c = {
         ...common("history", values),
-        threadId: keyArg("history", "<thread>", thread!, "thread_id"),
-        ns: values.ns === undefined ? undefined : keyArg("history", "--ns", values.ns, "checkpoint_ns", true),
+        threadId: keyArg("history", { what: "<thread>", value: thread!, limit: "thread_id" }),
+        ns: values.ns === undefined ? undefined : keyArg("history", { what: "--ns", value: values.ns, limit: "checkpoint_ns", allowEmpty: true }),
       };
       return (await commands()).historyCommand(c, io);
     },
@@ -226,9 +226,9 @@ const COMMANDS: Record<string, CommandSpec> = {
       const [thread, id] = positionals("show", rest, ["thread", "checkpoint"], 1);
       const c = {
         ...common("show", values),
-        threadId: keyArg("show", "<thread>", thread!, "thread_id"),
-        checkpointId: id === undefined ? undefined : keyArg("show", "<checkpoint>", id, "checkpoint_id"),
-        ns: keyArg("show", "--ns", values.ns ?? "", "checkpoint_ns", true),
+        threadId: keyArg("show", { what: "<thread>", value: thread!, limit: "thread_id" }),
+        checkpointId: id === undefined ? undefined : keyArg("show", { what: "<checkpoint>", value: id, limit: "checkpoint_id" }),
+        ns: keyArg("show", { what: "--ns", value: values.ns ?? "", limit: "checkpoint_ns", allowEmpty: true }),
       };
       return (await commands()).showCommand(c, io);
     },
@@ -254,7 +254,7 @@ const COMMANDS: Record<string, CommandSpec> = {
       if (values.output === "") throw new UsageError("--output: must not be empty", "export");
       const c = {
         ...common("export", values),
-        threads: rest.map((t) => keyArg("export", "<thread>", t, "thread_id")),
+        threads: rest.map((t) => keyArg("export", { what: "<thread>", value: t, limit: "thread_id" })),
         all: values.all === true,
         output: values.output,
       };
@@ -337,7 +337,7 @@ const COMMANDS: Record<string, CommandSpec> = {
         olderThan,
         idleFor,
         threadTtl: values["no-ttl"] ? false : values.ttl ? true : undefined,
-        threadIds: values.thread?.map((t) => keyArg("prune", "--thread", t, "thread_id")),
+        threadIds: values.thread?.map((t) => keyArg("prune", { what: "--thread", value: t, limit: "thread_id" })),
         grace,
         yes: values.yes === true,
       };
@@ -419,7 +419,7 @@ const COMMANDS: Record<string, CommandSpec> = {
       const { values, positionals: rest } = parse("grants", argv, { ...CONNECTION_OPTIONS, role: { type: "string" }, "revoke-public-temp": { type: "boolean" } });
       positionals("grants", rest, [], 0);
       if (values.role === undefined || values.role === "") throw new UsageError("--role <role> is required", "grants");
-      const { grantStatements } = await import("./grants.js");
+      const { grantStatements } = await import("../ops/grants.js");
       let statements: string[];
       try {
         statements = grantStatements({ role: values.role, schema: schemaOption("grants", values.schema), revokePublicTemp: values["revoke-public-temp"] === true });
@@ -449,7 +449,7 @@ async function main(argv: string[], io: Io): Promise<number> {
     return name === undefined ? EXIT.USAGE : EXIT.OK;
   }
   if (name === "--version" || name === "-v") {
-    io.out((JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version);
+    io.out((JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version);
     return EXIT.OK;
   }
   const command = Object.prototype.hasOwnProperty.call(COMMANDS, name) ? COMMANDS[name] : undefined;

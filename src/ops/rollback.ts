@@ -20,14 +20,17 @@
  */
 import { JsonPlusSerializer, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { createHash } from "node:crypto";
-import { BRIDGE_SETTING, lockOfficial, rollbackStatements, type AdoptionRecord } from "./adopt.js";
-import type { Queryable } from "./db.js";
-import { MigrationError } from "./errors.js";
-import { adoptionStep, withTarget, type TargetOptions } from "./migrate.js";
-import { PY_MSGPACK_TYPE } from "./pyserde.js";
-import { MsgpackSerializer } from "./serde.js";
-import { checkSchemaName, quoteIdent } from "./validate.js";
-import { toLongVersion, versionCounter } from "./version.js";
+import { BRIDGE_SETTING, lockOfficial, type AdoptionRecord } from "./adopt.js";
+import { rollbackStatements } from "./adopt-bridge.js";
+import type { Queryable } from "../db/db.js";
+import { MigrationError } from "../errors.js";
+import { adoptionStep } from "./adopt-steps.js";
+import { withTarget, type TargetOptions } from "../db/migrate.js";
+import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
+import { MsgpackSerializer } from "../serde.js";
+import { checkSchemaName, quoteIdent } from "../validate.js";
+import { OWN_TABLES } from "../db/names.js";
+import { toLongVersion, versionCounter } from "../version.js";
 
 export interface RollbackAdoptionOptions extends TargetOptions {
   /** The serializer this package's saver used (needed to decode encrypted values). Default {@link MsgpackSerializer}. */
@@ -69,11 +72,11 @@ export async function rollbackAdoption(options: RollbackAdoptionOptions = {}): P
   const serde = options.serde ?? new MsgpackSerializer();
   const dryRun = options.dryRun ?? false;
   return withTarget(options, "rollback-adoption", (db) =>
-    adoptionStep(
-      db,
+    adoptionStep(db, {
       schema,
-      "rolling the adoption back",
-      async (tx, record) => {
+      what: "rolling the adoption back",
+      dryRun,
+      fn: async (tx, record) => {
         // Done before: this schema has refused every write since.
         if (record.state === "rolled-back") return { schema, from: record.from, target: record.source, checkpoints: 0, blobs: 0, writes: 0, rolledBack: true };
         if (!dryRun) {
@@ -82,15 +85,14 @@ export async function rollbackAdoption(options: RollbackAdoptionOptions = {}): P
           // ACCESS EXCLUSIVE: what the trigger changes below take (never upgraded from a weaker lock).
           // The official tables first: an official write locks them, then (its triggers) ours.
           await tx.query(lockOfficial(record.from, "ACCESS EXCLUSIVE"));
-          await tx.query(`LOCK TABLE ${["checkpoint_heads", "checkpoints", "checkpoint_blobs", "checkpoint_writes"].map((x) => `${t}.${x}`).join(", ")} IN ACCESS EXCLUSIVE MODE`);
+          await tx.query(`LOCK TABLE ${OWN_TABLES.map((x) => `${t}.${x}`).join(", ")} IN ACCESS EXCLUSIVE MODE`);
           await tx.query("SELECT set_config($1, 'off', true)", [BRIDGE_SETTING]);
         }
-        const counts = await convert(tx, schema, record, serde, !dryRun);
+        const counts = await convert(tx, { schema, record, serde, write: !dryRun });
         if (!dryRun) for (const statement of rollbackStatements(schema, record.from)) await tx.query(statement);
         return { schema, from: record.from, target: record.source, ...counts, rolledBack: !dryRun };
       },
-      dryRun,
-    ),
+    }),
   );
 }
 
@@ -127,10 +129,7 @@ interface CheckpointRow {
 
 async function convert(
   tx: Queryable,
-  schema: string,
-  record: AdoptionRecord,
-  serde: SerializerProtocol,
-  write: boolean,
+  { schema, record, serde, write }: { schema: string; record: AdoptionRecord; serde: SerializerProtocol; write: boolean },
 ): Promise<{ checkpoints: number; blobs: number; writes: number }> {
   const t = quoteIdent(schema);
   const s = quoteIdent(record.from);

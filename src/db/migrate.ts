@@ -21,123 +21,34 @@
  * - retrying what may succeed later (the database not up yet, a deadlock, a
  *   lock wait that timed out) with backoff, reporting each attempt.
  */
-import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import {
-  ADOPTION_TABLE,
   SCHEMA_LOCK_SQL,
-  finishStatements,
-  findOfficialTables,
-  isEmpty,
-  planAdoption,
   readAdoption,
   type AdoptionRecord,
   type AdoptionSummary,
-} from "./adopt.js";
+} from "../ops/adopt.js";
+import { findOfficialTables } from "../ops/adopt-official.js";
+import { isEmpty, planAdoption } from "../ops/adopt-plan.js";
 import { compatibleFrom } from "./compat.js";
 import { dbOf, type Db, type PGliteLike, type Queryable } from "./db.js";
 import {
   AdoptionRequiredError,
   CheckpointerError,
-  DatabaseOperationError,
   InvalidOptionsError,
   MigrationError,
-  SchemaNotMigratedError,
   SchemaTooNewError,
   sqlStateOf,
-} from "./errors.js";
-import { emit, guard, type EventHandler, type HandlerErrorHandler } from "./events.js";
+} from "../errors.js";
+import { emit, guard, type EventHandler, type HandlerErrorHandler } from "../events.js";
 import { inspectAdoptionSource, inspectTrust, refuse } from "./trust.js";
-import { checkSchemaName, quoteIdent } from "./validate.js";
+import { checkSchemaName, quoteIdent } from "../validate.js";
+import { MIGRATIONS_TABLE, loadMigrations, type Migration } from "./migrations.js";
+import { OWN_TABLES } from "./names.js";
 
-/** Name of the table, inside the target schema, that records applied migrations. */
-export const MIGRATIONS_TABLE = "checkpointer_migrations";
-
-/** One migration file. `version` is 1-based and dense. */
-export interface Migration {
-  version: number;
-  name: string;
-  sql: string;
-  sha256: string;
-  statements: string[];
-}
-
-const PACKAGE_NAME = "langgraph-checkpoint-pg";
-
-/**
- * The `migrations/` folder of this package: the first folder above this module
- * whose package.json is this package's (src/ and dist/ in a clone, dist/ and
- * dist/cjs/ where installed, a bundle under node_modules/.cache). Checking the
- * name matters: a host application using drizzle has its own
- * `migrations/meta/_journal.json`, which must never be applied here.
- * (The CommonJS build defines `import.meta.url` as its own file's URL.)
- */
-function migrationsDir(): string {
-  const start = dirname(fileURLToPath(import.meta.url));
-  for (let dir = start; ; dir = dirname(dir)) {
-    if (existsSync(join(dir, "migrations", "meta", "_journal.json")) && packageName(join(dir, "package.json")) === PACKAGE_NAME) {
-      return join(dir, "migrations");
-    }
-    if (dirname(dir) === dir) {
-      throw new MigrationError(
-        `the migrations of ${PACKAGE_NAME} were not found in any folder above ${start}: ` +
-          `keep the package's files together (a bundler must leave ${PACKAGE_NAME} external, or copy its migrations/ folder next to its package.json)`,
-      );
-    }
-  }
-}
-
-function packageName(file: string): string | undefined {
-  try {
-    return (JSON.parse(readFileSync(file, "utf8")) as { name?: string }).name;
-  } catch {
-    return undefined;
-  }
-}
-
-let cached: Migration[] | undefined;
-
-/**
- * The migrations shipped with this package, in order.
- *
- * @example
- * ```ts
- * console.log(loadMigrations().map((m) => m.name)); // ["0000_init", ...]
- * ```
- */
-export function loadMigrations(): Migration[] {
-  if (cached) return cached;
-  const dir = migrationsDir();
-  const journal = JSON.parse(readFileSync(join(dir, "meta", "_journal.json"), "utf8")) as {
-    entries: { idx: number; tag: string }[];
-  };
-  cached = [...journal.entries]
-    .sort((a, b) => a.idx - b.idx)
-    .map((entry, i) => {
-      if (entry.idx !== i) throw new MigrationError(`migrations/meta/_journal.json is not dense at index ${i}`);
-      const sql = readFileSync(join(dir, `${entry.tag}.sql`), "utf8");
-      return {
-        version: i + 1,
-        name: entry.tag,
-        sql,
-        sha256: createHash("sha256").update(sql).digest("hex"),
-        statements: sql
-          .split("--> statement-breakpoint")
-          .map((s) => s.trim())
-          .filter((s) => s.length > 0),
-      };
-    });
-  return cached;
-}
-
-/** The migration version this code requires. */
-export function latestVersion(): number {
-  return loadMigrations().length;
-}
+// The shipped migrations and the schema-level checks live in migrations.ts; imported from here too.
+export { MIGRATIONS_TABLE, assertSchemaCurrent, latestVersion, loadMigrations, schemaLevel, schemaVersion, type Migration } from "./migrations.js";
 
 /** Where a plain function (`migrate`, `finishAdoption`, ...) runs. */
 export interface TargetOptions {
@@ -225,10 +136,7 @@ export interface MigrateResult {
  * official tables when adopting) before giving up and retrying: writers
  * queue behind a waiting lock request, so it must not wait long.
  */
-const MIGRATION_LOCK_TIMEOUT = "10s";
-
-/** Our tables, in the order a migration locks them (a put locks the head first). */
-const OWN_TABLES = ["checkpoint_heads", "checkpoints", "checkpoint_blobs", "checkpoint_writes"] as const;
+export const MIGRATION_LOCK_TIMEOUT = "10s";
 
 /**
  * Apply pending migrations to `schema`. Idempotent and safe to run from many
@@ -249,7 +157,7 @@ export async function migrate(options: MigrateOptions = {}): Promise<MigrateResu
   const schema = checkSchemaName(options.schema ?? "public");
   const onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
   const settings = { dryRun: options.dryRun, onEvent, adopt: checkAdopt(options.adopt) };
-  return withRetry("migrate", schema, options.retry, onEvent, () => withTarget(options, "migrate", (db) => migrateOnce(db, schema, settings)));
+  return withRetry({ operation: "migrate", schema, retry: options.retry, onEvent }, () => withTarget(options, "migrate", (db) => migrateOnce(db, schema, settings)));
 }
 
 /**
@@ -266,7 +174,7 @@ export async function withTarget<T>(options: TargetOptions, operation: string, f
     own.on("error", () => undefined);
     await own.connect().catch(async (cause: unknown) => {
       await own.end().catch(() => undefined);
-      throw new MigrationError(`could not connect to run ${operation} (${describe(cause)})`, { cause });
+      throw new MigrationError(`could not connect to run ${operation} (${describeFailure(cause)})`, { cause });
     });
   }
   try {
@@ -294,7 +202,7 @@ export function runMigrations(
 ): Promise<MigrateResult> {
   const onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
   const settings = { dryRun: options.dryRun, onEvent, adopt: checkAdopt(options.adopt) };
-  return withRetry(options.operation ?? "migrate", schema, options.retry, onEvent, () => migrateOnce(db, schema, settings));
+  return withRetry({ operation: options.operation ?? "migrate", schema, retry: options.retry, onEvent }, () => migrateOnce(db, schema, settings));
 }
 
 function checkAdopt(adopt: unknown): AdoptOption | undefined {
@@ -320,10 +228,7 @@ function checkRetry(retry: RetryOptions | false | undefined): Required<RetryOpti
 
 /** Run `fn` until it succeeds, fails for good, or runs out of attempts; report each retry. */
 async function withRetry<T>(
-  operation: "setup" | "migrate",
-  schema: string,
-  retry: RetryOptions | false | undefined,
-  onEvent: EventHandler | undefined,
+  { operation, schema, retry, onEvent }: { operation: "setup" | "migrate"; schema: string; retry: RetryOptions | false | undefined; onEvent: EventHandler | undefined },
   fn: () => Promise<T>,
 ): Promise<T> {
   const { attempts, initialDelayMs, maxDelayMs } = checkRetry(retry);
@@ -352,7 +257,7 @@ function codeOf(err: unknown): string | undefined {
 }
 
 /** First line of a driver error, for a message: the SQLSTATE, or what the socket said. */
-function describe(err: unknown): string {
+export function describeFailure(err: unknown): string {
   const state = sqlStateOf(err);
   if (state) return `SQLSTATE ${state}`;
   return err instanceof Error ? `connection error: ${err.message.split("\n")[0]}` : "connection error";
@@ -490,8 +395,8 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
     if (err instanceof CheckpointerError) throw err;
     throw new MigrationError(
       current
-        ? `migration ${current.name} failed on schema "${schema}" (${describe(err)}); nothing was applied`
-        : `migrating schema "${schema}" failed (${describe(err)}); nothing was applied`,
+        ? `migration ${current.name} failed on schema "${schema}" (${describeFailure(err)}); nothing was applied`
+        : `migrating schema "${schema}" failed (${describeFailure(err)}); nothing was applied`,
       { cause: err, migration: current?.name },
     );
   }
@@ -595,169 +500,4 @@ async function onlyOfficialSchema(tx: Queryable, schema: string): Promise<string
           'name one: adopt: { from: "<schema>" } (CLI: --adopt <schema>). Nothing was changed.',
     { migration: "adoption" },
   );
-}
-
-export interface FinishAdoptionOptions extends TargetOptions {
-  /** Print the statements, change nothing. */
-  dryRun?: boolean;
-}
-
-export interface FinishAdoptionResult {
-  schema: string;
-  /** The schema of the official tables. */
-  from: string;
-  /** False when it was finished already. */
-  finished: boolean;
-  sql: string;
-}
-
-/**
- * Finish an adoption once no instance of the official saver runs any more:
- * its tables stop being copied, and from now on refuse every write (an
- * instance that was missed fails with SQLSTATE LGB02 and a message saying
- * so, instead of writing where nobody reads). A rollback stays possible.
- *
- * @example
- * ```ts
- * await finishAdoption({ pool, schema: "langgraph" });
- * ```
- */
-export async function finishAdoption(options: FinishAdoptionOptions = {}): Promise<FinishAdoptionResult> {
-  const schema = checkSchemaName(options.schema ?? "public");
-  return withTarget(options, "finish-adoption", (db) =>
-    adoptionStep(db, schema, "finishing the adoption", async (tx, record) => {
-      if (record.state === "rolled-back") {
-        throw new MigrationError(`Schema "${schema}" was rolled back to the official saver; there is no adoption to finish. Nothing was changed.`);
-      }
-      if (record.state === "finished") return { schema, from: record.from, finished: false, sql: "" };
-      const statements = finishStatements(schema, record.from);
-      if (!options.dryRun) for (const s of statements) await tx.query(s);
-      return { schema, from: record.from, finished: true, sql: statements.map((s) => `${s};`).join("\n") };
-    }, options.dryRun ?? false),
-  );
-}
-
-/**
- * One adoption step (finish, rollback) on `schema`: one transaction, under the
- * migration locks of both schemas, with the adoption record read first.
- */
-export async function adoptionStep<T>(
-  db: Db,
-  schema: string,
-  what: string,
-  fn: (tx: Queryable, record: AdoptionRecord) => Promise<T>,
-  dryRun: boolean,
-): Promise<T> {
-  try {
-    return await db.transaction(
-      async (tx) => {
-        // As for a migration: built-ins first, and no other role's code in what this step runs or changes.
-        await tx.query(`SET LOCAL search_path TO ${quoteIdent(schema)}, pg_temp`);
-        await tx.query(SCHEMA_LOCK_SQL, [schema]);
-        await tx.query("SELECT pg_catalog.set_config('lock_timeout', $1, true)", [MIGRATION_LOCK_TIMEOUT]);
-        const trust = await inspectTrust(tx, schema);
-        refuse(trust, schema, [...trust.always, ...trust.whenApplying]);
-        const record = await readAdoption(tx, schema);
-        if (!record) {
-          throw new MigrationError(`Schema "${schema}" has no ${ADOPTION_TABLE} record: it never adopted the official saver's tables. Nothing was changed.`, {
-            migration: "adoption",
-          });
-        }
-        await tx.query(SCHEMA_LOCK_SQL, [record.from]);
-        refuse(trust, schema, await inspectAdoptionSource(tx, record.from));
-        return fn(tx, record);
-      },
-      { rollback: dryRun },
-    );
-  } catch (err) {
-    if (err instanceof CheckpointerError) throw err;
-    throw new MigrationError(`${what} on schema "${schema}" failed (${describe(err)}); nothing was changed`, { cause: err, migration: "adoption" });
-  }
-}
-
-/**
- * The adoption recorded in `schema` (undefined: none). Read-only.
- *
- * @example
- * ```ts
- * const a = await adoptionStatus({ pool, schema: "langgraph" });
- * console.log(a?.state); // "bridging" | "finished" | "rolled-back"
- * ```
- */
-export async function adoptionStatus(options: TargetOptions = {}): Promise<AdoptionRecord | undefined> {
-  const schema = checkSchemaName(options.schema ?? "public");
-  return withTarget(options, "status", async (db) => {
-    try {
-      return await readAdoption(db, schema);
-    } catch (err) {
-      throw new DatabaseOperationError("reading the adoption record", err);
-    }
-  });
-}
-
-/**
- * The migration version recorded in `schema` (0 when none). Read-only.
- *
- * @example
- * ```ts
- * const v = await schemaVersion(pool, "public");
- * if (v < latestVersion()) console.log("migrations pending");
- * ```
- */
-export async function schemaVersion(db: Queryable, schema: string): Promise<number> {
-  try {
-    const res = await db.query<{ v: number }>(`SELECT coalesce(pg_catalog.max(version), 0)::int AS v FROM ${quoteIdent(schema)}.${MIGRATIONS_TABLE}`);
-    return res.rows[0]!.v;
-  } catch (err) {
-    // 42P01 undefined_table, 3F000 invalid_schema_name: nothing migrated yet.
-    if (sqlStateOf(err) === "42P01" || sqlStateOf(err) === "3F000") return 0;
-    throw err;
-  }
-}
-
-/**
- * The schema's migration level, and the oldest code level its migrations
- * newer than this code work with (see compat.ts). Read-only.
- */
-export async function schemaLevel(db: Queryable, schema: string): Promise<{ version: number; compatibleFrom: number }> {
-  const known = latestVersion();
-  try {
-    const res = await db.query<{ v: number; cf: number }>(
-      `SELECT coalesce(pg_catalog.max(version), 0)::int AS v,
-              coalesce(pg_catalog.max(coalesce((pg_catalog.to_jsonb(m) ->> 'compatible_from')::int, version)) FILTER (WHERE version > $1), 0)::int AS cf
-         FROM ${quoteIdent(schema)}.${MIGRATIONS_TABLE} m`,
-      [known],
-    );
-    return { version: res.rows[0]!.v, compatibleFrom: res.rows[0]!.cf };
-  } catch (err) {
-    // 42P01 undefined_table, 3F000 invalid_schema_name: nothing migrated yet.
-    if (sqlStateOf(err) === "42P01" || sqlStateOf(err) === "3F000") return { version: 0, compatibleFrom: 0 };
-    throw err;
-  }
-}
-
-/**
- * Refuse a schema this code cannot work on: not (fully) migrated, or migrated
- * by a newer release whose newer migrations this code does not work with. A
- * newer schema whose newer migrations are additive (compat.ts) is accepted,
- * with a `schemaNewer` event. `operation` names the caller in a connection error.
- *
- * @example
- * ```ts
- * await assertSchemaCurrent(db, "public", "prune"); // SchemaNotMigratedError until migrate() ran
- * ```
- */
-export async function assertSchemaCurrent(db: Queryable, schema: string, operation: string, onEvent?: EventHandler): Promise<void> {
-  let level: { version: number; compatibleFrom: number };
-  try {
-    level = await schemaLevel(db, schema);
-  } catch (err) {
-    throw new DatabaseOperationError(`${operation} (checking the schema version)`, err);
-  }
-  const known = latestVersion();
-  if (level.version < known) throw new SchemaNotMigratedError(schema, level.version, known);
-  if (level.version > known) {
-    if (level.compatibleFrom > known) throw new SchemaTooNewError(schema, level.version, known, level.compatibleFrom);
-    emit(onEvent, { type: "schemaNewer", schema, schemaVersion: level.version, codeVersion: known });
-  }
 }

@@ -34,7 +34,7 @@
  * Adding a migration: add its entry below (a test fails without one).
  */
 
-import { migrationNumber } from "./errors.js";
+import { migrationNumber } from "../errors.js";
 
 export interface MigrationCompatibility {
   /** The oldest code level that keeps working with this migration applied (0: any; additive). */
@@ -75,6 +75,6 @@ export const COMPATIBILITY: Readonly<Record<number, MigrationCompatibility>> = {
  */
 export function compatibleFrom(version: number): number {
   const entry = COMPATIBILITY[version];
-  if (!entry) throw new Error(`migration ${migrationNumber(version)} declares no compatibility level in src/compat.ts (its entry is COMPATIBILITY[${version}])`);
+  if (!entry) throw new Error(`migration ${migrationNumber(version)} declares no compatibility level in src/db/compat.ts (its entry is COMPATIBILITY[${version}])`);
   return entry.compatibleFrom;
 }

@@ -10,8 +10,8 @@
  * new checkpoint never references a value that was only computed in memory.
  */
 import type { CheckpointPendingWrite, CheckpointTuple } from "@langchain/langgraph-checkpoint";
-import { CheckpointerError, InvalidOptionsError } from "./errors.js";
-import { counterText, parseVersion, versionCounter } from "./version.js";
+import { CheckpointerError, InvalidOptionsError } from "../errors.js";
+import { counterText, parseVersion, versionCounter } from "../version.js";
 
 export interface UpcastContext {
   threadId: string;

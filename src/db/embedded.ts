@@ -8,7 +8,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, r
 import { hostname } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { gunzipSync } from "node:zlib";
-import { CheckpointerError, InvalidOptionsError } from "./errors.js";
+import { CheckpointerError, InvalidOptionsError } from "../errors.js";
 import type { PGliteLike } from "./db.js";
 
 /** Where the embedded database lives unless told otherwise: `./.langgraph-pg` under the working directory. */

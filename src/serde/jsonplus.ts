@@ -21,7 +21,7 @@
  * database holds reads back.
  */
 import { DeltaSnapshot } from "@langchain/langgraph-checkpoint";
-import { DeserializationError } from "./errors.js";
+import { DeserializationError } from "../errors.js";
 
 /** A LangChain class allowed in stored values: looked up by its serialized id. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

@@ -29,7 +29,7 @@
  * from a trusted role, since nothing else may own code there.
  */
 import type { Queryable } from "./db.js";
-import { UnsafeSchemaError } from "./errors.js";
+import { UnsafeSchemaError } from "../errors.js";
 
 /** Our tables that a migration reads before it knows whether it will change anything: plain tables only. */
 const READ_FIRST = ["checkpointer_migrations", "checkpointer_adoption"];

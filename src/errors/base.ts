@@ -1,0 +1,49 @@
+/**
+ * The base of every error this package throws: {@link CheckpointerError}
+ * with a stable `code`. Its own module so that the error modules
+ * (src/errors.ts, src/errors/database.ts) build on it without importing
+ * each other.
+ */
+
+/** Stable error codes. Match on these, never on messages. */
+export type CheckpointerErrorCode =
+  | "INVALID_INPUT"
+  | "INVALID_OPTIONS"
+  | "SCHEMA_NOT_MIGRATED"
+  | "SCHEMA_TOO_NEW"
+  | "MIGRATION_FAILED"
+  | "CHECKPOINT_CONFLICT"
+  | "CHECKPOINT_PARENT_MISSING"
+  | "SERIALIZATION_FAILED"
+  | "DESERIALIZATION_FAILED"
+  | "DATABASE_ERROR"
+  | "DATA_DIR_LOCKED"
+  | "UPCASTER_MISSING"
+  | "STATE_VERSION_TOO_NEW"
+  | "ADOPTION_REQUIRED"
+  | "ADOPTION_ROLLED_BACK"
+  | "HISTORY_CORRUPT"
+  | "UNSAFE_SCHEMA";
+
+/**
+ * Base class of every error thrown by this package.
+ *
+ * @example
+ * ```ts
+ * try { await saver.getTuple(config); }
+ * catch (err) { if (err instanceof CheckpointerError && err.retryable) retry(); else throw err; }
+ * ```
+ */
+export class CheckpointerError extends Error {
+  /** Stable, machine-readable code. */
+  readonly code: CheckpointerErrorCode;
+  /** True when repeating the same operation later may succeed. */
+  readonly retryable: boolean;
+
+  constructor(code: CheckpointerErrorCode, message: string, options?: { cause?: unknown; retryable?: boolean }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.retryable = options?.retryable ?? false;
+  }
+}

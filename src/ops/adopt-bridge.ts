@@ -1,0 +1,260 @@
+/**
+ * The adoption's triggers, as SQL: the bridge that copies the official
+ * saver's writes into our schema while both run, the guards that replace it
+ * when the adoption is finished, and what a rollback leaves (our tables
+ * refusing writes). Statements only: adopt-plan.ts, adopt-steps.ts and
+ * rollback.ts run them.
+ */
+import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
+import { quoteIdent } from "../validate.js";
+import { ADOPTION_SQLSTATE, ADOPTION_TABLE, BRIDGE, BRIDGE_DELETE, BRIDGE_SETTING, FORGET, GUARD, lockOfficial, PY_TASK_PATH, ROLLED_BACK, TABLES } from "./adopt.js";
+import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js";
+
+const lit = (s: string) => `'${s.replace(/'/g, "''")}'`;
+
+/** A dollar-quoted body whose tag does not occur in it (schema names may hold `$`). */
+function dollar(body: string): string {
+  let tag = "$body$";
+  for (let i = 0; body.includes(tag); i++) tag = `$body${i}$`;
+  return `${tag}${body}${tag}`;
+}
+
+/** `statements` run with the bridge switched off (our own writes to the other side), then restored. */
+const quiet = (statements: string) => `
+  prev := current_setting('${BRIDGE_SETTING}', true);
+  PERFORM set_config('${BRIDGE_SETTING}', 'off', true);
+${statements}
+  PERFORM set_config('${BRIDGE_SETTING}', coalesce(prev, ''), true);`;
+
+const skipWhenQuiet = `IF current_setting('${BRIDGE_SETTING}', true) = 'off' THEN RETURN NULL; END IF;`;
+
+function fn(schema: string, name: string, body: string, declare = ""): string {
+  return `CREATE OR REPLACE FUNCTION ${quoteIdent(schema)}.${name}() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS ${dollar(`
+${declare ? `DECLARE ${declare}\n` : ""}BEGIN
+  ${body}
+  RETURN NULL;
+END`)}`;
+}
+export function bridgeStatements(schema: string, from: string, source: "js" | "python", version: number): string[] {
+  const t = quoteIdent(schema);
+  const s = quoteIdent(from);
+  const python = source === "python";
+  const taskPath = version >= PY_TASK_PATH;
+  /** Python's msgpack differs from ours (extension types): tagged apart, bytes untouched. */
+  const retag = (col: string) => (python ? `CASE ${col} WHEN 'msgpack' THEN '${PY_MSGPACK_TYPE}' ELSE ${col} END` : col);
+  // ISO 8601 as both official savers write `ts` (toISOString(), isoformat()); anything else: the adoption time.
+  const isoTs = "'^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]([.][0-9]{1,9})?(Z|[+-][0-9]{2}(:?[0-9]{2})?)$'";
+  const createdAt = (cp: string) => `CASE WHEN ${cp} ->> 'ts' ~ ${isoTs} THEN (${cp} ->> 'ts')::timestamptz ELSE now() END`;
+  /** Python keeps None/str/int/float/bool channel values inline in the checkpoint: a blob makes them reachable by version. */
+  const inlineBlobs = (rows: string, alias: string) => `INSERT INTO ${t}.${CHECKPOINT_BLOBS.table} (thread_id, checkpoint_ns, channel, version, type, value)
+SELECT DISTINCT ON (${alias}.thread_id, ${alias}.checkpoint_ns, v.key, ${alias}.checkpoint -> 'channel_versions' ->> v.key)
+       ${alias}.thread_id, ${alias}.checkpoint_ns, v.key, ${alias}.checkpoint -> 'channel_versions' ->> v.key, 'json', convert_to(v.value::text, 'UTF8')
+  FROM ${rows}
+ CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(${alias}.checkpoint -> 'channel_values') = 'object'
+                                    THEN ${alias}.checkpoint -> 'channel_values' ELSE '{}'::jsonb END) AS v
+ WHERE jsonb_typeof(v.value) IN ('string', 'number', 'boolean', 'null') AND ${alias}.checkpoint -> 'channel_versions' ->> v.key IS NOT NULL
+ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING`;
+  /** A trigger not consumed yet (`__start__`, `branch:to:*` with a value): the head still has tasks to run (linear mode). */
+  const pending = (cp: string, thread: string, ns: string) => `EXISTS (
+    SELECT 1 FROM jsonb_each_text(${cp} -> 'channel_versions') AS cv(channel, version)
+      JOIN ${t}.${CHECKPOINT_BLOBS.table} b ON b.thread_id = ${thread} AND b.checkpoint_ns = ${ns} AND b.channel = cv.channel AND b.version = cv.version
+     WHERE (cv.channel = '__start__' OR cv.channel LIKE 'branch:to:%') AND b.type <> 'empty')`;
+  /** Key equality across the two schemas' collations, in the one whose index serves it (idx is an integer). */
+  const eq = (a: string, b: string, cols: string[], collate: string) =>
+    cols.map((c) => (c === "idx" ? `${a}.idx = ${b}.idx` : `${a}.${c} = ${b}.${c} COLLATE ${collate}`)).join(" AND ");
+  const lineage = ["thread_id", "checkpoint_ns"];
+  const keys = {
+    checkpoints: [...lineage, "checkpoint_id"],
+    checkpoint_blobs: [...lineage, "channel", "version"],
+    checkpoint_writes: [...lineage, "checkpoint_id", "task_id", "idx"],
+  };
+  const movedOn = `format('langgraph-checkpoint-pg: thread %s (namespace %s) was continued by langgraph-checkpoint-pg in schema %s after the switch; ` +
+    `this official-saver instance would fork it from an older checkpoint. Nothing was written. Retry the request on an upgraded instance.', ` +
+    `to_json(NEW.thread_id), to_json(NEW.checkpoint_ns), ${lit(quoteIdent(schema))})`;
+
+  return [
+    `CREATE TABLE ${t}.${ADOPTION_TABLE} (
+  one boolean PRIMARY KEY DEFAULT true CHECK (one),
+  source_schema text NOT NULL,
+  source text NOT NULL,
+  official_version integer NOT NULL,
+  state text NOT NULL CHECK (state IN ('bridging', 'finished', 'rolled-back')),
+  adopted_at timestamptz NOT NULL DEFAULT now(),
+  finished_at timestamptz,
+  rolled_back_at timestamptz
+)`,
+    `INSERT INTO ${t}.${ADOPTION_TABLE} (source_schema, source, official_version, state) VALUES (${lit(from)}, ${lit(source)}, ${version}, 'bridging')`,
+    // Official writers wait from here to the commit: every row is either copied below or by the triggers.
+    lockOfficial(from, "SHARE ROW EXCLUSIVE"),
+    `INSERT INTO ${t}.${CHECKPOINTS.table} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, created_at)
+SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, ${createdAt("checkpoint")} FROM ${s}.checkpoints`,
+    `INSERT INTO ${t}.${CHECKPOINT_BLOBS.table} (thread_id, checkpoint_ns, channel, version, type, value)
+SELECT thread_id, checkpoint_ns, channel, version, ${retag("type")}, blob FROM ${s}.checkpoint_blobs`,
+    ...(python ? [inlineBlobs(`${t}.${CHECKPOINTS.table} c`, "c")] : []),
+    `INSERT INTO ${t}.${CHECKPOINT_WRITES.table} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path)
+SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, ${retag("type")}, blob, ${taskPath ? "task_path" : "''"} FROM ${s}.checkpoint_writes`,
+    // One head per lineage: the greatest checkpoint id in the official column's own collation (what the official saver returns as latest).
+    `INSERT INTO ${t}.${CHECKPOINT_HEADS.table} (thread_id, checkpoint_ns, checkpoint_id, moved_at)
+SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoint_id, ${createdAt("checkpoint")}
+  FROM ${s}.checkpoints ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC`,
+    `UPDATE ${t}.${CHECKPOINT_HEADS.table} h SET has_pending_tasks = true
+  FROM ${t}.${CHECKPOINTS.table} c
+ WHERE c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns AND c.checkpoint_id = h.checkpoint_id
+   AND ${pending("c.checkpoint", "c.thread_id", "c.checkpoint_ns")}`,
+    `UPDATE ${t}.${CHECKPOINTS.table} c SET has_pending_tasks = true
+  FROM ${t}.${CHECKPOINT_HEADS.table} h
+ WHERE c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns AND c.checkpoint_id = h.checkpoint_id AND h.has_pending_tasks`,
+    // What official instances write from now on, copied in their own transactions.
+    fn(
+      schema,
+      "checkpointer_bridge_blob",
+      `${skipWhenQuiet}
+  -- The lineage head first: the lock order of this package's put (head, then blobs and row).
+  PERFORM 1 FROM ${t}.${CHECKPOINT_HEADS.table} WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns FOR UPDATE;
+  INSERT INTO ${t}.${CHECKPOINT_BLOBS.table} (thread_id, checkpoint_ns, channel, version, type, value)
+  VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.channel, NEW.version, ${retag("NEW.type")}, NEW.blob)
+  ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING;`,
+    ),
+    fn(
+      schema,
+      "checkpointer_bridge_checkpoint",
+      `${skipWhenQuiet}
+  SELECT h.checkpoint_id INTO head FROM ${t}.${CHECKPOINT_HEADS.table} h
+   WHERE h.thread_id = NEW.thread_id AND h.checkpoint_ns = NEW.checkpoint_ns FOR UPDATE;
+  -- Our saver wrote the head (it is not an official row): this instance read an older state.
+  IF head IS NOT NULL AND head <> NEW.checkpoint_id AND NOT EXISTS (
+       SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = NEW.thread_id AND o.checkpoint_ns = NEW.checkpoint_ns AND o.checkpoint_id = head) THEN
+    RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.threadMovedOn}', MESSAGE = ${movedOn};
+  END IF;
+  ${python ? `${inlineBlobs("(SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint) AS n(thread_id, checkpoint_ns, checkpoint)", "n")};` : ""}
+  tasks := ${pending("NEW.checkpoint", "NEW.thread_id", "NEW.checkpoint_ns")};
+  INSERT INTO ${t}.${CHECKPOINTS.table} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, created_at, has_pending_tasks)
+  VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.parent_checkpoint_id, NEW.checkpoint, NEW.metadata, ${createdAt("NEW.checkpoint")}, tasks)
+  ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
+     SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata,
+         metadata_raw = NULL, has_pending_tasks = EXCLUDED.has_pending_tasks, row_version = c.row_version + 1;
+  -- Every official put becomes the head, with or without new blobs (as it becomes the official saver's latest).
+  INSERT INTO ${t}.${CHECKPOINT_HEADS.table} AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks)
+  VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, tasks)
+  ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE
+     SET checkpoint_id = EXCLUDED.checkpoint_id, has_pending_tasks = EXCLUDED.has_pending_tasks, moved_at = now(), row_version = h.row_version + 1;`,
+      "head text; tasks boolean;",
+    ),
+    fn(
+      schema,
+      "checkpointer_bridge_write",
+      `${skipWhenQuiet}
+  -- Writes on a thread our saver continued would be replayed from an older checkpoint: refused too.
+  SELECT h.checkpoint_id INTO head FROM ${t}.${CHECKPOINT_HEADS.table} h WHERE h.thread_id = NEW.thread_id AND h.checkpoint_ns = NEW.checkpoint_ns;
+  IF head IS NOT NULL AND NOT EXISTS (
+       SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = NEW.thread_id AND o.checkpoint_ns = NEW.checkpoint_ns AND o.checkpoint_id = head) THEN
+    RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.threadMovedOn}', MESSAGE = ${movedOn};
+  END IF;
+  IF TG_OP = 'INSERT' THEN
+    INSERT INTO ${t}.${CHECKPOINT_WRITES.table} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path)
+    VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.idx, NEW.channel, ${retag("NEW.type")}, NEW.blob, ${taskPath ? "NEW.task_path" : "''"})
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING;
+  ELSE
+    INSERT INTO ${t}.${CHECKPOINT_WRITES.table} AS w (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path)
+    VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.idx, NEW.channel, ${retag("NEW.type")}, NEW.blob, ${taskPath ? "NEW.task_path" : "''"})
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
+       SET channel = EXCLUDED.channel, type = EXCLUDED.type, value = EXCLUDED.value, task_path = EXCLUDED.task_path, row_version = w.row_version + 1;
+  END IF;`,
+      "head text;",
+    ),
+    ...TABLES.map((table) =>
+      fn(
+        schema,
+        `checkpointer_bridge_delete_${table}`,
+        `${skipWhenQuiet}${quiet(`
+  DELETE FROM ${t}.${table} x USING gone g WHERE ${eq("x", "g", keys[table], '"C"')};${
+    table === "checkpoints"
+      ? `
+  -- Lineages the official saver emptied (its deleteThread): this package's rows on them go too.
+  WITH emptied AS (SELECT DISTINCT g.thread_id, g.checkpoint_ns FROM gone g
+                    WHERE NOT EXISTS (SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = g.thread_id AND o.checkpoint_ns = g.checkpoint_ns)),
+       h AS (DELETE FROM ${t}.${CHECKPOINT_HEADS.table} x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')}),
+       c AS (DELETE FROM ${t}.${CHECKPOINTS.table} x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')}),
+       w AS (DELETE FROM ${t}.${CHECKPOINT_WRITES.table} x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')})
+  DELETE FROM ${t}.${CHECKPOINT_BLOBS.table} x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')};`
+      : ""
+  }`)}`,
+        "prev text;",
+      ),
+    ),
+    fn(
+      schema,
+      "checkpointer_forget_official",
+      `${skipWhenQuiet}${quiet(`
+  -- A lineage this package deleted (deleteThread, prune of a whole thread): its official copy goes too,
+  -- so a rollback does not bring it back.
+  DELETE FROM ${s}.checkpoint_writes x USING gone g WHERE ${eq("x", "g", lineage, '"default"')};
+  DELETE FROM ${s}.checkpoint_blobs x USING gone g WHERE ${eq("x", "g", lineage, '"default"')};
+  DELETE FROM ${s}.checkpoints x USING gone g WHERE ${eq("x", "g", lineage, '"default"')};`)}`,
+      "prev text;",
+    ),
+    ...TABLES.map((table) =>
+      table === "checkpoint_writes"
+        ? `CREATE TRIGGER ${BRIDGE} AFTER INSERT OR UPDATE ON ${s}.${table} FOR EACH ROW EXECUTE FUNCTION ${t}.checkpointer_bridge_write()`
+        : `CREATE TRIGGER ${BRIDGE} AFTER INSERT OR UPDATE ON ${s}.${table} FOR EACH ROW EXECUTE FUNCTION ${t}.checkpointer_bridge_${table === "checkpoints" ? "checkpoint" : "blob"}()`,
+    ),
+    ...TABLES.map(
+      (table) =>
+        `CREATE TRIGGER ${BRIDGE_DELETE} AFTER DELETE ON ${s}.${table} REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ${t}.checkpointer_bridge_delete_${table}()`,
+    ),
+    `CREATE TRIGGER ${FORGET} AFTER DELETE ON ${t}.${CHECKPOINT_HEADS.table} REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ${t}.checkpointer_forget_official()`,
+  ];
+}
+
+/**
+ * The statements that finish an adoption: the official tables stop being
+ * copied and refuse every write from then on (official instances still
+ * running fail with SQLSTATE LGB02 and a message saying so).
+ */
+export function finishStatements(schema: string, from: string): string[] {
+  const t = quoteIdent(schema);
+  const s = quoteIdent(from);
+  const message =
+    `format('langgraph-checkpoint-pg: schema %s was adopted into schema %s and the switch is finished: the official saver must not write here any more ` +
+    `(this instance was not replaced). Nothing was written. Replace it, or roll back with: npx langgraph-checkpoint-pg migrate --schema %s --rollback-adoption', ` +
+    `${lit(quoteIdent(from))}, ${lit(quoteIdent(schema))}, ${lit(schema)})`;
+  return [
+    lockOfficial(from, "ACCESS EXCLUSIVE"),
+    fn(schema, "checkpointer_guard_official", `${skipWhenQuiet}\n  RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.finished}', MESSAGE = ${message};`),
+    ...TABLES.flatMap((table) => [
+      `DROP TRIGGER IF EXISTS ${BRIDGE} ON ${s}.${table}`,
+      `DROP TRIGGER IF EXISTS ${BRIDGE_DELETE} ON ${s}.${table}`,
+      `CREATE TRIGGER ${GUARD} BEFORE INSERT OR UPDATE OR DELETE ON ${s}.${table} FOR EACH STATEMENT EXECUTE FUNCTION ${t}.checkpointer_guard_official()`,
+    ]),
+    `UPDATE ${t}.${ADOPTION_TABLE} SET state = 'finished', finished_at = now()`,
+  ];
+}
+
+/**
+ * After a rollback's conversion: the official tables carry none of our
+ * triggers any more, and ours refuse every write (SQLSTATE LGB03), so an
+ * instance of this package still running cannot write where the official
+ * saver does not look.
+ */
+export function rollbackStatements(schema: string, from: string): string[] {
+  const t = quoteIdent(schema);
+  const s = quoteIdent(from);
+  const message =
+    `format('langgraph-checkpoint-pg: schema %s was rolled back to the official saver in schema %s: it refuses writes. Nothing was written.', ` +
+    `${lit(quoteIdent(schema))}, ${lit(quoteIdent(from))})`;
+  return [
+    fn(schema, "checkpointer_guard_rolled_back", `${skipWhenQuiet}\n  RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.rolledBack}', MESSAGE = ${message};`),
+    ...TABLES.flatMap((table) => [
+      `DROP TRIGGER IF EXISTS ${BRIDGE} ON ${s}.${table}`,
+      `DROP TRIGGER IF EXISTS ${BRIDGE_DELETE} ON ${s}.${table}`,
+      `DROP TRIGGER IF EXISTS ${GUARD} ON ${s}.${table}`,
+    ]),
+    `DROP TRIGGER IF EXISTS ${FORGET} ON ${t}.${CHECKPOINT_HEADS.table}`,
+    ...["checkpoint_heads", ...TABLES].flatMap((table) => [
+      `DROP TRIGGER IF EXISTS ${ROLLED_BACK} ON ${t}.${table}`,
+      `CREATE TRIGGER ${ROLLED_BACK} BEFORE INSERT OR UPDATE OR DELETE ON ${t}.${table} FOR EACH STATEMENT EXECUTE FUNCTION ${t}.checkpointer_guard_rolled_back()`,
+    ]),
+    `UPDATE ${t}.${ADOPTION_TABLE} SET state = 'rolled-back', rolled_back_at = now()`,
+  ];
+}

@@ -1,0 +1,45 @@
+/**
+ * The operations tools: plain functions over a migrated schema, run from code,
+ * the CLI or CI while graphs keep running. Retention (prune.ts, its statements
+ * in prune-sql.ts, its options in prune-options.ts), reading the tables
+ * (inspect.ts, decode.ts), export and import of threads (transfer.ts),
+ * switching from the official saver (adopt*.ts, rollback.ts), least-privilege
+ * grants (grants.ts) and re-encryption (reencrypt.ts). This file is what the
+ * package exports from the folder.
+ */
+export { finishAdoption, adoptionStatus, type FinishAdoptionOptions, type FinishAdoptionResult } from "./adopt-steps.js";
+export { rollbackAdoption, type RollbackAdoptionOptions, type RollbackAdoptionResult } from "./rollback.js";
+export { ADOPTION_SQLSTATE, type AdoptionRecord, type AdoptionState, type AdoptionSummary } from "./adopt.js";
+export { grantStatements, type GrantOptions } from "./grants.js";
+export { reencrypt, type ReencryptOptions, type ReencryptResult, type ReencryptCounts } from "./reencrypt.js";
+export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts, type PruneThreadCounts } from "./prune.js";
+export {
+  migrationStatus,
+  listThreads,
+  history,
+  show,
+  threadIds,
+  type InspectOptions,
+  type MigrationStatus,
+  type ThreadSummary,
+  type HistoryEntry,
+  type Lineage,
+  type StoredCheckpoint,
+} from "./inspect.js";
+export {
+  exportThread,
+  importThread,
+  exportHeader,
+  checkRecords,
+  ThreadExistsError,
+  EXPORT_FORMAT,
+  EXPORT_FORMAT_VERSION,
+  type ExportHeader,
+  type ExportRecord,
+  type CheckpointRecord,
+  type WriteRecord,
+  type BlobRecord,
+  type EndRecord,
+  type ImportResult,
+} from "./transfer.js";
+export { toJsonSafe } from "./decode.js";
