@@ -6,7 +6,7 @@
  * import { PostgresSaver, migrate } from "langgraph-checkpoint-pg";
  * ```
  */
-export { PostgresSaver, ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions, type SetupOptions, type LineageMode } from "./saver.js";
+export * from "./saver/index.js";
 export * from "./db/index.js";
 export * from "./ops/index.js";
 export { MsgpackSerializer } from "./serde.js";

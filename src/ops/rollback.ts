@@ -30,7 +30,7 @@ import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
 import { MsgpackSerializer } from "../serde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { OWN_TABLES } from "../db/names.js";
-import { toLongVersion, versionCounter } from "../version.js";
+import { toLongVersion, versionCounter } from "../saver/version.js";
 
 export interface RollbackAdoptionOptions extends TargetOptions {
   /** The serializer this package's saver used (needed to decode encrypted values). Default {@link MsgpackSerializer}. */

@@ -10,7 +10,7 @@
  * otherwise win. Several arrays are unnested with `ROWS FROM (...)`, the form
  * multi-argument `unnest` stands for, which only exists unqualified.
  */
-import { quoteIdent } from "./validate.js";
+import { quoteIdent } from "../validate.js";
 
 export type Queries = ReturnType<typeof buildQueries>;
 
