@@ -9,7 +9,6 @@
 export * from "./saver/index.js";
 export * from "./db/index.js";
 export * from "./ops/index.js";
-export { MsgpackSerializer } from "./serde.js";
 export * from "./serde/index.js";
 export type { SaverEvent, EventHandler, HandlerErrorHandler, HandlerErrorInfo } from "./events.js";
 export { withConflictRetry, withRetry, type ConflictRetryOptions, type WithRetryOptions } from "./retry.js";

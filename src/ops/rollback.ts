@@ -27,7 +27,7 @@ import { MigrationError } from "../errors.js";
 import { adoptionStep } from "./adopt-steps.js";
 import { withTarget, type TargetOptions } from "../db/migrate.js";
 import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
-import { MsgpackSerializer } from "../serde.js";
+import { MsgpackSerializer } from "../serde/serde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { OWN_TABLES } from "../db/names.js";
 import { toLongVersion, versionCounter } from "../saver/version.js";

@@ -24,7 +24,7 @@ import { DEFAULT_DATA_DIR, openEmbedded } from "../db/embedded.js";
 import { runMigrations, type MigrateResult } from "../db/migrate.js";
 import { InvalidInputError, InvalidOptionsError } from "../errors.js";
 import { emit, guard } from "../events.js";
-import { MsgpackSerializer } from "../serde.js";
+import { MsgpackSerializer } from "../serde/serde.js";
 import { LIMITS, checkKey, readConfig } from "../validate.js";
 import { Coalescer } from "./coalesce.js";
 import type { SaverContext } from "./context.js";

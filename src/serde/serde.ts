@@ -100,9 +100,9 @@ import {
 } from "@langchain/core/messages";
 import { Document } from "@langchain/core/documents";
 import { ChatPromptValue, ImagePromptValue, StringPromptValue } from "@langchain/core/prompt_values";
-import { DeserializationError, InvalidOptionsError, SerializationError } from "./errors.js";
-import { readJsonPlus } from "./serde/jsonplus.js";
-import { PY_MSGPACK_TYPE, loadsPython } from "./serde/pyserde.js";
+import { DeserializationError, InvalidOptionsError, SerializationError } from "../errors.js";
+import { readJsonPlus } from "./jsonplus.js";
+import { PY_MSGPACK_TYPE, loadsPython } from "./pyserde.js";
 
 /** Maximum nesting of objects, arrays and extension values, on write and on read. */
 export const MAX_DEPTH = 512;
