@@ -105,7 +105,7 @@ export function isInternalChannel(name: string): boolean {
   return name.startsWith("__") || name.includes(":");
 }
 
-/** Long or short counter (version.ts), then `.u<state version>.`: no random part has a dot. */
+/** Long or short counter (saver/version.ts), then `.u<state version>.`: no random part has a dot. */
 const SYNTHETIC = /^(\d{32}|-[a-z][0-9a-z]+)\.u\d+\./;
 
 /*
