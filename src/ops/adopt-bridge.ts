@@ -76,11 +76,11 @@ ON CONFLICT (${BLOB_KEY}) DO NOTHING`;
      WHERE (cv.channel = '__start__' OR cv.channel LIKE 'branch:to:%') AND b.${B.type} <> 'empty')`;
   /**
    * Key equality across the two schemas' collations, in the one whose index
-   * serves it (idx is an integer): `aCols` are `a`'s columns, `bCols` `b`'s
+   * serves it (idx is an integer): `cols.a` are `a`'s columns, `cols.b` `b`'s
    * in the same order (one side ours, the other the official table).
    */
-  const eq = (a: string, b: string, aCols: readonly string[], bCols: readonly string[], collate: string) =>
-    aCols.map((c, i) => `${a}.${c} = ${b}.${bCols[i]}${bCols[i] === "idx" ? "" : ` COLLATE ${collate}`}`).join(" AND ");
+  const eq = (a: string, b: string, cols: { a: readonly string[]; b: readonly string[] }, collate: string) =>
+    cols.a.map((c, i) => `${a}.${c} = ${b}.${cols.b[i]}${cols.b[i] === "idx" ? "" : ` COLLATE ${collate}`}`).join(" AND ");
   /** The official tables' keys (their layout), and ours in the same order. */
   const officialLineage = ["thread_id", "checkpoint_ns"];
   const officialKeys = {
@@ -93,7 +93,7 @@ ON CONFLICT (${BLOB_KEY}) DO NOTHING`;
     checkpoint_blobs: [B.threadId, B.checkpointNs, B.channel, B.version],
     checkpoint_writes: [W.threadId, W.checkpointNs, W.checkpointId, W.taskId, W.idx],
   };
-  // Lineage columns of the official rows being compared with ours: the same two in all our tables (names.ts COL).
+  // Our lineage columns: the same two in all four tables (names.ts checks it).
   const ourLineage = [C.threadId, C.checkpointNs];
   const sameCheckpoint = `c.${C.threadId} = h.${H.threadId} AND c.${C.checkpointNs} = h.${H.checkpointNs} AND c.${C.checkpointId} = h.${H.checkpointId}`;
   const movedOn = `format('langgraph-checkpoint-pg: thread %s (namespace %s) was continued by langgraph-checkpoint-pg in schema %s after the switch; ` +
@@ -196,16 +196,16 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
         schema,
         `checkpointer_bridge_delete_${table}`,
         `${skipWhenQuiet}${quiet(`
-  DELETE FROM ${t}.${OURS[table]} x USING gone g WHERE ${eq("x", "g", ourKeys[table], officialKeys[table], '"C"')};${
+  DELETE FROM ${t}.${OURS[table]} x USING gone g WHERE ${eq("x", "g", { a: ourKeys[table], b: officialKeys[table] }, '"C"')};${
     table === "checkpoints"
       ? `
   -- Lineages the official saver emptied (its deleteThread): this package's rows on them go too.
   WITH emptied AS (SELECT DISTINCT g.thread_id, g.checkpoint_ns FROM gone g
                     WHERE NOT EXISTS (SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = g.thread_id AND o.checkpoint_ns = g.checkpoint_ns)),
-       h AS (DELETE FROM ${t}.${H.table} x USING emptied e WHERE ${eq("x", "e", ourLineage, officialLineage, '"C"')}),
-       c AS (DELETE FROM ${t}.${C.table} x USING emptied e WHERE ${eq("x", "e", ourLineage, officialLineage, '"C"')}),
-       w AS (DELETE FROM ${t}.${W.table} x USING emptied e WHERE ${eq("x", "e", ourLineage, officialLineage, '"C"')})
-  DELETE FROM ${t}.${B.table} x USING emptied e WHERE ${eq("x", "e", ourLineage, officialLineage, '"C"')};`
+       h AS (DELETE FROM ${t}.${H.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')}),
+       c AS (DELETE FROM ${t}.${C.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')}),
+       w AS (DELETE FROM ${t}.${W.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')})
+  DELETE FROM ${t}.${B.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')};`
       : ""
   }`)}`,
         "prev text;",
@@ -217,9 +217,9 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
       `${skipWhenQuiet}${quiet(`
   -- A lineage this package deleted (deleteThread, prune of a whole thread): its official copy goes too,
   -- so a rollback does not bring it back.
-  DELETE FROM ${s}.checkpoint_writes x USING gone g WHERE ${eq("x", "g", officialLineage, [H.threadId, H.checkpointNs], '"default"')};
-  DELETE FROM ${s}.checkpoint_blobs x USING gone g WHERE ${eq("x", "g", officialLineage, [H.threadId, H.checkpointNs], '"default"')};
-  DELETE FROM ${s}.checkpoints x USING gone g WHERE ${eq("x", "g", officialLineage, [H.threadId, H.checkpointNs], '"default"')};`)}`,
+  DELETE FROM ${s}.checkpoint_writes x USING gone g WHERE ${eq("x", "g", { a: officialLineage, b: [H.threadId, H.checkpointNs] }, '"default"')};
+  DELETE FROM ${s}.checkpoint_blobs x USING gone g WHERE ${eq("x", "g", { a: officialLineage, b: [H.threadId, H.checkpointNs] }, '"default"')};
+  DELETE FROM ${s}.checkpoints x USING gone g WHERE ${eq("x", "g", { a: officialLineage, b: [H.threadId, H.checkpointNs] }, '"default"')};`)}`,
       "prev text;",
     ),
     ...TABLES.map((table) =>
