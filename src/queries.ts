@@ -292,6 +292,27 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
  WHERE EXCLUDED.idx < 0`,
 
     /**
+     * {@link putWrites} for several calls of one lineage at once (coalesced
+     * while another write of the lineage was in flight, see coalesce.ts): the
+     * checkpoint, task and task path travel per row. Each (checkpoint, task,
+     * idx) appears once (the coalescer keeps what the calls one after another
+     * would have left). $1 thread, $2 ns, $3 checkpoint ids, $4 task ids,
+     * $5 task paths, $6 idx, $7 channels, $8 types, $9 offsets, $10 lengths,
+     * $11 all values as one bytea.
+     */
+    putWritesBatch: `
+INSERT INTO ${writes} AS w (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value)
+SELECT $1, $2, x.checkpoint_id, x.task_id, x.task_path, x.idx, x.channel, x.type, v.value
+  FROM ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
+                  pg_catalog.unnest($6::int[]), pg_catalog.unnest($7::text[]), pg_catalog.unnest($8::text[]),
+                  pg_catalog.unnest($9::int[]), pg_catalog.unnest($10::int[])) AS x(checkpoint_id, task_id, task_path, idx, channel, type, off, len)
+  CROSS JOIN LATERAL (SELECT CASE WHEN x.len < 0 THEN NULL ELSE pg_catalog.substring($11::bytea, x.off + 1, x.len) END AS value) AS v
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
+   SET channel = EXCLUDED.channel, type = EXCLUDED.type, value = EXCLUDED.value,
+       task_path = EXCLUDED.task_path, row_version = w.row_version + 1
+ WHERE EXCLUDED.idx < 0`,
+
+    /**
      * Linear mode, after a run failed: end its lease on the lineage, if the head
      * is still one the run left ($3) with tasks to run. `moved_at` is what the
      * lease is measured from; -infinity makes it expired. NOWAIT: a put holding

@@ -45,6 +45,7 @@ import {
 import { emit, guard, type EventHandler, type HandlerErrorHandler } from "./events.js";
 import { readFilter } from "./filter.js";
 import { InFlight } from "./inflight.js";
+import { Coalescer, type WriteRows } from "./coalesce.js";
 import { decodeMetadata, encodeMetadata } from "./serde/metadata.js";
 import { assertSchemaCurrent, latestVersion, runMigrations, schemaLevel, type AdoptOption, type MigrateResult, type RetryOptions } from "./db/migrate.js";
 import { buildQueries, type ListWhere, type Queries, type ReadRow } from "./queries.js";
@@ -53,6 +54,7 @@ import { MsgpackSerializer } from "./serde.js";
 import { parseDuration } from "./duration.js";
 import { checkVersioning, isSyntheticVersion, realVersion, upcastTuple, type StateVersioning, type Upcaster } from "./serde/upcast.js";
 import { LIMITS, checkKey, checkSchemaName, readConfig } from "./validate.js";
+import { nextVersion } from "./version.js";
 
 /** The fixed statements (all but `list`'s, which are built per call). */
 type StatementName = { [K in keyof Queries]: Queries[K] extends string ? K : never }[keyof Queries];
@@ -258,6 +260,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
   /** Statement text -> prepared statement name. */
   readonly #names: Map<string, string>;
   readonly #inFlight = new InFlight();
+  /** Queues a lineage's putWrites while one of its writes is in flight, and sends them together (see coalesce.ts). */
+  readonly #coalescer = new Coalescer((calls) => this.#sendWrites(calls));
   /** Per thread: settles once the latest operation called on it, and all before it, have (see #inOrder). */
   readonly #tails = new Map<string, Promise<void>>();
   #ready: Promise<void> | undefined;
@@ -585,7 +589,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
-    return this.#inOrder(config, this.#inFlight.track(InFlight.keyOf(config), this.#putOrRelease(config, checkpoint, metadata, newVersions)));
+    const key = InFlight.keyOf(config);
+    return this.#inOrder(config, this.#inFlight.track(key, this.#coalescer.during(key, () => this.#putOrRelease(config, checkpoint, metadata, newVersions))));
   }
 
   async #putOrRelease(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
@@ -893,12 +898,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
         { name: "ids and channel names", bytes: boundBytes([], keys) },
       ]);
     }
-    const packed = pack(payloads);
-    await this.#query(
-      "putWrites",
-      [threadId, checkpointNs ?? "", checkpointId, taskId, taskPath, idx, channels, types, packed.offsets, packed.lengths, packed.bytes],
-      "putWrites",
-    );
+    const rows = { threadId: threadId!, checkpointNs: checkpointNs ?? "", checkpointId, taskId, taskPath, idx, channels, types, payloads, bytes: boundBytes([payloads], keys) };
+    await this.#coalescer.write(InFlight.keyOf(config), rows);
     emit(this.#onEvent, {
       type: "putWrites",
       threadId: threadId!,
@@ -908,6 +909,39 @@ export class PostgresSaver extends BaseCheckpointSaver {
       writes: n,
       durationMs: performance.now() - started,
     });
+  }
+
+  /** One statement for the rows of one putWrites call, or of several of one lineage (coalesced). */
+  async #sendWrites(calls: WriteRows[]): Promise<void> {
+    const first = calls[0]!;
+    if (calls.length === 1) {
+      const packed = pack(first.payloads);
+      await this.#query(
+        "putWrites",
+        [first.threadId, first.checkpointNs, first.checkpointId, first.taskId, first.taskPath, first.idx, first.channels, first.types, packed.offsets, packed.lengths, packed.bytes],
+        "putWrites",
+      );
+      return;
+    }
+    const perRow = (f: (c: WriteRows) => string) => calls.flatMap((c) => c.idx.map(() => f(c)));
+    const packed = pack(calls.flatMap((c) => c.payloads));
+    await this.#query(
+      "putWritesBatch",
+      [
+        first.threadId,
+        first.checkpointNs,
+        perRow((c) => c.checkpointId),
+        perRow((c) => c.taskId),
+        perRow((c) => c.taskPath),
+        calls.flatMap((c) => c.idx),
+        calls.flatMap((c) => c.channels),
+        calls.flatMap((c) => c.types),
+        packed.offsets,
+        packed.lengths,
+        packed.bytes,
+      ],
+      "putWrites",
+    );
   }
 
   /**
@@ -1073,9 +1107,12 @@ export class PostgresSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * Versions are a zero-padded counter plus a random fraction, e.g.
-   * `00000000000000000000000000000002.0.27282425125643517`: they sort like the
-   * counter, and two branches that reach the same counter never share a blob.
+   * Versions sort like a counter and differ between branches (see version.ts):
+   * a new thread gets short ones (`-a1.3xf09qzl`, `-a2.…`, …, `-b10.…`); a thread
+   * already in the long format (`00000000000000000000000000000002.0.27…`, this
+   * package before 0.x and the Python savers) keeps it; numeric versions
+   * (threads adopted from the official JS saver, which compares them with `>`
+   * and never across types) stay numbers.
    *
    * The return type says `number` only so the saver stays assignable to
    * `BaseCheckpointSaver` (whose version type parameter defaults to number,
@@ -1084,14 +1121,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * `compareChannelVersions`, as it does for the Python savers.
    */
   override getNextVersion(current: string | number | undefined): number {
-    // Threads adopted from the official JS saver have integer versions, and
-    // LangGraph compares versions with `>`, never across types: they stay
-    // numeric. Counter plus a random fraction below 1/2 sorts after the
-    // previous counter and differs from another branch's versions.
-    if (typeof current === "number") return Math.floor(current) + 1 + Math.random() / 2;
-    const n = typeof current === "string" ? Number.parseInt(current.split(".")[0] ?? "0", 10) || 0 : 0;
-    const version = `${String(n + 1).padStart(32, "0")}.${Math.random()}`;
-    return version as unknown as number;
+    return nextVersion(current) as number;
   }
 
   /**

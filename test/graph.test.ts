@@ -28,6 +28,7 @@ import {
   seenCounters,
   shape,
   tid,
+  LONG_VERSION_RE,
   VERSION_RE,
   type PutCall,
   type PutWritesCall,
@@ -169,19 +170,19 @@ function writesOfCalls(calls: PutWritesCall[], ids: string[]) {
 // ---------------------------------------------------------------------------
 
 describe("getNextVersion (called by LangGraph on every step)", () => {
-  it("returns the article's format: a zero-padded counter plus a random fraction", () => {
+  it("starts a thread with short versions; a thread in the article's long format keeps it", () => {
     const first = saver.getNextVersion(undefined);
     expect(first).toMatch(VERSION_RE);
     expect(counter(first)).toBe(1);
     const next = saver.getNextVersion("00000000000000000000000000000002.0.27282425125643517");
-    expect(next).toMatch(VERSION_RE);
+    expect(next).toMatch(LONG_VERSION_RE);
     expect(counter(next)).toBe(3);
     // Integer versions (threads adopted from the official saver) stay numeric, see test/adopt.test.ts.
     expect(Math.floor(saver.getNextVersion(7))).toBe(8);
     // Unique per call: two branches reaching the same counter get different versions.
     const many = new Set(Array.from({ length: 2000 }, () => saver.getNextVersion(first)));
     expect(many.size).toBe(2000);
-    for (const v of many) expect(String(v).startsWith("00000000000000000000000000000002.")).toBe(true);
+    for (const v of many) expect(counter(v)).toBe(2);
   });
 });
 

@@ -10,7 +10,8 @@
  *   JS saver's); versions made numeric for the JS saver, which refuses
  *   string versions (`counter + a fraction below 1/2` derived from the string,
  *   so versions keep their order and two branches keep distinct blobs), kept
- *   as strings for the Python saver (its own format);
+ *   as strings for the Python saver, short ones (version.ts) written long (its
+ *   own format, whose counter it parses);
  * - every trigger of this package leaves the official tables; ours refuse
  *   writes from then on (SQLSTATE LGB03), so an instance of this package still
  *   running fails loudly instead of writing where nobody reads.
@@ -29,6 +30,7 @@ import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
 import { MsgpackSerializer } from "../serde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS, OWN_TABLES } from "../db/names.js";
+import { toLongVersion, versionCounter } from "../version.js";
 
 // Our tables' names come from names.ts; the official tables' (`${s}.…`, alias `o`) are the official
 // saver's layout, written as its own names.
@@ -102,12 +104,14 @@ export async function rollbackAdoption(options: RollbackAdoptionOptions = {}): P
 
 /**
  * A version the official saver can continue from: JS wants numbers (its
- * `getNextVersion` adds 1), Python our own string format.
+ * `getNextVersion` adds 1), Python the long string format.
  */
 export function officialVersion(version: unknown, target: "js" | "python"): number | string {
-  if (target === "python" || typeof version === "number") return version as number | string;
+  if (typeof version === "number") return version;
+  // The Python saver reads the counter with int(v.split(".")[0]): short versions go long, the rest kept.
+  if (target === "python") return toLongVersion(String(version));
   const text = String(version);
-  const counter = Number.parseInt(text.split(".")[0] ?? "", 10);
+  const counter = versionCounter(text);
   // A fraction below 1/2 derived from the whole string: the same version maps the same way
   // everywhere (checkpoints, versions_seen, blob keys), and two branches stay apart.
   const fraction = Number.parseInt(createHash("sha256").update(text).digest("hex").slice(0, 12), 16) / 2 ** 48 / 2;

@@ -11,6 +11,7 @@
  */
 import type { CheckpointPendingWrite, CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import { CheckpointerError, InvalidOptionsError } from "../errors.js";
+import { counterText, parseVersion, versionCounter } from "../version.js";
 
 export interface UpcastContext {
   threadId: string;
@@ -104,7 +105,8 @@ export function isInternalChannel(name: string): boolean {
   return name.startsWith("__") || name.includes(":");
 }
 
-const SYNTHETIC = /^\d{32}\.u\d+\./;
+/** Long or short counter (version.ts), then `.u<state version>.`: no random part has a dot. */
+const SYNTHETIC = /^(\d{32}|-[a-z][0-9a-z]+)\.u\d+\./;
 
 /*
  * Numeric versions (threads adopted from the official JS saver) mark the same
@@ -126,11 +128,6 @@ export function realVersion(version: string | number): string | number {
   return version.replace(".u", ".r");
 }
 
-function counterOf(version: unknown): number {
-  if (typeof version === "number") return Math.floor(version);
-  if (typeof version === "string") return Number.parseInt(version.split(".")[0] ?? "0", 10) || 0;
-  return 0;
-}
 
 /**
  * Bring a tuple read at `storedVersion` to `versioning.stateVersion`, in place.
@@ -187,9 +184,11 @@ export function upcastTuple(tuple: CheckpointTuple, storedVersion: number | null
     }
   }
   const versions = { ...cp.channel_versions } as Record<string, string | number>;
-  const counter = Math.max(0, ...Object.values(versions).map(counterOf));
+  const counter = Math.max(0, ...Object.values(versions).map(versionCounter));
   const numeric = Object.values(versions).some((v) => typeof v === "number");
-  const synthetic = numeric ? counter + 0.75 + Math.random() * 0.2 : `${String(counter).padStart(32, "0")}.u${stateVersion}.${ids.checkpointId}`;
+  // In the thread's format: long if any version is (long ones sort after short ones: LangGraph continues from them).
+  const format = Object.values(versions).some((v) => typeof v === "string" && parseVersion(v).format === "long") ? "long" : "short";
+  const synthetic = numeric ? counter + 0.75 + Math.random() * 0.2 : `${counterText(counter, format)}.u${stateVersion}.${ids.checkpointId}`;
   const newVersions: Record<string, string | number> = {};
   for (const k of Object.keys(versions)) if (isInternalChannel(k)) newVersions[k] = versions[k]!;
   for (const k of Object.keys(values)) {

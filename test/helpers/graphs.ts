@@ -270,9 +270,11 @@ function isMessage(v: unknown): v is BaseMessage {
   return v !== null && typeof v === "object" && typeof (v as BaseMessage).getType === "function" && "content" in v;
 }
 
-/** The counter of a version: `00..02.0.2728` -> 2, `2` -> 2. */
+/** The counter of a version: `00..02.0.2728` -> 2, `-a2.3xf09qzl` -> 2, `-b10.…` -> 36, `2` -> 2. */
 export function counter(version: string | number): number {
-  return typeof version === "number" ? version : Number.parseInt(version.split(".")[0]!, 10);
+  if (typeof version === "number") return version;
+  const head = version.split(".")[0]!;
+  return head.startsWith("-") ? Number.parseInt(head.slice(2), 36) : Number.parseInt(head, 10);
 }
 
 export function counters(versions: Record<string, string | number>): Record<string, number> {
@@ -284,8 +286,11 @@ export function seenCounters(seen: Record<string, Record<string, string | number
   return Object.fromEntries(Object.entries(seen).map(([k, v]) => [k, counters(v)]));
 }
 
-/** Our version strings: a 32-digit zero-padded counter, a dot, a random fraction in [0, 1). */
-export const VERSION_RE = /^\d{32}\.(0|0\.\d+|\d(\.\d+)?e-\d+)$/;
+/** Our version strings for new threads: `-`, a length letter, the base-36 counter, a dot, 8 random base-36 characters (a digit first). */
+export const VERSION_RE = /^-[a-z][0-9a-z]+\.[0-9][0-9a-z]{7}$/;
+
+/** The long format (threads started before short versions, Python savers): a 32-digit zero-padded counter, a dot, a random fraction in [0, 1). */
+export const LONG_VERSION_RE = /^\d{32}\.(0|0\.\d+|\d(\.\d+)?e-\d+)$/;
 
 export function tid(prefix: string): string {
   return `${prefix}-${Math.random().toString(36).slice(2, 10)}`;
