@@ -74,3 +74,54 @@ export const CHECKPOINT_BLOBS = {
 
 /** Our tables, in the order a migration or a rollback locks them (a put locks the head first). */
 export const OWN_TABLES = [CHECKPOINT_HEADS.table, CHECKPOINTS.table, CHECKPOINT_BLOBS.table, CHECKPOINT_WRITES.table] as const;
+
+type Cols<T> = Omit<T, "table">;
+type Cp = Cols<typeof CHECKPOINTS>;
+type Hd = Cols<typeof CHECKPOINT_HEADS>;
+type Wr = Cols<typeof CHECKPOINT_WRITES>;
+type Bl = Cols<typeof CHECKPOINT_BLOBS>;
+
+/**
+ * Every column name of our tables under its drizzle key, for statements whose
+ * aliases range over several tables (or over rows derived from them). A key
+ * the tables share names the same column in each: the `satisfies` below picks
+ * it from every table that has it, so renaming it in one table, or dropping it
+ * from one, is a type error here; dropping a column altogether is a type error
+ * in every statement still naming it. Our tables only: the official saver's
+ * columns, which have the same names, are in `OFFICIAL` (adopt-official.ts).
+ *
+ * @example
+ * ```ts
+ * const sql = `SELECT c.${COL.checkpointId} FROM ${s}.${CHECKPOINTS.table} c WHERE c.${COL.threadId} = $1`;
+ * ```
+ */
+export const COL = {
+  threadId: "thread_id",
+  checkpointNs: "checkpoint_ns",
+  checkpointId: "checkpoint_id",
+  parentCheckpointId: "parent_checkpoint_id",
+  checkpoint: "checkpoint",
+  metadata: "metadata",
+  metadataRaw: "metadata_raw",
+  rowVersion: "row_version",
+  createdAt: "created_at",
+  ttlSeconds: "ttl_seconds",
+  stateVersion: "state_version",
+  hasPendingTasks: "has_pending_tasks",
+  unversionedType: "unversioned_type",
+  unversionedValues: "unversioned_values",
+  movedAt: "moved_at",
+  taskId: "task_id",
+  idx: "idx",
+  channel: "channel",
+  type: "type",
+  value: "value",
+  taskPath: "task_path",
+  version: "version",
+} as const satisfies Cp & Hd & Wr & Bl & Shared;
+
+/** The columns the tables share; `Pick` fails when one of them lacks a key listed here. */
+type Shared = Pick<Cp, "threadId" | "checkpointNs" | "checkpointId" | "rowVersion" | "createdAt" | "hasPendingTasks"> &
+  Pick<Hd, "threadId" | "checkpointNs" | "checkpointId" | "rowVersion" | "hasPendingTasks"> &
+  Pick<Wr, "threadId" | "checkpointNs" | "checkpointId" | "rowVersion" | "createdAt" | "channel" | "type" | "value"> &
+  Pick<Bl, "threadId" | "checkpointNs" | "rowVersion" | "channel" | "type" | "value">;

@@ -10,6 +10,20 @@ import { quoteIdent } from "../validate.js";
 import { ADOPTION_SQLSTATE, ADOPTION_TABLE, BRIDGE, BRIDGE_DELETE, BRIDGE_SETTING, FORGET, GUARD, lockOfficial, PY_TASK_PATH, ROLLED_BACK, TABLES } from "./adopt.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js";
 
+// Our tables' columns come from names.ts (C, H, W, B); the official tables' (`${s}.…`, `NEW.…`, `gone`
+// on their triggers) are the official saver's layout, written as its own names: the same words, not ours.
+const C = CHECKPOINTS;
+const H = CHECKPOINT_HEADS;
+const W = CHECKPOINT_WRITES;
+const B = CHECKPOINT_BLOBS;
+/** Our table holding what an official table holds. */
+const OURS = { checkpoints: C.table, checkpoint_blobs: B.table, checkpoint_writes: W.table } as const;
+const cols = (...names: string[]) => names.join(", ");
+const BLOB_COLS = cols(B.threadId, B.checkpointNs, B.channel, B.version, B.type, B.value);
+const BLOB_KEY = cols(B.threadId, B.checkpointNs, B.channel, B.version);
+const WRITE_COLS = cols(W.threadId, W.checkpointNs, W.checkpointId, W.taskId, W.idx, W.channel, W.type, W.value, W.taskPath);
+const WRITE_KEY = cols(W.threadId, W.checkpointNs, W.checkpointId, W.taskId, W.idx);
+
 const lit = (s: string) => `'${s.replace(/'/g, "''")}'`;
 
 /** A dollar-quoted body whose tag does not occur in it (schema names may hold `$`). */
@@ -47,28 +61,41 @@ export function bridgeStatements(schema: string, from: string, source: "js" | "p
   const isoTs = "'^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]([.][0-9]{1,9})?(Z|[+-][0-9]{2}(:?[0-9]{2})?)$'";
   const createdAt = (cp: string) => `CASE WHEN ${cp} ->> 'ts' ~ ${isoTs} THEN (${cp} ->> 'ts')::timestamptz ELSE now() END`;
   /** Python keeps None/str/int/float/bool channel values inline in the checkpoint: a blob makes them reachable by version. */
-  const inlineBlobs = (rows: string, alias: string) => `INSERT INTO ${t}.${CHECKPOINT_BLOBS.table} (thread_id, checkpoint_ns, channel, version, type, value)
-SELECT DISTINCT ON (${alias}.thread_id, ${alias}.checkpoint_ns, v.key, ${alias}.checkpoint -> 'channel_versions' ->> v.key)
-       ${alias}.thread_id, ${alias}.checkpoint_ns, v.key, ${alias}.checkpoint -> 'channel_versions' ->> v.key, 'json', convert_to(v.value::text, 'UTF8')
+  const inlineBlobs = (rows: string, alias: string) => `INSERT INTO ${t}.${B.table} (${BLOB_COLS})
+SELECT DISTINCT ON (${alias}.${C.threadId}, ${alias}.${C.checkpointNs}, v.key, ${alias}.${C.checkpoint} -> 'channel_versions' ->> v.key)
+       ${alias}.${C.threadId}, ${alias}.${C.checkpointNs}, v.key, ${alias}.${C.checkpoint} -> 'channel_versions' ->> v.key, 'json', convert_to(v.value::text, 'UTF8')
   FROM ${rows}
- CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(${alias}.checkpoint -> 'channel_values') = 'object'
-                                    THEN ${alias}.checkpoint -> 'channel_values' ELSE '{}'::jsonb END) AS v
- WHERE jsonb_typeof(v.value) IN ('string', 'number', 'boolean', 'null') AND ${alias}.checkpoint -> 'channel_versions' ->> v.key IS NOT NULL
-ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING`;
+ CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(${alias}.${C.checkpoint} -> 'channel_values') = 'object'
+                                    THEN ${alias}.${C.checkpoint} -> 'channel_values' ELSE '{}'::jsonb END) AS v
+ WHERE jsonb_typeof(v.value) IN ('string', 'number', 'boolean', 'null') AND ${alias}.${C.checkpoint} -> 'channel_versions' ->> v.key IS NOT NULL
+ON CONFLICT (${BLOB_KEY}) DO NOTHING`;
   /** A trigger not consumed yet (`__start__`, `branch:to:*` with a value): the head still has tasks to run (linear mode). */
   const pending = (cp: string, thread: string, ns: string) => `EXISTS (
     SELECT 1 FROM jsonb_each_text(${cp} -> 'channel_versions') AS cv(channel, version)
-      JOIN ${t}.${CHECKPOINT_BLOBS.table} b ON b.thread_id = ${thread} AND b.checkpoint_ns = ${ns} AND b.channel = cv.channel AND b.version = cv.version
-     WHERE (cv.channel = '__start__' OR cv.channel LIKE 'branch:to:%') AND b.type <> 'empty')`;
-  /** Key equality across the two schemas' collations, in the one whose index serves it (idx is an integer). */
-  const eq = (a: string, b: string, cols: string[], collate: string) =>
-    cols.map((c) => (c === "idx" ? `${a}.idx = ${b}.idx` : `${a}.${c} = ${b}.${c} COLLATE ${collate}`)).join(" AND ");
-  const lineage = ["thread_id", "checkpoint_ns"];
-  const keys = {
-    checkpoints: [...lineage, "checkpoint_id"],
-    checkpoint_blobs: [...lineage, "channel", "version"],
-    checkpoint_writes: [...lineage, "checkpoint_id", "task_id", "idx"],
+      JOIN ${t}.${B.table} b ON b.${B.threadId} = ${thread} AND b.${B.checkpointNs} = ${ns} AND b.${B.channel} = cv.channel AND b.${B.version} = cv.version
+     WHERE (cv.channel = '__start__' OR cv.channel LIKE 'branch:to:%') AND b.${B.type} <> 'empty')`;
+  /**
+   * Key equality across the two schemas' collations, in the one whose index
+   * serves it (idx is an integer): `cols.a` are `a`'s columns, `cols.b` `b`'s
+   * in the same order (one side ours, the other the official table).
+   */
+  const eq = (a: string, b: string, cols: { a: readonly string[]; b: readonly string[] }, collate: string) =>
+    cols.a.map((c, i) => `${a}.${c} = ${b}.${cols.b[i]}${cols.b[i] === "idx" ? "" : ` COLLATE ${collate}`}`).join(" AND ");
+  /** The official tables' keys (their layout), and ours in the same order. */
+  const officialLineage = ["thread_id", "checkpoint_ns"];
+  const officialKeys = {
+    checkpoints: [...officialLineage, "checkpoint_id"],
+    checkpoint_blobs: [...officialLineage, "channel", "version"],
+    checkpoint_writes: [...officialLineage, "checkpoint_id", "task_id", "idx"],
   };
+  const ourKeys = {
+    checkpoints: [C.threadId, C.checkpointNs, C.checkpointId],
+    checkpoint_blobs: [B.threadId, B.checkpointNs, B.channel, B.version],
+    checkpoint_writes: [W.threadId, W.checkpointNs, W.checkpointId, W.taskId, W.idx],
+  };
+  // Our lineage columns: the same two in all four tables (names.ts checks it).
+  const ourLineage = [C.threadId, C.checkpointNs];
+  const sameCheckpoint = `c.${C.threadId} = h.${H.threadId} AND c.${C.checkpointNs} = h.${H.checkpointNs} AND c.${C.checkpointId} = h.${H.checkpointId}`;
   const movedOn = `format('langgraph-checkpoint-pg: thread %s (namespace %s) was continued by langgraph-checkpoint-pg in schema %s after the switch; ` +
     `this official-saver instance would fork it from an older checkpoint. Nothing was written. Retry the request on an upgraded instance.', ` +
     `to_json(NEW.thread_id), to_json(NEW.checkpoint_ns), ${lit(quoteIdent(schema))})`;
@@ -87,58 +114,58 @@ ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING`;
     `INSERT INTO ${t}.${ADOPTION_TABLE} (source_schema, source, official_version, state) VALUES (${lit(from)}, ${lit(source)}, ${version}, 'bridging')`,
     // Official writers wait from here to the commit: every row is either copied below or by the triggers.
     lockOfficial(from, "SHARE ROW EXCLUSIVE"),
-    `INSERT INTO ${t}.${CHECKPOINTS.table} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, created_at)
+    `INSERT INTO ${t}.${C.table} (${cols(C.threadId, C.checkpointNs, C.checkpointId, C.parentCheckpointId, C.checkpoint, C.metadata, C.createdAt)})
 SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, ${createdAt("checkpoint")} FROM ${s}.checkpoints`,
-    `INSERT INTO ${t}.${CHECKPOINT_BLOBS.table} (thread_id, checkpoint_ns, channel, version, type, value)
+    `INSERT INTO ${t}.${B.table} (${BLOB_COLS})
 SELECT thread_id, checkpoint_ns, channel, version, ${retag("type")}, blob FROM ${s}.checkpoint_blobs`,
-    ...(python ? [inlineBlobs(`${t}.${CHECKPOINTS.table} c`, "c")] : []),
-    `INSERT INTO ${t}.${CHECKPOINT_WRITES.table} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path)
+    ...(python ? [inlineBlobs(`${t}.${C.table} c`, "c")] : []),
+    `INSERT INTO ${t}.${W.table} (${WRITE_COLS})
 SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, ${retag("type")}, blob, ${taskPath ? "task_path" : "''"} FROM ${s}.checkpoint_writes`,
     // One head per lineage: the greatest checkpoint id in the official column's own collation (what the official saver returns as latest).
-    `INSERT INTO ${t}.${CHECKPOINT_HEADS.table} (thread_id, checkpoint_ns, checkpoint_id, moved_at)
+    `INSERT INTO ${t}.${H.table} (${cols(H.threadId, H.checkpointNs, H.checkpointId, H.movedAt)})
 SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoint_id, ${createdAt("checkpoint")}
   FROM ${s}.checkpoints ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC`,
-    `UPDATE ${t}.${CHECKPOINT_HEADS.table} h SET has_pending_tasks = true
-  FROM ${t}.${CHECKPOINTS.table} c
- WHERE c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns AND c.checkpoint_id = h.checkpoint_id
-   AND ${pending("c.checkpoint", "c.thread_id", "c.checkpoint_ns")}`,
-    `UPDATE ${t}.${CHECKPOINTS.table} c SET has_pending_tasks = true
-  FROM ${t}.${CHECKPOINT_HEADS.table} h
- WHERE c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns AND c.checkpoint_id = h.checkpoint_id AND h.has_pending_tasks`,
+    `UPDATE ${t}.${H.table} h SET ${H.hasPendingTasks} = true
+  FROM ${t}.${C.table} c
+ WHERE ${sameCheckpoint}
+   AND ${pending(`c.${C.checkpoint}`, `c.${C.threadId}`, `c.${C.checkpointNs}`)}`,
+    `UPDATE ${t}.${C.table} c SET ${C.hasPendingTasks} = true
+  FROM ${t}.${H.table} h
+ WHERE ${sameCheckpoint} AND h.${H.hasPendingTasks}`,
     // What official instances write from now on, copied in their own transactions.
     fn(
       schema,
       "checkpointer_bridge_blob",
       `${skipWhenQuiet}
   -- The lineage head first: the lock order of this package's put (head, then blobs and row).
-  PERFORM 1 FROM ${t}.${CHECKPOINT_HEADS.table} WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns FOR UPDATE;
-  INSERT INTO ${t}.${CHECKPOINT_BLOBS.table} (thread_id, checkpoint_ns, channel, version, type, value)
+  PERFORM 1 FROM ${t}.${H.table} WHERE ${H.threadId} = NEW.thread_id AND ${H.checkpointNs} = NEW.checkpoint_ns FOR UPDATE;
+  INSERT INTO ${t}.${B.table} (${BLOB_COLS})
   VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.channel, NEW.version, ${retag("NEW.type")}, NEW.blob)
-  ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING;`,
+  ON CONFLICT (${BLOB_KEY}) DO NOTHING;`,
     ),
     fn(
       schema,
       "checkpointer_bridge_checkpoint",
       `${skipWhenQuiet}
-  SELECT h.checkpoint_id INTO head FROM ${t}.${CHECKPOINT_HEADS.table} h
-   WHERE h.thread_id = NEW.thread_id AND h.checkpoint_ns = NEW.checkpoint_ns FOR UPDATE;
+  SELECT h.${H.checkpointId} INTO head FROM ${t}.${H.table} h
+   WHERE h.${H.threadId} = NEW.thread_id AND h.${H.checkpointNs} = NEW.checkpoint_ns FOR UPDATE;
   -- Our saver wrote the head (it is not an official row): this instance read an older state.
   IF head IS NOT NULL AND head <> NEW.checkpoint_id AND NOT EXISTS (
        SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = NEW.thread_id AND o.checkpoint_ns = NEW.checkpoint_ns AND o.checkpoint_id = head) THEN
     RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.threadMovedOn}', MESSAGE = ${movedOn};
   END IF;
-  ${python ? `${inlineBlobs("(SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint) AS n(thread_id, checkpoint_ns, checkpoint)", "n")};` : ""}
+  ${python ? `${inlineBlobs(`(SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint) AS n(${cols(C.threadId, C.checkpointNs, C.checkpoint)})`, "n")};` : ""}
   tasks := ${pending("NEW.checkpoint", "NEW.thread_id", "NEW.checkpoint_ns")};
-  INSERT INTO ${t}.${CHECKPOINTS.table} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, created_at, has_pending_tasks)
+  INSERT INTO ${t}.${C.table} AS c (${cols(C.threadId, C.checkpointNs, C.checkpointId, C.parentCheckpointId, C.checkpoint, C.metadata, C.createdAt, C.hasPendingTasks)})
   VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.parent_checkpoint_id, NEW.checkpoint, NEW.metadata, ${createdAt("NEW.checkpoint")}, tasks)
-  ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
-     SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata,
-         metadata_raw = NULL, has_pending_tasks = EXCLUDED.has_pending_tasks, row_version = c.row_version + 1;
+  ON CONFLICT (${cols(C.threadId, C.checkpointNs, C.checkpointId)}) DO UPDATE
+     SET ${C.parentCheckpointId} = EXCLUDED.${C.parentCheckpointId}, ${C.checkpoint} = EXCLUDED.${C.checkpoint}, ${C.metadata} = EXCLUDED.${C.metadata},
+         ${C.metadataRaw} = NULL, ${C.hasPendingTasks} = EXCLUDED.${C.hasPendingTasks}, ${C.rowVersion} = c.${C.rowVersion} + 1;
   -- Every official put becomes the head, with or without new blobs (as it becomes the official saver's latest).
-  INSERT INTO ${t}.${CHECKPOINT_HEADS.table} AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks)
+  INSERT INTO ${t}.${H.table} AS h (${cols(H.threadId, H.checkpointNs, H.checkpointId, H.hasPendingTasks)})
   VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, tasks)
-  ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE
-     SET checkpoint_id = EXCLUDED.checkpoint_id, has_pending_tasks = EXCLUDED.has_pending_tasks, moved_at = now(), row_version = h.row_version + 1;`,
+  ON CONFLICT (${cols(H.threadId, H.checkpointNs)}) DO UPDATE
+     SET ${H.checkpointId} = EXCLUDED.${H.checkpointId}, ${H.hasPendingTasks} = EXCLUDED.${H.hasPendingTasks}, ${H.movedAt} = now(), ${H.rowVersion} = h.${H.rowVersion} + 1;`,
       "head text; tasks boolean;",
     ),
     fn(
@@ -146,20 +173,21 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
       "checkpointer_bridge_write",
       `${skipWhenQuiet}
   -- Writes on a thread our saver continued would be replayed from an older checkpoint: refused too.
-  SELECT h.checkpoint_id INTO head FROM ${t}.${CHECKPOINT_HEADS.table} h WHERE h.thread_id = NEW.thread_id AND h.checkpoint_ns = NEW.checkpoint_ns;
+  SELECT h.${H.checkpointId} INTO head FROM ${t}.${H.table} h WHERE h.${H.threadId} = NEW.thread_id AND h.${H.checkpointNs} = NEW.checkpoint_ns;
   IF head IS NOT NULL AND NOT EXISTS (
        SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = NEW.thread_id AND o.checkpoint_ns = NEW.checkpoint_ns AND o.checkpoint_id = head) THEN
     RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.threadMovedOn}', MESSAGE = ${movedOn};
   END IF;
   IF TG_OP = 'INSERT' THEN
-    INSERT INTO ${t}.${CHECKPOINT_WRITES.table} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path)
+    INSERT INTO ${t}.${W.table} (${WRITE_COLS})
     VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.idx, NEW.channel, ${retag("NEW.type")}, NEW.blob, ${taskPath ? "NEW.task_path" : "''"})
-    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING;
+    ON CONFLICT (${WRITE_KEY}) DO NOTHING;
   ELSE
-    INSERT INTO ${t}.${CHECKPOINT_WRITES.table} AS w (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path)
+    INSERT INTO ${t}.${W.table} AS w (${WRITE_COLS})
     VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.idx, NEW.channel, ${retag("NEW.type")}, NEW.blob, ${taskPath ? "NEW.task_path" : "''"})
-    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
-       SET channel = EXCLUDED.channel, type = EXCLUDED.type, value = EXCLUDED.value, task_path = EXCLUDED.task_path, row_version = w.row_version + 1;
+    ON CONFLICT (${WRITE_KEY}) DO UPDATE
+       SET ${W.channel} = EXCLUDED.${W.channel}, ${W.type} = EXCLUDED.${W.type}, ${W.value} = EXCLUDED.${W.value}, ${W.taskPath} = EXCLUDED.${W.taskPath},
+           ${W.rowVersion} = w.${W.rowVersion} + 1;
   END IF;`,
       "head text;",
     ),
@@ -168,16 +196,16 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
         schema,
         `checkpointer_bridge_delete_${table}`,
         `${skipWhenQuiet}${quiet(`
-  DELETE FROM ${t}.${table} x USING gone g WHERE ${eq("x", "g", keys[table], '"C"')};${
+  DELETE FROM ${t}.${OURS[table]} x USING gone g WHERE ${eq("x", "g", { a: ourKeys[table], b: officialKeys[table] }, '"C"')};${
     table === "checkpoints"
       ? `
   -- Lineages the official saver emptied (its deleteThread): this package's rows on them go too.
   WITH emptied AS (SELECT DISTINCT g.thread_id, g.checkpoint_ns FROM gone g
                     WHERE NOT EXISTS (SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = g.thread_id AND o.checkpoint_ns = g.checkpoint_ns)),
-       h AS (DELETE FROM ${t}.${CHECKPOINT_HEADS.table} x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')}),
-       c AS (DELETE FROM ${t}.${CHECKPOINTS.table} x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')}),
-       w AS (DELETE FROM ${t}.${CHECKPOINT_WRITES.table} x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')})
-  DELETE FROM ${t}.${CHECKPOINT_BLOBS.table} x USING emptied e WHERE ${eq("x", "e", lineage, '"C"')};`
+       h AS (DELETE FROM ${t}.${H.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')}),
+       c AS (DELETE FROM ${t}.${C.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')}),
+       w AS (DELETE FROM ${t}.${W.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')})
+  DELETE FROM ${t}.${B.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')};`
       : ""
   }`)}`,
         "prev text;",
@@ -189,9 +217,9 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
       `${skipWhenQuiet}${quiet(`
   -- A lineage this package deleted (deleteThread, prune of a whole thread): its official copy goes too,
   -- so a rollback does not bring it back.
-  DELETE FROM ${s}.checkpoint_writes x USING gone g WHERE ${eq("x", "g", lineage, '"default"')};
-  DELETE FROM ${s}.checkpoint_blobs x USING gone g WHERE ${eq("x", "g", lineage, '"default"')};
-  DELETE FROM ${s}.checkpoints x USING gone g WHERE ${eq("x", "g", lineage, '"default"')};`)}`,
+  DELETE FROM ${s}.checkpoint_writes x USING gone g WHERE ${eq("x", "g", { a: officialLineage, b: [H.threadId, H.checkpointNs] }, '"default"')};
+  DELETE FROM ${s}.checkpoint_blobs x USING gone g WHERE ${eq("x", "g", { a: officialLineage, b: [H.threadId, H.checkpointNs] }, '"default"')};
+  DELETE FROM ${s}.checkpoints x USING gone g WHERE ${eq("x", "g", { a: officialLineage, b: [H.threadId, H.checkpointNs] }, '"default"')};`)}`,
       "prev text;",
     ),
     ...TABLES.map((table) =>
@@ -203,7 +231,7 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
       (table) =>
         `CREATE TRIGGER ${BRIDGE_DELETE} AFTER DELETE ON ${s}.${table} REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ${t}.checkpointer_bridge_delete_${table}()`,
     ),
-    `CREATE TRIGGER ${FORGET} AFTER DELETE ON ${t}.${CHECKPOINT_HEADS.table} REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ${t}.checkpointer_forget_official()`,
+    `CREATE TRIGGER ${FORGET} AFTER DELETE ON ${t}.${H.table} REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ${t}.checkpointer_forget_official()`,
   ];
 }
 
@@ -250,8 +278,8 @@ export function rollbackStatements(schema: string, from: string): string[] {
       `DROP TRIGGER IF EXISTS ${BRIDGE_DELETE} ON ${s}.${table}`,
       `DROP TRIGGER IF EXISTS ${GUARD} ON ${s}.${table}`,
     ]),
-    `DROP TRIGGER IF EXISTS ${FORGET} ON ${t}.${CHECKPOINT_HEADS.table}`,
-    ...["checkpoint_heads", ...TABLES].flatMap((table) => [
+    `DROP TRIGGER IF EXISTS ${FORGET} ON ${t}.${H.table}`,
+    ...[H.table, ...TABLES.map((table) => OURS[table])].flatMap((table) => [
       `DROP TRIGGER IF EXISTS ${ROLLED_BACK} ON ${t}.${table}`,
       `CREATE TRIGGER ${ROLLED_BACK} BEFORE INSERT OR UPDATE OR DELETE ON ${t}.${table} FOR EACH STATEMENT EXECUTE FUNCTION ${t}.checkpointer_guard_rolled_back()`,
     ]),

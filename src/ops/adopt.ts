@@ -49,6 +49,7 @@ export const PY_LAST = 9;
 /** Python migration 9 adds `checkpoint_writes.task_path`. */
 export const PY_TASK_PATH = 9;
 
+/** The official saver's tables: its layout, not ours (ours are named in db/names.ts), though the names coincide. */
 export const TABLES = ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] as const;
 export type Table = (typeof TABLES)[number];
 /** The official put writes blobs, then the checkpoint; deleteThread blobs, checkpoints, writes: lock in that order. */

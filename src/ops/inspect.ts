@@ -20,7 +20,7 @@ import type { ValueRow } from "../serde/rowserde.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 import { LIMITS, checkKey, checkSchemaName, quoteIdent } from "../validate.js";
 import { decodeMetadataRaw, decodeStored } from "./decode.js";
-import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js";
+import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
 
 /** Where to read or write: a pool, client or PGlite instance the caller owns (never closed here), and a schema. */
 export interface InspectOptions {
@@ -210,16 +210,16 @@ export async function listThreads(options: InspectOptions & { limit?: number; th
     db,
     "listing threads",
     `WITH c AS (
-       SELECT thread_id, pg_catalog.count(*) AS checkpoints, pg_catalog.count(DISTINCT checkpoint_ns) AS namespaces, pg_catalog.max(created_at) AS last_update,
-              pg_catalog.sum(pg_catalog.pg_column_size(checkpoint) + pg_catalog.pg_column_size(metadata) + coalesce(pg_catalog.octet_length(metadata_raw), 0)) AS bytes
-         FROM ${t.checkpoints} WHERE $2::text[] IS NULL OR thread_id = ANY($2::text[])
-        GROUP BY thread_id ORDER BY pg_catalog.max(created_at) DESC, thread_id LIMIT $1
+       SELECT ${COL.threadId} AS thread_id, pg_catalog.count(*) AS checkpoints, pg_catalog.count(DISTINCT ${COL.checkpointNs}) AS namespaces, pg_catalog.max(${COL.createdAt}) AS last_update,
+              pg_catalog.sum(pg_catalog.pg_column_size(${COL.checkpoint}) + pg_catalog.pg_column_size(${COL.metadata}) + coalesce(pg_catalog.octet_length(${COL.metadataRaw}), 0)) AS bytes
+         FROM ${t.checkpoints} WHERE $2::text[] IS NULL OR ${COL.threadId} = ANY($2::text[])
+        GROUP BY ${COL.threadId} ORDER BY pg_catalog.max(${COL.createdAt}) DESC, ${COL.threadId} LIMIT $1
      )
      SELECT c.thread_id, c.checkpoints::text, c.namespaces::text, pg_catalog.to_json(c.last_update) #>> '{}' AS last_update,
             w.n::text AS writes, b.n::text AS blobs, (c.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0))::text AS bytes
        FROM c
-       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.octet_length(value), 0)) AS bytes FROM ${t.writes} WHERE thread_id = c.thread_id) w ON true
-       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.octet_length(value), 0)) AS bytes FROM ${t.blobs} WHERE thread_id = c.thread_id) b ON true
+       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.octet_length(${COL.value}), 0)) AS bytes FROM ${t.writes} WHERE ${COL.threadId} = c.thread_id) w ON true
+       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.octet_length(${COL.value}), 0)) AS bytes FROM ${t.blobs} WHERE ${COL.threadId} = c.thread_id) b ON true
       ORDER BY c.last_update DESC, c.thread_id`,
     [ids === undefined ? limit : Math.max(limit, ids.length), ids ?? null],
   );
@@ -284,11 +284,12 @@ export async function history(options: InspectOptions & { threadId: string; chec
   }>(
     db,
     "reading thread history",
-    `SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata ->> 'source' AS source, metadata ->> 'step' AS step,
-            EXISTS (SELECT 1 FROM ${t.heads} h WHERE h.thread_id = c.thread_id AND h.checkpoint_ns = c.checkpoint_ns AND h.checkpoint_id = c.checkpoint_id) AS is_head,
-            pg_catalog.to_json(created_at) #>> '{}' AS created_at
-       FROM ${t.checkpoints} c WHERE thread_id = $1 AND ($2::text IS NULL OR checkpoint_ns = $2)
-      ORDER BY checkpoint_ns, checkpoint_id`,
+    `SELECT c.${COL.checkpointNs} AS checkpoint_ns, c.${COL.checkpointId} AS checkpoint_id, c.${COL.parentCheckpointId} AS parent_checkpoint_id,
+            c.${COL.metadata} ->> 'source' AS source, c.${COL.metadata} ->> 'step' AS step,
+            EXISTS (SELECT 1 FROM ${t.heads} h WHERE h.${COL.threadId} = c.${COL.threadId} AND h.${COL.checkpointNs} = c.${COL.checkpointNs} AND h.${COL.checkpointId} = c.${COL.checkpointId}) AS is_head,
+            pg_catalog.to_json(c.${COL.createdAt}) #>> '{}' AS created_at
+       FROM ${t.checkpoints} c WHERE c.${COL.threadId} = $1 AND ($2::text IS NULL OR c.${COL.checkpointNs} = $2)
+      ORDER BY c.${COL.checkpointNs}, c.${COL.checkpointId}`,
     [threadId, ns],
   );
   const lineages = new Map<string, Lineage>();
@@ -397,12 +398,14 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
   }>(
     db,
     "reading a checkpoint",
-    `SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, c.metadata, c.metadata_raw, h.checkpoint_id IS NOT NULL AS is_head,
-            pg_catalog.to_json(c.created_at) #>> '{}' AS created_at, c.ttl_seconds, c.unversioned_type, c.unversioned_values
+    `SELECT c.${COL.checkpointId} AS checkpoint_id, c.${COL.parentCheckpointId} AS parent_checkpoint_id, c.${COL.checkpoint} AS checkpoint,
+            c.${COL.metadata} AS metadata, c.${COL.metadataRaw} AS metadata_raw, h.${COL.checkpointId} IS NOT NULL AS is_head,
+            pg_catalog.to_json(c.${COL.createdAt}) #>> '{}' AS created_at, c.${COL.ttlSeconds} AS ttl_seconds,
+            c.${COL.unversionedType} AS unversioned_type, c.${COL.unversionedValues} AS unversioned_values
        FROM ${t.checkpoints} c
-       LEFT JOIN ${t.heads} h ON h.thread_id = c.thread_id AND h.checkpoint_ns = c.checkpoint_ns AND h.checkpoint_id = c.checkpoint_id
-      WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
-        AND c.checkpoint_id = coalesce($3::text, (SELECT checkpoint_id FROM ${t.heads} WHERE thread_id = $1 AND checkpoint_ns = $2))`,
+       LEFT JOIN ${t.heads} h ON h.${COL.threadId} = c.${COL.threadId} AND h.${COL.checkpointNs} = c.${COL.checkpointNs} AND h.${COL.checkpointId} = c.${COL.checkpointId}
+      WHERE c.${COL.threadId} = $1 AND c.${COL.checkpointNs} = $2
+        AND c.${COL.checkpointId} = coalesce($3::text, (SELECT ${COL.checkpointId} FROM ${t.heads} WHERE ${COL.threadId} = $1 AND ${COL.checkpointNs} = $2))`,
     [threadId, ns, id],
   );
   if (!cp) return undefined;
@@ -410,16 +413,16 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
   const blobs = await run<{ channel: string; version: string; type: string; value: Uint8Array | null }>(
     db,
     "reading channel values",
-    `SELECT b.channel, b.version, b.type, b.value FROM ${t.blobs} b
-       JOIN ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[])) AS cv(channel, version) ON b.channel = cv.channel AND b.version = cv.version
-      WHERE b.thread_id = $1 AND b.checkpoint_ns = $2`,
+    `SELECT b.${COL.channel} AS channel, b.${COL.version} AS version, b.${COL.type} AS type, b.${COL.value} AS value FROM ${t.blobs} b
+       JOIN ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[])) AS cv(channel, version) ON b.${COL.channel} = cv.channel AND b.${COL.version} = cv.version
+      WHERE b.${COL.threadId} = $1 AND b.${COL.checkpointNs} = $2`,
     [threadId, ns, versions.map(([c]) => c), versions.map(([, v]) => v)],
   );
   const writes = await run<{ task_id: string; idx: number; channel: string; type: string; value: Uint8Array | null; task_path: string }>(
     db,
     "reading pending writes",
-    `SELECT task_id, idx, channel, type, value, task_path FROM ${t.writes}
-      WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 ORDER BY task_path, task_id, idx`,
+    `SELECT ${COL.taskId} AS task_id, ${COL.idx} AS idx, ${COL.channel} AS channel, ${COL.type} AS type, ${COL.value} AS value, ${COL.taskPath} AS task_path FROM ${t.writes}
+      WHERE ${COL.threadId} = $1 AND ${COL.checkpointNs} = $2 AND ${COL.checkpointId} = $3 ORDER BY ${COL.taskPath}, ${COL.taskId}, ${COL.idx}`,
     [threadId, ns, cp.checkpoint_id],
   );
   const blobOf = new Map(blobs.map((b) => [b.channel, b]));
@@ -481,11 +484,11 @@ export async function threadIds(options: Omit<InspectOptions, "serde">): Promise
     db,
     "listing thread ids",
     // Writes or blobs without a checkpoint (a run killed between putWrites and put) belong to a thread too.
-    `SELECT thread_id FROM (
-       SELECT thread_id, pg_catalog.max(created_at) AS at FROM ${t.checkpoints} GROUP BY thread_id
-       UNION ALL SELECT DISTINCT thread_id, NULL::timestamptz FROM ${t.writes}
-       UNION ALL SELECT DISTINCT thread_id, NULL::timestamptz FROM ${t.blobs}
-     ) x GROUP BY thread_id ORDER BY pg_catalog.max(at) DESC NULLS LAST, thread_id`,
+    `SELECT x.${COL.threadId} AS thread_id FROM (
+       SELECT ${COL.threadId}, pg_catalog.max(${COL.createdAt}) AS at FROM ${t.checkpoints} GROUP BY ${COL.threadId}
+       UNION ALL SELECT DISTINCT ${COL.threadId}, NULL::timestamptz FROM ${t.writes}
+       UNION ALL SELECT DISTINCT ${COL.threadId}, NULL::timestamptz FROM ${t.blobs}
+     ) x GROUP BY ${COL.threadId} ORDER BY pg_catalog.max(at) DESC NULLS LAST, ${COL.threadId}`,
   );
   return rows.map((r) => r.thread_id);
 }

@@ -19,6 +19,7 @@ import { guard, type HandlerErrorHandler } from "../events.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
 import type { ValueRow } from "../serde/rowserde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
+import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
 
 /** Options of {@link reencrypt}. */
 export interface ReencryptOptions {
@@ -54,7 +55,7 @@ export interface ReencryptResult extends ReencryptCounts {
 }
 
 interface Table {
-  name: "checkpoint_blobs" | "checkpoint_writes" | "checkpoints";
+  name: typeof CHECKPOINT_BLOBS.table | typeof CHECKPOINT_WRITES.table | typeof CHECKPOINTS.table;
   counter: keyof ReencryptCounts;
   key: string[];
   /** Key columns' SQL types, for the keyset cursor and the update. */
@@ -73,40 +74,43 @@ export function isEncryptedSerializer(x: unknown): x is Reencrypting {
   return typeof s === "object" && s !== null && typeof s.rewrap === "function" && typeof s.currentForm === "object";
 }
 
+const B = CHECKPOINT_BLOBS;
+const W = CHECKPOINT_WRITES;
+const C = CHECKPOINTS;
 const TABLES: Table[] = [
   {
-    name: "checkpoint_blobs",
+    name: B.table,
     counter: "blobs",
-    key: ["thread_id", "checkpoint_ns", "channel", "version"],
+    key: [B.threadId, B.checkpointNs, B.channel, B.version],
     keyTypes: ["text", "text", "text", "text"],
-    type: "type",
-    value: "value",
-    row: (r) => ({ table: "checkpoint_blobs", threadId: String(r.thread_id), checkpointNs: String(r.checkpoint_ns), channel: String(r.channel), version: String(r.version) }),
+    type: B.type,
+    value: B.value,
+    row: (r) => ({ table: B.table, threadId: String(r[B.threadId]), checkpointNs: String(r[B.checkpointNs]), channel: String(r[B.channel]), version: String(r[B.version]) }),
   },
   {
-    name: "checkpoint_writes",
+    name: W.table,
     counter: "writes",
-    key: ["thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+    key: [W.threadId, W.checkpointNs, W.checkpointId, W.taskId, W.idx],
     keyTypes: ["text", "text", "text", "text", "int"],
-    type: "type",
-    value: "value",
+    type: W.type,
+    value: W.value,
     row: (r) => ({
-      table: "checkpoint_writes",
-      threadId: String(r.thread_id),
-      checkpointNs: String(r.checkpoint_ns),
-      checkpointId: String(r.checkpoint_id),
-      taskId: String(r.task_id),
-      idx: Number(r.idx),
+      table: W.table,
+      threadId: String(r[W.threadId]),
+      checkpointNs: String(r[W.checkpointNs]),
+      checkpointId: String(r[W.checkpointId]),
+      taskId: String(r[W.taskId]),
+      idx: Number(r[W.idx]),
     }),
   },
   {
-    name: "checkpoints",
+    name: C.table,
     counter: "checkpoints",
-    key: ["thread_id", "checkpoint_ns", "checkpoint_id"],
+    key: [C.threadId, C.checkpointNs, C.checkpointId],
     keyTypes: ["text", "text", "text"],
-    type: "unversioned_type",
-    value: "unversioned_values",
-    row: (r) => ({ table: "checkpoints", threadId: String(r.thread_id), checkpointNs: String(r.checkpoint_ns), checkpointId: String(r.checkpoint_id) }),
+    type: C.unversionedType,
+    value: C.unversionedValues,
+    row: (r) => ({ table: C.table, threadId: String(r[C.threadId]), checkpointNs: String(r[C.checkpointNs]), checkpointId: String(r[C.checkpointId]) }),
   },
 ];
 
@@ -176,7 +180,7 @@ export async function reencrypt(options: ReencryptOptions): Promise<ReencryptRes
               const columns = table.key.map((k, i) => `pg_catalog.unnest($${i + 1}::${table.keyTypes[i]}[])`);
               const n = table.key.length;
               await tx.query(
-                `UPDATE ${t} x SET ${table.type} = u.type, ${table.value} = u.value, row_version = x.row_version + 1
+                `UPDATE ${t} x SET ${table.type} = u.type, ${table.value} = u.value, ${COL.rowVersion} = x.${COL.rowVersion} + 1
                    FROM ROWS FROM (${columns.join(", ")}, pg_catalog.unnest($${n + 1}::text[]), pg_catalog.unnest($${n + 2}::bytea[]))
                         AS u(${keys}, type, value)
                   WHERE ${table.key.map((k) => `x.${k} = u.${k}`).join(" AND ")}`,

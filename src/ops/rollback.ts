@@ -29,8 +29,14 @@ import { withTarget, type TargetOptions } from "../db/migrate.js";
 import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
-import { OWN_TABLES } from "../db/names.js";
+import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS, OWN_TABLES } from "../db/names.js";
 import { toLongVersion, versionCounter } from "../saver/version.js";
+
+// Our tables' names come from names.ts; the official tables' (`${s}.…`, alias `o`) are the official
+// saver's layout, written as its own names.
+const C = CHECKPOINTS;
+const B = CHECKPOINT_BLOBS;
+const W = CHECKPOINT_WRITES;
 
 export interface RollbackAdoptionOptions extends TargetOptions {
   /** The serializer this package's saver used (needed to decode encrypted values). Default {@link MsgpackSerializer}. */
@@ -144,19 +150,21 @@ async function convert(
       throw new MigrationError(`Rolling back: ${what} could not be converted to the official format. Nothing was changed.`, { cause, migration: "adoption" });
     }
   };
-  /** Keys compared in the official columns' own collation, so their indexes serve the lookups. */
-  const same = (a: string, b: string, cols: string[]) => cols.map((c) => `${a}.${c} = ${b}.${c} COLLATE "default"`).join(" AND ");
+  /** Keys compared in the official columns' own collation, so their indexes serve the lookups: `o`'s columns, ours in the same order. */
+  const same = (o: string, ours: string, officialCols: string[], ourCols: string[]) =>
+    officialCols.map((c, i) => `${o}.${c} = ${ours}.${ourCols[i]} COLLATE "default"`).join(" AND ");
   const counts = { checkpoints: 0, blobs: 0, writes: 0 };
 
   // Checkpoints this package wrote (or changed) since the switch, with the blobs they name.
   for (let cursor = ["", "", ""]; ; ) {
     const { rows } = await tx.query<CheckpointRow>(
-      `SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, c.metadata
-         FROM ${t}.checkpoints c
-        WHERE (c.thread_id, c.checkpoint_ns, c.checkpoint_id) > ($1, $2, $3)
-          AND NOT EXISTS (SELECT 1 FROM ${s}.checkpoints o WHERE ${same("o", "c", ["thread_id", "checkpoint_ns", "checkpoint_id"])}
-                             AND o.checkpoint = c.checkpoint AND o.metadata = c.metadata)
-        ORDER BY c.thread_id, c.checkpoint_ns, c.checkpoint_id LIMIT ${PAGE}`,
+      `SELECT c.${C.threadId} AS thread_id, c.${C.checkpointNs} AS checkpoint_ns, c.${C.checkpointId} AS checkpoint_id,
+              c.${C.parentCheckpointId} AS parent_checkpoint_id, c.${C.checkpoint} AS checkpoint, c.${C.metadata} AS metadata
+         FROM ${t}.${C.table} c
+        WHERE (c.${C.threadId}, c.${C.checkpointNs}, c.${C.checkpointId}) > ($1, $2, $3)
+          AND NOT EXISTS (SELECT 1 FROM ${s}.checkpoints o WHERE ${same("o", "c", ["thread_id", "checkpoint_ns", "checkpoint_id"], [C.threadId, C.checkpointNs, C.checkpointId])}
+                             AND o.checkpoint = c.${C.checkpoint} AND o.metadata = c.${C.metadata})
+        ORDER BY c.${C.threadId}, c.${C.checkpointNs}, c.${C.checkpointId} LIMIT ${PAGE}`,
       cursor,
     );
     if (rows.length === 0) break;
@@ -172,9 +180,9 @@ async function convert(
     }
     const list = [...refs.values()];
     const { rows: blobs } = await tx.query<{ t: string; ns: string; ch: string; sv: string; type: string; value: Buffer | null }>(
-      `SELECT k.t, k.ns, k.ch, k.sv, b.type, b.value
+      `SELECT k.t, k.ns, k.ch, k.sv, b.${B.type} AS type, b.${B.value} AS value
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS k(t, ns, ch, v, sv)
-         JOIN ${t}.checkpoint_blobs b ON b.thread_id = k.t AND b.checkpoint_ns = k.ns AND b.channel = k.ch AND b.version = k.v
+         JOIN ${t}.${B.table} b ON b.${B.threadId} = k.t AND b.${B.checkpointNs} = k.ns AND b.${B.channel} = k.ch AND b.${B.version} = k.v
         WHERE NOT EXISTS (SELECT 1 FROM ${s}.checkpoint_blobs o WHERE o.thread_id = k.t AND o.checkpoint_ns = k.ns AND o.channel = k.ch AND o.version = k.sv)`,
       [0, 1, 2, 3, 4].map((i) => list.map((ref) => ref[i])),
     );
@@ -223,7 +231,8 @@ async function convert(
   // Pending writes this package stored (or changed) since the switch, on any checkpoint.
   const retag = target === "python" ? `CASE o.type WHEN 'msgpack' THEN '${PY_MSGPACK_TYPE}' ELSE o.type END` : "o.type";
   const withPath = target === "python" && (await hasTaskPath(tx, record.from));
-  const keys = ["thread_id", "checkpoint_ns", "checkpoint_id", "task_id"];
+  const officialKeys = ["thread_id", "checkpoint_ns", "checkpoint_id", "task_id"];
+  const ourKeys = [W.threadId, W.checkpointNs, W.checkpointId, W.taskId];
   for (let cursor: [string, string, string, string, number] = ["", "", "", "", -(2 ** 31)]; ; ) {
     const { rows } = await tx.query<{
       thread_id: string;
@@ -236,12 +245,13 @@ async function convert(
       value: Buffer | null;
       task_path: string;
     }>(
-      `SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.channel, w.type, w.value, w.task_path
-         FROM ${t}.checkpoint_writes w
-        WHERE (w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx) > ($1, $2, $3, $4, $5)
-          AND NOT EXISTS (SELECT 1 FROM ${s}.checkpoint_writes o WHERE ${same("o", "w", keys)} AND o.idx = w.idx
-                             AND o.channel = w.channel AND ${retag} = w.type AND o.blob IS NOT DISTINCT FROM w.value)
-        ORDER BY w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx LIMIT ${PAGE}`,
+      `SELECT w.${W.threadId} AS thread_id, w.${W.checkpointNs} AS checkpoint_ns, w.${W.checkpointId} AS checkpoint_id, w.${W.taskId} AS task_id,
+              w.${W.idx} AS idx, w.${W.channel} AS channel, w.${W.type} AS type, w.${W.value} AS value, w.${W.taskPath} AS task_path
+         FROM ${t}.${W.table} w
+        WHERE (w.${W.threadId}, w.${W.checkpointNs}, w.${W.checkpointId}, w.${W.taskId}, w.${W.idx}) > ($1, $2, $3, $4, $5)
+          AND NOT EXISTS (SELECT 1 FROM ${s}.checkpoint_writes o WHERE ${same("o", "w", officialKeys, ourKeys)} AND o.idx = w.${W.idx}
+                             AND o.channel = w.${W.channel} AND ${retag} = w.${W.type} AND o.blob IS NOT DISTINCT FROM w.${W.value})
+        ORDER BY w.${W.threadId}, w.${W.checkpointNs}, w.${W.checkpointId}, w.${W.taskId}, w.${W.idx} LIMIT ${PAGE}`,
       cursor,
     );
     if (rows.length === 0) break;

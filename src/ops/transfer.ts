@@ -12,7 +12,7 @@ import type { ValueRow } from "../serde/rowserde.js";
 import { checkKey, LIMITS, quoteIdent } from "../validate.js";
 import { decodeMetadataRaw, decodeSafe, toJsonSafe } from "./decode.js";
 import { open, run, type InspectOptions } from "./inspect.js";
-import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js";
+import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
 
 /** Name and version of the export format (the first line of an export file). */
 export const EXPORT_FORMAT = "langgraph-checkpoint-pg/export";
@@ -166,16 +166,16 @@ export async function exportThread(options: InspectOptions & { threadId: string 
       await tx.query("SET LOCAL bytea_output = 'hex'");
       // to_jsonb: every column, including ones later migrations add; bytea as hex, timestamps to the microsecond.
       const read = (table: string, order: string, extra = "") =>
-        run<{ r: Record<string, unknown> }>(tx, "exporting a thread", `SELECT pg_catalog.to_jsonb(x)${extra} AS r FROM ${table} x WHERE thread_id = $1 ORDER BY ${order}`, [
+        run<{ r: Record<string, unknown> }>(tx, "exporting a thread", `SELECT pg_catalog.to_jsonb(x)${extra} AS r FROM ${table} x WHERE ${COL.threadId} = $1 ORDER BY ${order}`, [
           threadId,
         ]);
       const isHead = ` || pg_catalog.jsonb_build_object('is_head', EXISTS (SELECT 1 FROM ${t.heads} h
-                           WHERE h.thread_id = x.thread_id AND h.checkpoint_ns = x.checkpoint_ns AND h.checkpoint_id = x.checkpoint_id))`;
+                           WHERE h.${COL.threadId} = x.${COL.threadId} AND h.${COL.checkpointNs} = x.${COL.checkpointNs} AND h.${COL.checkpointId} = x.${COL.checkpointId}))`;
       return [
         await tableColumns(tx, schema),
-        await read(t.checkpoints, "checkpoint_ns, checkpoint_id", isHead),
-        await read(t.writes, "checkpoint_ns, checkpoint_id, task_path, task_id, idx"),
-        await read(t.blobs, "checkpoint_ns, channel, version"),
+        await read(t.checkpoints, `${COL.checkpointNs}, ${COL.checkpointId}`, isHead),
+        await read(t.writes, `${COL.checkpointNs}, ${COL.checkpointId}, ${COL.taskPath}, ${COL.taskId}, ${COL.idx}`),
+        await read(t.blobs, `${COL.checkpointNs}, ${COL.channel}, ${COL.version}`),
       ] as const;
     })
     .catch((err: unknown) => {
@@ -311,9 +311,9 @@ export async function importThread(
       const [exists] = await run<{ found: boolean }>(
         tx,
         "checking the target thread",
-        `SELECT EXISTS (SELECT 1 FROM ${t.checkpoints} WHERE thread_id = $1)
-             OR EXISTS (SELECT 1 FROM ${t.writes} WHERE thread_id = $1)
-             OR EXISTS (SELECT 1 FROM ${t.blobs} WHERE thread_id = $1) AS found`,
+        `SELECT EXISTS (SELECT 1 FROM ${t.checkpoints} WHERE ${COL.threadId} = $1)
+             OR EXISTS (SELECT 1 FROM ${t.writes} WHERE ${COL.threadId} = $1)
+             OR EXISTS (SELECT 1 FROM ${t.blobs} WHERE ${COL.threadId} = $1) AS found`,
         [threadId],
       );
       if (exists!.found) {
@@ -336,10 +336,10 @@ export async function importThread(
         }
       }
       await tx.query(
-        `INSERT INTO ${t.heads} (thread_id, checkpoint_ns, checkpoint_id, moved_at, has_pending_tasks)
-         SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.created_at, c.has_pending_tasks
+        `INSERT INTO ${t.heads} (${COL.threadId}, ${COL.checkpointNs}, ${COL.checkpointId}, ${COL.movedAt}, ${COL.hasPendingTasks})
+         SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId}, c.${COL.createdAt}, c.${COL.hasPendingTasks}
            FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS h(ns, id)
-           JOIN ${t.checkpoints} c ON c.thread_id = $1 AND c.checkpoint_ns = h.ns AND c.checkpoint_id = h.id`,
+           JOIN ${t.checkpoints} c ON c.${COL.threadId} = $1 AND c.${COL.checkpointNs} = h.ns AND c.${COL.checkpointId} = h.id`,
         [threadId, heads.ns, heads.ids],
       );
       return { threadId, status: "imported" as const, checkpoints: prepared.checkpoint.length, writes: prepared.write.length, blobs: prepared.blob.length };

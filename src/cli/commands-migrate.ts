@@ -1,0 +1,249 @@
+/**
+ * The schema commands: migrate (with its adoption steps), status,
+ * upgrade-state and reencrypt.
+ */
+import type pg from "pg";
+import { isPGlite, pgliteDb, poolDb } from "../db/db.js";
+import { migrationNumber } from "../errors.js";
+import { migrationStatus } from "../ops/inspect.js";
+import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
+import type { SaverEvent } from "../events.js";
+import { MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, type AdoptOption, type MigrateResult } from "../db/migrate.js";
+import { finishAdoption } from "../ops/adopt-steps.js";
+import { isEncryptedSerializer, reencrypt, type ReencryptResult } from "../ops/reencrypt.js";
+import { rollbackAdoption } from "../ops/rollback.js";
+import { PostgresSaver } from "../saver/saver.js";
+import type { Upcaster } from "../serde/upcast.js";
+import { quoteIdent } from "../validate.js";
+import { BIN } from "./args.js";
+import { EXIT, NoEmbeddedDatabaseError, NotFoundError } from "./exit.js";
+import { fields, formatTime, progress, styleFor, table } from "./format.js";
+import { json, withConnection, type Common, type Io } from "./context.js";
+import { loadModule } from "./module.js";
+
+export async function migrateCommand(
+  c: Common & { dryRun: boolean; adopt: AdoptOption | undefined; step: "finish" | "rollback" | undefined },
+  io: Io,
+): Promise<number> {
+  const { schema, dryRun } = c;
+  const flag = schema === "public" ? "" : ` --schema ${schema}`;
+  if (c.step) return adoptionStepCommand(c, c.step, io);
+  const print = (result: MigrateResult, label: string) => {
+    const adoption = result.adoption;
+    if (c.json) {
+      io.out(json({ database: label, dryRun, ...result, applied: result.applied.map((m) => (dryRun ? m : { version: m.version, name: m.name })) }));
+    } else if (dryRun) {
+      io.out(`-- ${BIN} migrate --dry-run: ${label}, schema ${JSON.stringify(schema)}`);
+      io.out(`-- schema at ${migrationText(result.fromVersion)}, this code: ${migrationText(latestVersion())}; ${result.applied.length} migration(s) pending. Nothing was applied.`);
+      if (result.applied.length > 0) {
+        io.out(
+          `-- Applied in ONE transaction, after: SET LOCAL search_path TO ${quoteIdent(schema)}, pg_temp (pg_catalog is searched first); ` +
+            "SELECT pg_catalog.pg_advisory_xact_lock(...); a check that no other role may create in the schema or owns code it runs; " +
+            "CREATE SCHEMA IF NOT EXISTS; LOCK TABLE <the saver's tables> IN ACCESS EXCLUSIVE MODE;",
+        );
+      }
+      for (const m of result.applied) {
+        io.out(`\n-- migration ${m.name} (recorded in ${quoteIdent(schema)}.${MIGRATIONS_TABLE})\n${m.sql.trim()}`);
+      }
+      if (adoption?.adopted) io.out(`\n-- then, in the same transaction:\n${adoption.sql}`);
+      else if (adoption) io.out(`\n-- schema ${JSON.stringify(schema)} adopted ${JSON.stringify(adoption.from)} already: nothing to do for --adopt.`);
+    } else {
+      io.out(
+        result.applied.length === 0
+          ? `Schema ${JSON.stringify(schema)} is up to date (${migrationText(result.toVersion)}) in ${label}; nothing to apply.`
+          : `Migrated schema ${JSON.stringify(schema)} in ${label} from ${migrationText(result.fromVersion)}: applied ` +
+              result.applied.map((m) => m.name).join(", "),
+      );
+      if (adoption?.adopted) {
+        io.out(
+          `Adopted the official ${adoption.source === "js" ? "JS" : "Python"} saver's tables in schema ${JSON.stringify(adoption.from)} ` +
+            `(checkpoint_migrations at version ${adoption.officialVersion}): every thread is copied, and what its instances still write is copied as they write it.\n` +
+            `Next: run this package on schema ${JSON.stringify(schema)}; once no official instance runs any more: \`npx ${BIN} migrate${flag} --finish-adoption\`. ` +
+            `To go back: \`npx ${BIN} migrate${flag} --rollback-adoption\`.`,
+        );
+      } else if (adoption) {
+        io.out(`Schema ${JSON.stringify(schema)} adopted schema ${JSON.stringify(adoption.from)} already; nothing to do for --adopt.`);
+      }
+    }
+    return EXIT.OK;
+  };
+  const onEvent = (e: SaverEvent) => {
+    if (e.type === "retry") io.err(`${BIN}: attempt ${e.attempt} of ${e.attempts} failed (${e.code ?? "error"}); retrying in ${e.delayMs} ms`);
+  };
+  try {
+    return await withConnection(c, !dryRun, async (conn) =>
+      print(await runMigrations(isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool), schema, { dryRun, adopt: c.adopt, onEvent }), conn.label),
+    );
+  } catch (err) {
+    // A dry run never creates the embedded folder: without one, everything is pending.
+    if (!(dryRun && err instanceof NoEmbeddedDatabaseError)) throw err;
+    const all = loadMigrations().map((m) => ({ version: m.version, name: m.name, sql: m.sql }));
+    return print({ schema, fromVersion: 0, toVersion: 0, applied: all }, "a new embedded database");
+  }
+}
+
+/** `migrate --finish-adoption` and `--rollback-adoption`. */
+async function adoptionStepCommand(c: Common & { dryRun: boolean }, step: "finish" | "rollback", io: Io): Promise<number> {
+  const { schema, dryRun } = c;
+  const flag = schema === "public" ? "" : ` --schema ${schema}`;
+  return withConnection(c, false, async (conn) => {
+    if (step === "finish") {
+      const r = await finishAdoption({ pool: conn.pool, schema, dryRun });
+      if (c.json) io.out(json({ database: conn.label, dryRun, ...r }));
+      else if (!r.finished) io.out(`The adoption of schema ${JSON.stringify(r.from)} by ${JSON.stringify(schema)} is finished already; nothing to do.`);
+      else if (dryRun) io.out(`-- ${BIN} migrate --finish-adoption --dry-run: ${conn.label}. Nothing was changed.\n${r.sql}`);
+      else {
+        io.out(
+          `Finished: the official tables in schema ${JSON.stringify(r.from)} are no longer copied and refuse writes from now on ` +
+            `(an official instance still running fails with SQLSTATE LGB02). Going back stays possible: \`npx ${BIN} migrate${flag} --rollback-adoption\`.`,
+        );
+      }
+      return EXIT.OK;
+    }
+    const r = await rollbackAdoption({ pool: conn.pool, schema, dryRun });
+    if (c.json) io.out(json({ database: conn.label, dryRun, ...r }));
+    else {
+      const what = `${r.checkpoints} checkpoint(s), ${r.blobs} blob(s) and ${r.writes} pending write(s)`;
+      io.out(
+        dryRun
+          ? `Would convert ${what} into the official ${r.target === "js" ? "JS" : "Python"} saver's tables in schema ${JSON.stringify(r.from)}. Nothing was changed.`
+          : `Rolled back: ${what} converted into the official ${r.target === "js" ? "JS" : "Python"} saver's tables in schema ${JSON.stringify(r.from)}; ` +
+              `they carry no trigger of this package any more. Schema ${JSON.stringify(schema)} refuses writes from now on: deploy the official saver on ${JSON.stringify(r.from)}.`,
+      );
+    }
+    return EXIT.OK;
+  });
+}
+
+export async function statusCommand(c: Common, io: Io): Promise<number> {
+  const { schema } = c;
+  return withConnection(c, false, async (conn) => {
+    const s = await migrationStatus({ pool: conn.pool, schema });
+    const modified = s.applied.some((m) => m.modified);
+    const code = (s.state === "up-to-date" || s.state === "newer-compatible") && !modified ? EXIT.OK : EXIT.SCHEMA;
+    if (c.json) {
+      io.out(json({ database: conn.label, ...s }));
+      return code;
+    }
+    const st = styleFor(process.stdout);
+    const state =
+      s.state === "up-to-date"
+        ? st.green("up to date")
+        : s.state === "pending"
+          ? st.yellow(`${s.pending.length} migration(s) pending: run \`npx ${BIN} migrate${schema === "public" ? "" : ` --schema ${schema}`}\``)
+          : s.state === "newer-compatible"
+            ? st.green(`newer than this code, and its newer migrations keep this code working`)
+            : st.red(`NEWER than this code (works with code that knows migration ${migrationNumber(s.compatibleFrom ?? s.schemaVersion)} or later): upgrade the package before using this schema`);
+    io.out(
+      fields(
+        [
+          ["database", conn.label],
+          ["schema", schema],
+          ["migration", `${migrationText(s.schemaVersion, s.applied)} (this code: ${migrationText(s.codeVersion)}), ${state}`],
+          ...(s.adoption
+            ? ([
+                [
+                  "adoption",
+                  `of schema ${JSON.stringify(s.adoption.from)} (official ${s.adoption.source === "js" ? "JS" : "Python"} saver): ${
+                    s.adoption.state === "bridging"
+                      ? "bridging (official writes are copied here); finish with --finish-adoption"
+                      : s.adoption.state === "finished"
+                        ? `finished ${formatTime(s.adoption.finishedAt!)} (the official tables refuse writes)`
+                        : `rolled back ${formatTime(s.adoption.rolledBackAt!)} (this schema refuses writes)`
+                  }`,
+                ],
+              ] as [string, string][])
+            : []),
+        ],
+        st,
+      ),
+    );
+    const rows = [
+      ...s.applied.map((m) => [
+        m.modified ? st.red("✗") : m.known ? st.green("✓") : st.red("?"),
+        m.name,
+        m.modified
+          ? st.red("applied, but the shipped file differs: released migrations must never be edited")
+          : m.known
+            ? `applied ${formatTime(m.appliedAt)}`
+            : st.red("unknown to this code"),
+      ]),
+      ...s.pending.map((m) => [st.yellow("·"), m.name, st.yellow("pending")]),
+    ];
+    io.out(`\nMigrations\n${rows.length ? table(["", "MIGRATION", "STATE"], rows, st, "  ") : "  (none)"}`);
+    const counts = Object.entries(s.rows);
+    io.out(
+      counts.length === 0
+        ? "\nTables: none yet"
+        : `\nRows\n${table(["TABLE", { header: "ROWS", align: "right" }], counts.map(([t, n]) => [t, String(n)]), st, "  ")}`,
+    );
+    return code;
+  });
+}
+
+/**
+ * The last migration of a schema or of this code, as people know it: its file
+ * name (`0006_unversioned_values`), or its number when this code does not ship it.
+ */
+function migrationText(version: number, applied?: readonly { version: number; name: string }[]): string {
+  if (version === 0) return "no migration";
+  const name = applied?.find((m) => m.version === version)?.name ?? loadMigrations()[version - 1]?.name;
+  return `migration ${name ?? migrationNumber(version)}`;
+}
+
+/**
+ * Rewrite checkpoints older than the state version into the current shape.
+ * The upcasters are code: they come from a module the user names, which
+ * exports `stateVersion` and `upcasters` (the same values the app's saver
+ * uses), and `serde` when the saver has its own serializer.
+ */
+export async function upgradeStateCommand(c: Common & { module: string; batchSize: number }, io: Io): Promise<number> {
+  const spec = await loadModule(c.module, "upcasters", "stateVersion");
+  return withConnection(c, false, async (conn) => {
+    const saver = new PostgresSaver(conn.pool, {
+      schema: c.schema,
+      stateVersion: spec.stateVersion as number,
+      upcasters: spec.upcasters as Record<number, Upcaster>,
+      ...(spec.serde === undefined ? {} : { serde: spec.serde as SerializerProtocol }),
+    });
+    const bar = progress();
+    let result: { rewritten: number };
+    try {
+      result = await saver.upgradeState({ batchSize: c.batchSize, onProgress: (p) => bar.update(`upgrade-state: ${p.rewritten} checkpoints rewritten`) });
+    } finally {
+      bar.done();
+    }
+    if (c.json) io.out(json({ database: conn.label, schema: c.schema, stateVersion: spec.stateVersion, ...result }));
+    else io.out(`Rewrote ${result.rewritten} checkpoint(s) to state version ${String(spec.stateVersion)} in schema ${JSON.stringify(c.schema)} of ${conn.label}.`);
+    return EXIT.OK;
+  });
+}
+
+/** Rewrite encrypted values into the serializer's current form (see src/ops/reencrypt.ts); the serializer comes from a module. */
+export async function reencryptCommand(c: Common & { module: string; batchSize: number; dryRun: boolean }, io: Io): Promise<number> {
+  const spec = await loadModule(c.module, "serializer", "serde");
+  if (!isEncryptedSerializer(spec.serde)) throw new NotFoundError(`the module ${JSON.stringify(c.module)} does not export serde, an EncryptedSerializer`);
+  const serde = spec.serde;
+  return withConnection(c, false, async (conn) => {
+    const bar = progress();
+    let result: ReencryptResult;
+    try {
+      result = await reencrypt({
+        pool: conn.pool,
+        schema: c.schema,
+        serde,
+        batchSize: c.batchSize,
+        dryRun: c.dryRun,
+        onProgress: (p) => bar.update(`reencrypt: ${p.blobs} blobs, ${p.writes} writes, ${p.checkpoints} checkpoints`),
+      });
+    } finally {
+      bar.done();
+    }
+    if (c.json) io.out(json({ database: conn.label, schema: c.schema, ...result }));
+    else {
+      const counts = `${result.blobs} blob(s), ${result.writes} write(s) and the values of ${result.checkpoints} checkpoint(s)`;
+      io.out(c.dryRun ? `Would rewrite ${counts} in schema ${JSON.stringify(c.schema)} of ${conn.label}.` : `Rewrote ${counts} in schema ${JSON.stringify(c.schema)} of ${conn.label}.`);
+    }
+    return EXIT.OK;
+  });
+}

@@ -1,0 +1,157 @@
+/**
+ * The commands that change rows: delete, import and prune.
+ */
+import { listThreads } from "../ops/inspect.js";
+import { prune, type PruneResult } from "../ops/prune.js";
+import { PostgresSaver } from "../saver/saver.js";
+import { EXIT, NotFoundError } from "./exit.js";
+import { formatBytes, progress, styleFor, table } from "./format.js";
+import { importThreads, type ImportSummary } from "./transfer.js";
+import { json, withConnection, type Common, type Io } from "./context.js";
+
+export async function deleteThreadsCommand(c: Common & { threadIds: string[]; dryRun: boolean }, io: Io): Promise<number> {
+  const { schema, threadIds, dryRun } = c;
+  return withConnection(c, false, async (conn) => {
+    const where = `schema ${JSON.stringify(schema)} of ${conn.label}`;
+    const found = await listThreads({ pool: conn.pool, schema, threadIds });
+    const byId = new Map(found.map((t) => [t.threadId, t]));
+    const missing = threadIds.filter((id) => !byId.has(id));
+    if (missing.length > 0) {
+      throw new NotFoundError(`${missing.length === 1 ? "Thread" : "Threads"} ${missing.map((t) => JSON.stringify(t)).join(", ")} not found in ${where}; nothing was deleted`);
+    }
+    const threads = threadIds.map((id) => byId.get(id)!);
+    if (!dryRun) {
+      const saver = new PostgresSaver(conn.pool, { schema });
+      for (const id of threadIds) await saver.deleteThread(id);
+    }
+    if (c.json) {
+      io.out(json({ database: conn.label, schema, dryRun, threads }));
+      return EXIT.OK;
+    }
+    const st = styleFor(process.stdout);
+    const right = (header: string) => ({ header, align: "right" as const });
+    io.out(
+      (dryRun ? `${st.yellow("Dry run")}: would delete from ${where}:` : `Deleted from ${where}:`) +
+        "\n" +
+        table(
+          ["THREAD", right("CHECKPOINTS"), right("NAMESPACES"), right("WRITES"), right("BLOBS"), right("SIZE")],
+          threads.map((t) => [st.cyan(t.threadId), String(t.checkpoints), String(t.namespaces), String(t.writes), String(t.blobs), formatBytes(t.bytes)]),
+          st,
+          "  ",
+        ) +
+        (dryRun ? "\nNothing was deleted; run it again without --dry-run to delete." : ""),
+    );
+    return EXIT.OK;
+  });
+}
+
+export async function importCommand(c: Common & { file: string | undefined; skipExisting: boolean }, io: Io): Promise<number> {
+  return withConnection(c, false, async (conn) => {
+    const where = `schema ${JSON.stringify(c.schema)} of ${conn.label}`;
+    const report = (s: ImportSummary) => {
+      const sum = (k: "checkpoints" | "writes" | "blobs") => s.imported.reduce((n, r) => n + r[k], 0);
+      return (
+        `Imported ${s.imported.length} thread(s) (${sum("checkpoints")} checkpoints, ${sum("writes")} writes, ${sum("blobs")} blobs) into ${where}` +
+        (s.skipped.length ? `; skipped ${s.skipped.length} existing: ${s.skipped.map((t) => JSON.stringify(t)).join(", ")}` : "")
+      );
+    };
+    const summary = await importThreads({ pool: conn.pool, schema: c.schema }, c.file, c.skipExisting ? "skip" : "fail", (partial) => {
+      if (partial.imported.length > 0 || partial.skipped.length > 0) io.err(`${report(partial)} before the error.`);
+    });
+    if (c.json) io.out(json({ database: conn.label, schema: c.schema, ...summary }));
+    else io.out(report(summary));
+    return EXIT.OK;
+  });
+}
+
+/** A dry run's per-thread lines on a terminal; `--json` has them all. */
+const PRUNE_ROWS_SHOWN = 50;
+
+export async function pruneCommand(
+  c: Common & {
+    keepLast: number | undefined;
+    olderThan: string | undefined;
+    idleFor: string | undefined;
+    threadTtl: boolean | undefined;
+    threadIds: string[] | undefined;
+    grace: string | undefined;
+    yes: boolean;
+  },
+  io: Io,
+): Promise<number> {
+  return withConnection(c, false, async (conn) => {
+    const dryRun = !c.yes;
+    const bar = progress();
+    // Ctrl-C: finish the current batch (its transactions are short), then report.
+    const stop = new AbortController();
+    const onSigint = () => stop.abort();
+    process.once("SIGINT", onSigint);
+    let result: PruneResult;
+    try {
+      result = await prune({
+        pool: conn.pool,
+        schema: c.schema,
+        dryRun,
+        signal: stop.signal,
+        ...(c.keepLast !== undefined ? { keepLast: c.keepLast } : {}),
+        ...(c.olderThan !== undefined ? { olderThan: c.olderThan } : {}),
+        ...(c.idleFor !== undefined ? { idleFor: c.idleFor } : {}),
+        ...(c.threadTtl !== undefined ? { threadTtl: c.threadTtl } : {}),
+        ...(c.threadIds !== undefined ? { threadIds: c.threadIds } : {}),
+        ...(c.grace !== undefined ? { grace: c.grace } : {}),
+        onProgress: (p) =>
+          bar.update(
+            `${dryRun ? "dry run" : "pruning"}: ${p.threadsScanned} threads, ${p.totals.checkpoints} checkpoints, ` +
+              `${p.totals.writes} writes, ${p.totals.blobs} blobs (${formatBytes(p.totals.checkpointBytes + p.totals.writeBytes + p.totals.blobBytes)})`,
+          ),
+      });
+    } finally {
+      bar.done();
+      process.off("SIGINT", onSigint);
+    }
+    if (c.json) {
+      io.out(json({ database: conn.label, schema: c.schema, ...result }));
+    } else {
+      const st = styleFor(process.stdout);
+      const what =
+        `${result.checkpoints} checkpoints, ${result.writes} writes, ${result.blobs} blobs (${formatBytes(result.bytes)})` +
+        (result.threadsExpired ? `, including ${result.threadsExpired} idle or expired thread(s)` : "");
+      if (dryRun && result.threads && result.threads.length > 0) {
+        const right = (header: string) => ({ header, align: "right" as const });
+        const shown = result.threads.slice(0, PRUNE_ROWS_SHOWN);
+        io.out(
+          table(
+            ["THREAD", right("CHECKPOINTS"), right("WRITES"), right("BLOBS"), right("SIZE"), ""],
+            shown.map((t) => [
+              st.cyan(t.threadId),
+              String(t.checkpoints),
+              String(t.writes),
+              String(t.blobs),
+              formatBytes(t.bytes),
+              t.expired ? "whole thread (idle or past its ttl)" : "",
+            ]),
+            st,
+          ) + (result.threads.length > shown.length ? `\n… and ${result.threads.length - shown.length} more thread(s) (--json lists them all)` : ""),
+        );
+      }
+      io.out(
+        dryRun
+          ? `${st.yellow("Dry run")}: would delete ${what} in schema ${JSON.stringify(c.schema)} of ${conn.label} ` +
+              `(${result.threads?.length ?? 0} of ${result.threadsScanned} thread(s) scanned). Nothing was deleted; add --yes to delete.`
+          : `Deleted ${what} from schema ${JSON.stringify(c.schema)} of ${conn.label} (${result.threadsScanned} thread(s) scanned).` +
+              (result.bytes > 0 ? "\nThe space is reused by new rows after (auto)vacuum; VACUUM FULL or pg_repack returns it to the OS." : ""),
+      );
+      if (result.threadsSkipped > 0) {
+        io.out(
+          `${st.yellow(`Skipped ${result.threadsSkipped} busy thread(s)`)} (a graph or another prune was writing them; the next run picks them up): ` +
+            result.skippedThreadIds.map((t) => JSON.stringify(t)).join(", "),
+        );
+      }
+    }
+    if (result.aborted) {
+      io.err(`Interrupted after batch ${result.batches}: the counts above cover what was done until then.`);
+      return EXIT.FAILED;
+    }
+    return EXIT.OK;
+  });
+}
