@@ -59,7 +59,7 @@ export async function runPut(ctx: SaverContext, put: EncodedPut, started: number
         row = Object.assign(fast, { parent_known: true, late: false, missing: null });
       } else {
         checked = true;
-        values = putValues({ ...params, referenced: referencedValues(put.channelVersions, params.channels, params.versions) });
+        values = putValues(params, referencedValues(put.channelVersions, params.channels, params.versions));
       }
     }
     row ??= (await ctx.query<PutRow>("putChecked", values, "put")).rows[0]!;

@@ -35,18 +35,19 @@ export interface PutParams {
   hasPendingTasks: boolean;
   unversionedType: string | null;
   unversionedValues: Uint8Array | null;
-  /** `putChecked` only: the channels and versions the checkpoint refers to without writing them. */
-  referenced?: { channels: string[]; versions: string[] };
 }
 
-/** `put`'s values ($1 to $21), and `putChecked`'s ($22, $23 too) when `p.referenced` is set. */
-export function putValues(p: PutParams): unknown[] {
+/**
+ * `put`'s values ($1 to $21); `putChecked`'s with `referenced` ($22, $23: the
+ * channels and versions the checkpoint refers to without writing them).
+ */
+export function putValues(p: PutParams, referenced?: { channels: string[]; versions: string[] }): unknown[] {
   const values: unknown[] = [
     p.threadId, p.checkpointNs, p.checkpointId, p.parentId, p.checkpoint, p.metadata, p.metadataRaw, p.linear,
     p.channels, p.versions, p.types, p.offsets, p.startsRun, p.leaseSeconds, p.ttlSeconds, p.stateVersion,
     p.hasPendingTasks, p.lengths, p.bytes, p.unversionedType, p.unversionedValues,
   ];
-  if (p.referenced) values.push(p.referenced.channels, p.referenced.versions);
+  if (referenced) values.push(referenced.channels, referenced.versions);
   return values;
 }
 

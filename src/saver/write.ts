@@ -227,7 +227,20 @@ export async function sendWrites(ctx: SaverContext, calls: WriteRows[]): Promise
   const first = calls[0]!;
   if (calls.length === 1) {
     const packed = pack(first.payloads);
-    await ctx.query("putWrites", putWritesValues({ ...first, offsets: packed.offsets, lengths: packed.lengths, bytes: packed.bytes }), "putWrites");
+    const values = putWritesValues({
+      threadId: first.threadId,
+      checkpointNs: first.checkpointNs,
+      checkpointId: first.checkpointId,
+      taskId: first.taskId,
+      taskPath: first.taskPath,
+      idx: first.idx,
+      channels: first.channels,
+      types: first.types,
+      offsets: packed.offsets,
+      lengths: packed.lengths,
+      bytes: packed.bytes,
+    });
+    await ctx.query("putWrites", values, "putWrites");
     return;
   }
   const perRow = (f: (c: WriteRows) => string) => calls.flatMap((c) => c.idx.map(() => f(c)));
