@@ -26,7 +26,7 @@ import { fields, styleFor, table, valueText, type Style } from "./cli/format.js"
 import { exportThread, type BlobRecord, type CheckpointRecord, type ExportRecord, type WriteRecord } from "./ops/transfer.js";
 import { toJsonSafe } from "./ops/decode.js";
 import { loadMigrations } from "./db/migrate.js";
-import { PostgresSaver } from "./saver.js";
+import { PostgresSaver } from "./saver/saver.js";
 
 const HELP = `Usage: npm run demo -- [options]   (npm run -s demo -- --json: JSON alone)
 

@@ -6,10 +6,9 @@
  * import { PostgresSaver, migrate } from "langgraph-checkpoint-pg";
  * ```
  */
-export { PostgresSaver, ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions, type SetupOptions, type LineageMode } from "./saver.js";
+export * from "./saver/index.js";
 export * from "./db/index.js";
 export * from "./ops/index.js";
-export { MsgpackSerializer } from "./serde.js";
 export * from "./serde/index.js";
 export type { SaverEvent, EventHandler, HandlerErrorHandler, HandlerErrorInfo } from "./events.js";
 export { withConflictRetry, withRetry, type ConflictRetryOptions, type WithRetryOptions } from "./retry.js";

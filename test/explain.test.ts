@@ -6,7 +6,7 @@
 import { uuid6 } from "@langchain/langgraph-checkpoint";
 import { beforeAll, expect, it } from "vitest";
 import { migrate, PostgresSaver } from "../src/index.js";
-import { buildQueries } from "../src/queries.js";
+import { buildQueries } from "../src/saver/queries.js";
 import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
 import { withTestDatabase } from "./helpers/db.js";
 

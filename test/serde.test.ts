@@ -36,7 +36,7 @@ import {
   START,
   StateGraph,
 } from "@langchain/langgraph";
-import { MAX_DEPTH, MsgpackSerializer } from "../src/serde.js";
+import { MAX_DEPTH, MsgpackSerializer } from "../src/serde/serde.js";
 import { DeserializationError, SerializationError } from "../src/errors.js";
 import { cpuTime } from "./helpers/cpu.js";
 

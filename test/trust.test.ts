@@ -76,8 +76,7 @@ function sourcesOf(dir: string, name: RegExp): string[] {
 
 /** Files whose SQL runs at run time, through the caller's search_path. */
 const RUNTIME_SQL = [
-  "src/queries.ts",
-  "src/saver.ts",
+  ...sourcesOf("src/saver", /\.ts$/),
   ...sourcesOf("src/ops", /^(prune|inspect|transfer|grants|adopt-steps)[.-]/),
   ...sourcesOf("src/db", /^(migrate|migrations|trust)\./),
 ];

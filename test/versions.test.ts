@@ -1,5 +1,5 @@
 /**
- * Channel versions (src/version.ts): new threads get short ones, threads in the
+ * Channel versions (src/saver/version.ts): new threads get short ones, threads in the
  * long or numeric format keep theirs, and LangGraph's two orders (`>` for
  * triggers, `compareChannelVersions` for the next version) agree with the
  * counter across the short format's width changes (35 -> 36 -> 1296 ...).

@@ -12,7 +12,7 @@ import { MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, type Ad
 import { finishAdoption } from "../ops/adopt-steps.js";
 import { isEncryptedSerializer, reencrypt, type ReencryptResult } from "../ops/reencrypt.js";
 import { rollbackAdoption } from "../ops/rollback.js";
-import { PostgresSaver } from "../saver.js";
+import { PostgresSaver } from "../saver/saver.js";
 import type { Upcaster } from "../serde/upcast.js";
 import { quoteIdent } from "../validate.js";
 import { BIN } from "./args.js";

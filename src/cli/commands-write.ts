@@ -3,7 +3,7 @@
  */
 import { listThreads } from "../ops/inspect.js";
 import { prune, type PruneResult } from "../ops/prune.js";
-import { PostgresSaver } from "../saver.js";
+import { PostgresSaver } from "../saver/saver.js";
 import { EXIT, NotFoundError } from "./exit.js";
 import { formatBytes, progress, styleFor, table } from "./format.js";
 import { importThreads, type ImportSummary } from "./transfer.js";

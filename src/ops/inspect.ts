@@ -17,7 +17,7 @@ import { CheckpointerError, DatabaseOperationError, HistoryCorruptError, Invalid
 import { ADOPTION_TABLE, readAdoption, type AdoptionRecord } from "./adopt.js";
 import { assertSchemaCurrent, loadMigrations, MIGRATIONS_TABLE, schemaLevel } from "../db/migrate.js";
 import type { ValueRow } from "../serde/rowserde.js";
-import { MsgpackSerializer } from "../serde.js";
+import { MsgpackSerializer } from "../serde/serde.js";
 import { LIMITS, checkKey, checkSchemaName, quoteIdent } from "../validate.js";
 import { decodeMetadataRaw, decodeStored } from "./decode.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";

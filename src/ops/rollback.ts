@@ -27,10 +27,10 @@ import { MigrationError } from "../errors.js";
 import { adoptionStep } from "./adopt-steps.js";
 import { withTarget, type TargetOptions } from "../db/migrate.js";
 import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
-import { MsgpackSerializer } from "../serde.js";
+import { MsgpackSerializer } from "../serde/serde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS, OWN_TABLES } from "../db/names.js";
-import { toLongVersion, versionCounter } from "../version.js";
+import { toLongVersion, versionCounter } from "../saver/version.js";
 
 // Our tables' names come from names.ts; the official tables' (`${s}.…`, alias `o`) are the official
 // saver's layout, written as its own names.

@@ -45,7 +45,7 @@ import { createCipheriv, createDecipheriv, createSecretKey, KeyObject, randomByt
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { DeserializationError, InvalidOptionsError, SerializationError } from "../errors.js";
 import { rowIdentity, type RowBoundSerializer, type ValueRow } from "./rowserde.js";
-import { MsgpackSerializer } from "../serde.js";
+import { MsgpackSerializer } from "./serde.js";
 
 /** Prefix of the type tag of every encrypted value. */
 export const ENCRYPTED_TYPE_PREFIX = "enc:";

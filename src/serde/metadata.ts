@@ -6,7 +6,7 @@
  * JSONB column holds a filterable projection (NUL shown as U+FFFD).
  * Nothing is ever lost, and the common case costs no extra bytes.
  */
-import { MsgpackSerializer } from "../serde.js";
+import { MsgpackSerializer } from "./serde.js";
 import { LONE_SURROGATE } from "../validate.js";
 
 const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, "g");

@@ -11,7 +11,7 @@
  */
 import type { CheckpointPendingWrite, CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import { CheckpointerError, InvalidOptionsError } from "../errors.js";
-import { counterText, parseVersion, versionCounter } from "../version.js";
+import { counterText, parseVersion, versionCounter } from "../saver/version.js";
 
 export interface UpcastContext {
   threadId: string;
@@ -105,7 +105,7 @@ export function isInternalChannel(name: string): boolean {
   return name.startsWith("__") || name.includes(":");
 }
 
-/** Long or short counter (version.ts), then `.u<state version>.`: no random part has a dot. */
+/** Long or short counter (saver/version.ts), then `.u<state version>.`: no random part has a dot. */
 const SYNTHETIC = /^(\d{32}|-[a-z][0-9a-z]+)\.u\d+\./;
 
 /*

@@ -1,6 +1,7 @@
 /**
  * This saver's writes still in flight, per lineage, so that a read of a
- * lineage can wait for them.
+ * lineage can wait for them; and (ThreadOrder, below) each thread's results
+ * delivered in the order its operations were called.
  *
  * Why: LangGraph's `invoke` can reject while writes of the same run are still
  * queued (with the default "async" durability it chains a run's puts, and it
@@ -57,3 +58,43 @@ export class InFlight {
     }
   }
 }
+
+/**
+ * Per thread, the operations called on it, so their results are delivered in
+ * call order (see {@link ThreadOrder.deliver}).
+ */
+export class ThreadOrder {
+  /** Per thread: settles once the latest operation called on it, and all before it, have. */
+  readonly #tails = new Map<string, Promise<void>>();
+
+  /**
+   * Deliver the successful results of one thread's operations in the order
+   * they were called, as MemorySaver's are; the statements still run
+   * concurrently. The parallel tasks of a step (e.g. subgraphs started by
+   * `Send`, each with its own namespace) then reach their interrupts in task
+   * order, and LangGraph reports the interrupts of a step in the order the
+   * tasks got there (LangGraph's test "resume multiple interrupts"). Without
+   * it, whichever statement Postgres happened to answer first would decide.
+   *
+   * A failure is delivered at once: LangGraph stops the run on it, and the
+   * sooner it does, the fewer steps run on past a write that was lost (a
+   * retry then waits for what is still in flight, see `InFlight`).
+   */
+  deliver<T>(config: { configurable?: Record<string, unknown> } | undefined, op: Promise<T>): Promise<T> {
+    const threadId: unknown = config?.configurable?.thread_id;
+    if (typeof threadId !== "string") return op;
+    const tails = this.#tails;
+    const before = tails.get(threadId);
+    // Settles (never rejects) once this operation and every earlier one on the thread have.
+    const turn: Promise<void> = (before === undefined ? op : before.then(() => op)).then(noop, noop);
+    tails.set(threadId, turn);
+    void turn.then(() => {
+      if (tails.get(threadId) === turn) tails.delete(threadId);
+    });
+    // Usually nothing is in flight on the thread: then the operation itself, no wait.
+    if (before === undefined) return op;
+    return op.then((value) => before.then(() => value));
+  }
+}
+
+function noop(): void {}

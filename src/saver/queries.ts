@@ -9,8 +9,14 @@
  * objects could plant a closer overload (e.g. `unnest(text[])`) that would
  * otherwise win. Several arrays are unnested with `ROWS FROM (...)`, the form
  * multi-argument `unnest` stands for, which only exists unqualified.
+ *
+ * Tables and columns are named through db/names.ts (checked against the
+ * drizzle definitions when the package compiles), once, when the statements
+ * are built: the texts are the same as if written out. A column the code
+ * reads from a result keeps the name the code reads (see `out`).
  */
-import { quoteIdent } from "./validate.js";
+import { CHECKPOINT_BLOBS as B, CHECKPOINT_HEADS as H, CHECKPOINT_WRITES as W, CHECKPOINTS as C } from "../db/names.js";
+import { quoteIdent } from "../validate.js";
 
 export type Queries = ReturnType<typeof buildQueries>;
 
@@ -51,45 +57,75 @@ export interface ReadRow {
   md: unknown;
 }
 
+/**
+ * Column `column` (with its table alias `alias`), in a result under `name`,
+ * the name the code reads: written as it is while the column is so called,
+ * `AS name` after a rename.
+ */
+function out(alias: string, column: string, name: string): string {
+  return column === name ? `${alias}${column}` : `${alias}${column} AS ${name}`;
+}
+
 export function buildQueries(schema: string) {
   const s = quoteIdent(schema);
-  const checkpoints = `${s}.checkpoints`;
-  const writes = `${s}.checkpoint_writes`;
-  const blobs = `${s}.checkpoint_blobs`;
-  const heads = `${s}.checkpoint_heads`;
+  const checkpoints = `${s}.${C.table}`;
+  const writes = `${s}.${W.table}`;
+  const blobs = `${s}.${B.table}`;
+  const heads = `${s}.${H.table}`;
   /** The head's checkpoint id of lineage ($1, $2). */
-  const headOf = `(SELECT checkpoint_id FROM ${heads} WHERE thread_id = $1 AND checkpoint_ns = $2)`;
+  const headOf = `(SELECT ${H.checkpointId} FROM ${heads} WHERE ${H.threadId} = $1 AND ${H.checkpointNs} = $2)`;
+
+  /** A pending write's columns as the read rows carry them (s1 task id, s2 channel, s3 type, s4 task path, n idx, v value). */
+  const writeCols = `w.${W.taskId}, w.${W.channel}, w.${W.type}, w.${W.taskPath}, w.${W.idx}, w.${W.value}`;
+  const blobCols = [B.threadId, B.checkpointNs, B.channel, B.version, B.type, B.value].join(", ");
+  const blobKey = [B.threadId, B.checkpointNs, B.channel, B.version].join(", ");
+  const writeInsertCols = [W.threadId, W.checkpointNs, W.checkpointId, W.taskId, W.taskPath, W.idx, W.channel, W.type, W.value].join(", ");
+  /** Ordinary writes (idx >= 0) are kept (first one wins); special ones replace the stored one. */
+  const writeConflict = `ON CONFLICT (${W.threadId}, ${W.checkpointNs}, ${W.checkpointId}, ${W.taskId}, ${W.idx}) DO UPDATE
+   SET ${W.channel} = EXCLUDED.${W.channel}, ${W.type} = EXCLUDED.${W.type}, ${W.value} = EXCLUDED.${W.value},
+       ${W.taskPath} = EXCLUDED.${W.taskPath}, ${W.rowVersion} = w.${W.rowVersion} + 1
+ WHERE EXCLUDED.${W.idx} < 0`;
 
   /** Wrap a page of checkpoint rows into the one-statement read. */
   const read = (page: string) => `
 WITH page AS MATERIALIZED (${page})
-SELECT 0 AS kind, p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id AS s1,
-       NULL::text AS s2, p.unversioned_type AS s3, NULL::text AS s4, p.state_version AS n, p.metadata_raw AS v,
-       p.unversioned_values AS uv, p.checkpoint AS cp, p.metadata AS md
+SELECT 0 AS kind, ${out("p.", C.threadId, "thread_id")}, ${out("p.", C.checkpointNs, "checkpoint_ns")}, ${out("p.", C.checkpointId, "checkpoint_id")}, p.${C.parentCheckpointId} AS s1,
+       NULL::text AS s2, p.${C.unversionedType} AS s3, NULL::text AS s4, p.${C.stateVersion} AS n, p.${C.metadataRaw} AS v,
+       p.${C.unversionedValues} AS uv, p.${C.checkpoint} AS cp, p.${C.metadata} AS md
   FROM page p
 UNION ALL
-SELECT 1, p.thread_id, p.checkpoint_ns, p.checkpoint_id, b.channel, cv.version, b.type, NULL, NULL, b.value, NULL, NULL, NULL
+SELECT 1, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, b.${B.channel}, cv.version, b.${B.type}, NULL, NULL, b.${B.value}, NULL, NULL, NULL
   FROM page p
-  CROSS JOIN LATERAL pg_catalog.jsonb_each_text(p.checkpoint -> 'channel_versions') AS cv(channel, version)
+  CROSS JOIN LATERAL pg_catalog.jsonb_each_text(p.${C.checkpoint} -> 'channel_versions') AS cv(channel, version)
   -- A lateral lookup per (channel, version): the planner would otherwise hash
   -- all of a long thread's blobs to find the few a page needs.
-  CROSS JOIN LATERAL (SELECT b.channel, b.type, b.value FROM ${blobs} b
-                       WHERE b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns
-                         AND b.channel = cv.channel AND b.version = cv.version AND b.type <> 'empty'
+  CROSS JOIN LATERAL (SELECT b.${B.channel}, b.${B.type}, b.${B.value} FROM ${blobs} b
+                       WHERE b.${B.threadId} = p.${C.threadId} AND b.${B.checkpointNs} = p.${C.checkpointNs}
+                         AND b.${B.channel} = cv.channel AND b.${B.version} = cv.version AND b.${B.type} <> 'empty'
                       OFFSET 0) b
 UNION ALL
-SELECT 2, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w.type, w.task_path, w.idx, w.value, NULL, NULL, NULL
+SELECT 2, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols}, NULL, NULL, NULL
   FROM page p
-  JOIN ${writes} w ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns AND w.checkpoint_id = p.checkpoint_id
+  JOIN ${writes} w ON w.${W.threadId} = p.${C.threadId} AND w.${W.checkpointNs} = p.${C.checkpointNs} AND w.${W.checkpointId} = p.${C.checkpointId}
 UNION ALL
-SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w.type, w.task_path, w.idx, w.value, NULL, NULL, NULL
+SELECT 3, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols}, NULL, NULL, NULL
   FROM page p
-  JOIN ${writes} w ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns
-                  AND w.checkpoint_id = p.parent_checkpoint_id AND w.channel = '__pregel_tasks'
- WHERE (p.checkpoint ->> 'v')::int < 4`;
+  JOIN ${writes} w ON w.${W.threadId} = p.${C.threadId} AND w.${W.checkpointNs} = p.${C.checkpointNs}
+                  AND w.${W.checkpointId} = p.${C.parentCheckpointId} AND w.${W.channel} = '__pregel_tasks'
+ WHERE (p.${C.checkpoint} ->> 'v')::int < 4`;
 
-  const cols =
-    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw, state_version, unversioned_type, unversioned_values";
+  const cols = [
+    C.threadId,
+    C.checkpointNs,
+    C.checkpointId,
+    C.parentCheckpointId,
+    C.checkpoint,
+    C.metadata,
+    C.metadataRaw,
+    C.stateVersion,
+    C.unversionedType,
+    C.unversionedValues,
+  ].join(", ");
 
   /**
    * One page of `list`, newest first, keyset-paginated. Built from the
@@ -101,26 +137,26 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
     const values: unknown[] = [];
     const param = (v: unknown) => `$${values.push(v)}`;
     const conds: string[] = [];
-    if (where.threadId !== undefined) conds.push(`thread_id = ${param(where.threadId)}`);
-    if (where.checkpointNs !== undefined) conds.push(`checkpoint_ns = ${param(where.checkpointNs)}`);
-    if (where.checkpointId !== undefined) conds.push(`checkpoint_id = ${param(where.checkpointId)}`);
+    if (where.threadId !== undefined) conds.push(`${C.threadId} = ${param(where.threadId)}`);
+    if (where.checkpointNs !== undefined) conds.push(`${C.checkpointNs} = ${param(where.checkpointNs)}`);
+    if (where.checkpointId !== undefined) conds.push(`${C.checkpointId} = ${param(where.checkpointId)}`);
     // Within one lineage the checkpoint id alone orders and bounds the page (an index range).
     const oneLineage = where.threadId !== undefined && where.checkpointNs !== undefined;
     const upper = [where.before, where.cursor?.[0]].filter((x): x is string => x !== undefined).sort()[0];
     if (oneLineage) {
-      if (upper !== undefined) conds.push(`checkpoint_id < ${param(upper)}`);
+      if (upper !== undefined) conds.push(`${C.checkpointId} < ${param(upper)}`);
     } else {
-      if (where.before !== undefined) conds.push(`checkpoint_id < ${param(where.before)}`);
-      if (where.cursor) conds.push(`(checkpoint_id, thread_id, checkpoint_ns) < (${param(where.cursor[0])}, ${param(where.cursor[1])}, ${param(where.cursor[2])})`);
+      if (where.before !== undefined) conds.push(`${C.checkpointId} < ${param(where.before)}`);
+      if (where.cursor) conds.push(`(${C.checkpointId}, ${C.threadId}, ${C.checkpointNs}) < (${param(where.cursor[0])}, ${param(where.cursor[1])}, ${param(where.cursor[2])})`);
     }
     if (where.filter) {
       const keys = param(where.filter.keys);
       const vals = param(where.filter.values);
       conds.push(
-        `metadata @> ${param(where.filter.json)}::jsonb AND NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(${keys}::text[]), pg_catalog.unnest(${vals}::jsonb[])) f(k, val) WHERE metadata -> f.k IS DISTINCT FROM f.val)`,
+        `${C.metadata} @> ${param(where.filter.json)}::jsonb AND NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(${keys}::text[]), pg_catalog.unnest(${vals}::jsonb[])) f(k, val) WHERE ${C.metadata} -> f.k IS DISTINCT FROM f.val)`,
       );
     }
-    const order = oneLineage ? "checkpoint_id DESC" : "checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC";
+    const order = oneLineage ? `${C.checkpointId} DESC` : `${C.checkpointId} DESC, ${C.threadId} DESC, ${C.checkpointNs} DESC`;
     const text = read(
       `SELECT ${cols} FROM ${checkpoints}${conds.length ? ` WHERE ${conds.join(" AND ")}` : ""} ORDER BY ${order} LIMIT ${param(where.limit)}`,
     );
@@ -130,40 +166,40 @@ SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w
   /** The put statement (see `put` and `putChecked` below). */
   const putStatement = (checked: boolean) => `
 WITH head AS (
-  SELECT checkpoint_id, row_version, moved_at, has_pending_tasks FROM ${heads}
-   WHERE thread_id = $1 AND checkpoint_ns = $2
+  SELECT ${H.checkpointId}, ${H.rowVersion}, ${H.movedAt}, ${H.hasPendingTasks} FROM ${heads}
+   WHERE ${H.threadId} = $1 AND ${H.checkpointNs} = $2
      FOR UPDATE
 ), checks AS (
-  SELECT h.checkpoint_id AS head_id, h.row_version AS head_rv,
+  SELECT h.${H.checkpointId} AS head_id, h.${H.rowVersion} AS head_rv,
          -- Is the parent stored? Its row is key-share locked, after the head, until
          -- we commit, so prune or deleteThread cannot take it (and the values it
          -- holds) away meanwhile. Usually the parent is the head: no second lookup.
-         (${checked ? "$4::text IS NULL" : "($4::text IS NULL AND (h.checkpoint_id IS NULL OR h.checkpoint_id = $3))"}
-          OR h.checkpoint_id IS NOT DISTINCT FROM $4 OR EXISTS (SELECT 1 FROM ${checkpoints}
-                                      WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $4
+         (${checked ? "$4::text IS NULL" : `($4::text IS NULL AND (h.${H.checkpointId} IS NULL OR h.${H.checkpointId} = $3))`}
+          OR h.${H.checkpointId} IS NOT DISTINCT FROM $4 OR EXISTS (SELECT 1 FROM ${checkpoints}
+                                      WHERE ${C.threadId} = $1 AND ${C.checkpointNs} = $2 AND ${C.checkpointId} = $4
                                         FOR KEY SHARE)) AS ${checked ? "parent_known" : "fast"},${
     checked
       ? `
          -- Branch mode: the head's own parent, arriving after it (LangGraph 1.4 puts
          -- an "exit" run's stub parent without waiting for it). It is stored; the
          -- head, which already builds on it, stays. Looked up only on a fork.
-         (NOT $8::boolean AND h.checkpoint_id IS DISTINCT FROM $4::text AND h.checkpoint_id <> $3
+         (NOT $8::boolean AND h.${H.checkpointId} IS DISTINCT FROM $4::text AND h.${H.checkpointId} <> $3
           AND EXISTS (SELECT 1 FROM ${checkpoints}
-                       WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = h.checkpoint_id AND parent_checkpoint_id = $3))
+                       WHERE ${C.threadId} = $1 AND ${C.checkpointNs} = $2 AND ${C.checkpointId} = h.${H.checkpointId} AND ${C.parentCheckpointId} = $3))
            IS TRUE AS late,`
       : ""
   }
          CASE
            WHEN NOT $8::boolean THEN true
-           WHEN NOT (h.checkpoint_id IS NOT DISTINCT FROM $4::text OR h.checkpoint_id IS NOT DISTINCT FROM $3) THEN false
-           WHEN NOT $13::boolean OR h.checkpoint_id IS NULL OR h.checkpoint_id = $3 THEN true
+           WHEN NOT (h.${H.checkpointId} IS NOT DISTINCT FROM $4::text OR h.${H.checkpointId} IS NOT DISTINCT FROM $3) THEN false
+           WHEN NOT $13::boolean OR h.${H.checkpointId} IS NULL OR h.${H.checkpointId} = $3 THEN true
            -- A new run may start only from a settled head: nothing left to run,
            -- or stopped by an interrupt or error, or idle longer than the lease.
-           ELSE NOT h.has_pending_tasks
-             OR h.moved_at < pg_catalog.now() - pg_catalog.make_interval(secs => $14::float8)
+           ELSE NOT h.${H.hasPendingTasks}
+             OR h.${H.movedAt} < pg_catalog.now() - pg_catalog.make_interval(secs => $14::float8)
              OR EXISTS (SELECT 1 FROM ${writes} w
-                         WHERE w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = h.checkpoint_id
-                           AND w.channel IN ('__interrupt__', '__error__'))
+                         WHERE w.${W.threadId} = $1 AND w.${W.checkpointNs} = $2 AND w.${W.checkpointId} = h.${H.checkpointId}
+                           AND w.${W.channel} IN ('__interrupt__', '__error__'))
          END AS mode_ok
     FROM (SELECT 1) AS one LEFT JOIN head h ON true
 ), decision AS (${
@@ -175,40 +211,40 @@ WITH head AS (
                         (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(r.channel, r.version))
                            FROM ROWS FROM (pg_catalog.unnest($22::text[]), pg_catalog.unnest($23::text[])) AS r(channel, version)
                           WHERE NOT EXISTS (SELECT 1 FROM ${blobs} b
-                                             WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = r.channel AND b.version = r.version
+                                             WHERE b.${B.threadId} = $1 AND b.${B.checkpointNs} = $2 AND b.${B.channel} = r.channel AND b.${B.version} = r.version
                                                FOR KEY SHARE)) END AS missing
             FROM checks c OFFSET 0) AS x`
       : `
   SELECT head_id, head_rv, fast, mode_ok AND fast AS ok FROM checks`
   }
 ), move AS (
-  INSERT INTO ${heads} AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks)
+  INSERT INTO ${heads} AS h (${H.threadId}, ${H.checkpointNs}, ${H.checkpointId}, ${H.hasPendingTasks})
   SELECT $1, $2, $3, $17 FROM decision d WHERE d.ok${checked ? " AND NOT d.late" : ""}
-  ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE
-     SET checkpoint_id = EXCLUDED.checkpoint_id, has_pending_tasks = EXCLUDED.has_pending_tasks,
-         moved_at = pg_catalog.now(), row_version = h.row_version + 1
-   WHERE h.row_version = (SELECT head_rv FROM decision)
+  ON CONFLICT (${H.threadId}, ${H.checkpointNs}) DO UPDATE
+     SET ${H.checkpointId} = EXCLUDED.${H.checkpointId}, ${H.hasPendingTasks} = EXCLUDED.${H.hasPendingTasks},
+         ${H.movedAt} = pg_catalog.now(), ${H.rowVersion} = h.${H.rowVersion} + 1
+   WHERE h.${H.rowVersion} = (SELECT head_rv FROM decision)
   RETURNING 1
 ), new_blobs AS (
-  INSERT INTO ${blobs} (thread_id, checkpoint_ns, channel, version, type, value)
+  INSERT INTO ${blobs} (${blobCols})
   SELECT $1, $2, p.channel, p.version, p.type, v.value
     FROM ROWS FROM (pg_catalog.unnest($9::text[]), pg_catalog.unnest($10::text[]), pg_catalog.unnest($11::text[]),
                     pg_catalog.unnest($12::int[]), pg_catalog.unnest($18::int[])) AS p(channel, version, type, off, len)
     CROSS JOIN LATERAL (SELECT CASE WHEN p.len < 0 THEN NULL ELSE pg_catalog.substring($19::bytea, p.off + 1, p.len) END AS value) AS v
    WHERE EXISTS (SELECT 1 FROM move)${checked ? " OR (SELECT ok AND late FROM decision)" : ""}
-  ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+  ON CONFLICT (${blobKey}) DO NOTHING
   RETURNING 1
 ), ins AS (
-  INSERT INTO ${checkpoints} AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw,
-                                   ttl_seconds, state_version, has_pending_tasks, unversioned_type, unversioned_values)
+  INSERT INTO ${checkpoints} AS c (${C.threadId}, ${C.checkpointNs}, ${C.checkpointId}, ${C.parentCheckpointId}, ${C.checkpoint}, ${C.metadata}, ${C.metadataRaw},
+                                   ${C.ttlSeconds}, ${C.stateVersion}, ${C.hasPendingTasks}, ${C.unversionedType}, ${C.unversionedValues})
   SELECT $1, $2, $3, $4, $5, $6, $7, $15, $16, $17, $20, $21
    WHERE EXISTS (SELECT 1 FROM move)${checked ? " OR (SELECT ok AND late FROM decision)" : ""}
-  ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
-     SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, checkpoint = EXCLUDED.checkpoint,
-         metadata = EXCLUDED.metadata, metadata_raw = EXCLUDED.metadata_raw,
-         ttl_seconds = EXCLUDED.ttl_seconds, state_version = EXCLUDED.state_version,
-         has_pending_tasks = EXCLUDED.has_pending_tasks, unversioned_type = EXCLUDED.unversioned_type,
-         unversioned_values = EXCLUDED.unversioned_values, row_version = c.row_version + 1
+  ON CONFLICT (${C.threadId}, ${C.checkpointNs}, ${C.checkpointId}) DO UPDATE
+     SET ${C.parentCheckpointId} = EXCLUDED.${C.parentCheckpointId}, ${C.checkpoint} = EXCLUDED.${C.checkpoint},
+         ${C.metadata} = EXCLUDED.${C.metadata}, ${C.metadataRaw} = EXCLUDED.${C.metadataRaw},
+         ${C.ttlSeconds} = EXCLUDED.${C.ttlSeconds}, ${C.stateVersion} = EXCLUDED.${C.stateVersion},
+         ${C.hasPendingTasks} = EXCLUDED.${C.hasPendingTasks}, ${C.unversionedType} = EXCLUDED.${C.unversionedType},
+         ${C.unversionedValues} = EXCLUDED.${C.unversionedValues}, ${C.rowVersion} = c.${C.rowVersion} + 1
   RETURNING (xmax = 0) AS fresh
 )
 SELECT d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fast"}, (SELECT pg_catalog.count(*) FROM move)::int AS moved,
@@ -220,10 +256,10 @@ SELECT d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fast"}, (SELEC
     listPage,
 
     /** $1 thread, $2 namespace, $3 checkpoint id. */
-    getById: read(`SELECT ${cols} FROM ${checkpoints} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3`),
+    getById: read(`SELECT ${cols} FROM ${checkpoints} WHERE ${C.threadId} = $1 AND ${C.checkpointNs} = $2 AND ${C.checkpointId} = $3`),
 
     /** $1 thread, $2 namespace: the lineage head (two primary-key lookups, O(log n) at any history length). */
-    getHead: read(`SELECT ${cols} FROM ${checkpoints} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ${headOf}`),
+    getHead: read(`SELECT ${cols} FROM ${checkpoints} WHERE ${C.threadId} = $1 AND ${C.checkpointNs} = $2 AND ${C.checkpointId} = ${headOf}`),
 
     /**
      * Store a checkpoint: its new blobs, its row, and the head move, in one
@@ -281,15 +317,12 @@ SELECT d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fast"}, (SELEC
      * $6 idx int[], $7 channels, $8 types, $9 offsets, $10 lengths, $11 all values as one bytea.
      */
     putWrites: `
-INSERT INTO ${writes} AS w (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value)
+INSERT INTO ${writes} AS w (${writeInsertCols})
 SELECT $1, $2, $3, $4, $5, x.idx, x.channel, x.type, v.value
   FROM ROWS FROM (pg_catalog.unnest($6::int[]), pg_catalog.unnest($7::text[]), pg_catalog.unnest($8::text[]),
                   pg_catalog.unnest($9::int[]), pg_catalog.unnest($10::int[])) AS x(idx, channel, type, off, len)
   CROSS JOIN LATERAL (SELECT CASE WHEN x.len < 0 THEN NULL ELSE pg_catalog.substring($11::bytea, x.off + 1, x.len) END AS value) AS v
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
-   SET channel = EXCLUDED.channel, type = EXCLUDED.type, value = EXCLUDED.value,
-       task_path = EXCLUDED.task_path, row_version = w.row_version + 1
- WHERE EXCLUDED.idx < 0`,
+${writeConflict}`,
 
     /**
      * {@link putWrites} for several calls of one lineage at once (coalesced
@@ -301,16 +334,13 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
      * $11 all values as one bytea.
      */
     putWritesBatch: `
-INSERT INTO ${writes} AS w (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value)
+INSERT INTO ${writes} AS w (${writeInsertCols})
 SELECT $1, $2, x.checkpoint_id, x.task_id, x.task_path, x.idx, x.channel, x.type, v.value
   FROM ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
                   pg_catalog.unnest($6::int[]), pg_catalog.unnest($7::text[]), pg_catalog.unnest($8::text[]),
                   pg_catalog.unnest($9::int[]), pg_catalog.unnest($10::int[])) AS x(checkpoint_id, task_id, task_path, idx, channel, type, off, len)
   CROSS JOIN LATERAL (SELECT CASE WHEN x.len < 0 THEN NULL ELSE pg_catalog.substring($11::bytea, x.off + 1, x.len) END AS value) AS v
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
-   SET channel = EXCLUDED.channel, type = EXCLUDED.type, value = EXCLUDED.value,
-       task_path = EXCLUDED.task_path, row_version = w.row_version + 1
- WHERE EXCLUDED.idx < 0`,
+${writeConflict}`,
 
     /**
      * Linear mode, after a run failed: end its lease on the lineage, if the head
@@ -320,24 +350,24 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
      * $1 thread, $2 namespace, $3 candidate head ids. Returns the released head.
      */
     releaseLease: `
-UPDATE ${heads} SET moved_at = '-infinity'
- WHERE (thread_id, checkpoint_ns) IN (SELECT thread_id, checkpoint_ns FROM ${heads}
-                                       WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY ($3::text[])
-                                         AND has_pending_tasks AND moved_at > '-infinity'
+UPDATE ${heads} SET ${H.movedAt} = '-infinity'
+ WHERE (${H.threadId}, ${H.checkpointNs}) IN (SELECT ${H.threadId}, ${H.checkpointNs} FROM ${heads}
+                                       WHERE ${H.threadId} = $1 AND ${H.checkpointNs} = $2 AND ${H.checkpointId} = ANY ($3::text[])
+                                         AND ${H.hasPendingTasks} AND ${H.movedAt} > '-infinity'
                                          FOR UPDATE NOWAIT)
-RETURNING checkpoint_id`,
+RETURNING ${out("", H.checkpointId, "checkpoint_id")}`,
 
     /** $1 thread, $2 namespace: the current head id (for conflict reports only). */
-    headId: `SELECT checkpoint_id FROM ${heads} WHERE thread_id = $1 AND checkpoint_ns = $2`,
+    headId: `SELECT ${out("", H.checkpointId, "checkpoint_id")} FROM ${heads} WHERE ${H.threadId} = $1 AND ${H.checkpointNs} = $2`,
 
     /**
      * upgradeState: the next batch of checkpoints older than $1 (state version),
      * keyset after ($2, $3, $4), locked for the rewrite. $5 batch size.
      */
     staleBatch: `
-SELECT thread_id, checkpoint_ns, checkpoint_id, row_version FROM ${checkpoints}
- WHERE coalesce(state_version, 1) < $1 AND (thread_id, checkpoint_ns, checkpoint_id) > ($2, $3, $4)
- ORDER BY thread_id, checkpoint_ns, checkpoint_id
+SELECT ${out("", C.threadId, "thread_id")}, ${out("", C.checkpointNs, "checkpoint_ns")}, ${out("", C.checkpointId, "checkpoint_id")}, ${out("", C.rowVersion, "row_version")} FROM ${checkpoints}
+ WHERE coalesce(${C.stateVersion}, 1) < $1 AND (${C.threadId}, ${C.checkpointNs}, ${C.checkpointId}) > ($2, $3, $4)
+ ORDER BY ${C.threadId}, ${C.checkpointNs}, ${C.checkpointId}
  LIMIT $5
    FOR UPDATE`,
 
@@ -346,22 +376,22 @@ SELECT thread_id, checkpoint_ns, checkpoint_id, row_version FROM ${checkpoints}
      * $5 checkpoint, $6 state version, $7 unversioned_type, $8 unversioned_values.
      */
     rewriteCheckpoint: `
-UPDATE ${checkpoints} SET checkpoint = $5, state_version = $6, unversioned_type = $7, unversioned_values = $8, row_version = row_version + 1
- WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 AND row_version = $4
+UPDATE ${checkpoints} SET ${C.checkpoint} = $5, ${C.stateVersion} = $6, ${C.unversionedType} = $7, ${C.unversionedValues} = $8, ${C.rowVersion} = ${C.rowVersion} + 1
+ WHERE ${C.threadId} = $1 AND ${C.checkpointNs} = $2 AND ${C.checkpointId} = $3 AND ${C.rowVersion} = $4
 RETURNING 1`,
 
     /** upgradeState: store blobs. $1 thread, $2 ns, $3 channels, $4 versions, $5 types, $6 values. */
     insertBlobs: `
-INSERT INTO ${blobs} (thread_id, checkpoint_ns, channel, version, type, value)
+INSERT INTO ${blobs} (${blobCols})
 SELECT $1, $2, b.channel, b.version, b.type, b.value
   FROM ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
                   pg_catalog.unnest($6::bytea[])) AS b(channel, version, type, value)
-ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING`,
+ON CONFLICT (${blobKey}) DO NOTHING`,
 
     /** upgradeState: rename a pending write's channel. $1-$3 checkpoint key, $4 old channel, $5 new channel. */
     renameWrites: `
-UPDATE ${writes} SET channel = $5, row_version = row_version + 1
- WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 AND channel = $4`,
+UPDATE ${writes} SET ${W.channel} = $5, ${W.rowVersion} = ${W.rowVersion} + 1
+ WHERE ${W.threadId} = $1 AND ${W.checkpointNs} = $2 AND ${W.checkpointId} = $3 AND ${W.channel} = $4`,
 
     /**
      * deleteThread, first statement: the thread's head rows. Deleting them takes
@@ -369,16 +399,16 @@ UPDATE ${writes} SET channel = $5, row_version = row_version + 1
      * later one waits, then finds no head and its parent gone (a conflict).
      * $1 thread.
      */
-    deleteHeads: `DELETE FROM ${heads} WHERE thread_id = $1`,
+    deleteHeads: `DELETE FROM ${heads} WHERE ${H.threadId} = $1`,
 
     /**
      * deleteThread, second statement (same transaction, a newer snapshot: it
      * sees what a put in flight committed): everything else. $1 thread.
      */
     deleteThread: `
-WITH a AS (DELETE FROM ${writes} WHERE thread_id = $1),
-     b AS (DELETE FROM ${blobs} WHERE thread_id = $1)
-DELETE FROM ${checkpoints} WHERE thread_id = $1`,
+WITH a AS (DELETE FROM ${writes} WHERE ${W.threadId} = $1),
+     b AS (DELETE FROM ${blobs} WHERE ${B.threadId} = $1)
+DELETE FROM ${checkpoints} WHERE ${C.threadId} = $1`,
 
     /**
      * Delta-channel history: walk the parent chain of a checkpoint once, for
@@ -394,46 +424,46 @@ DELETE FROM ${checkpoints} WHERE thread_id = $1`,
      */
     deltaHistory: `
 WITH RECURSIVE target AS (
-  SELECT checkpoint_id, parent_checkpoint_id FROM ${checkpoints}
-   WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = coalesce($3::text, ${headOf})
+  SELECT ${C.checkpointId}, ${C.parentCheckpointId} FROM ${checkpoints}
+   WHERE ${C.threadId} = $1 AND ${C.checkpointNs} = $2 AND ${C.checkpointId} = coalesce($3::text, ${headOf})
 ), chain AS (
-  SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, 0 AS depth, $4::text[] AS walking,
+  SELECT c.${C.checkpointId}, c.${C.parentCheckpointId}, c.${C.checkpoint}, 0 AS depth, $4::text[] AS walking,
          ARRAY(SELECT ch FROM pg_catalog.unnest($4::text[]) ch
-                WHERE NOT EXISTS (SELECT 1 FROM ${blobs} b WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ch
-                                    AND b.version = c.checkpoint -> 'channel_versions' ->> ch AND b.type <> 'empty')) AS still
+                WHERE NOT EXISTS (SELECT 1 FROM ${blobs} b WHERE b.${B.threadId} = $1 AND b.${B.checkpointNs} = $2 AND b.${B.channel} = ch
+                                    AND b.${B.version} = c.${C.checkpoint} -> 'channel_versions' ->> ch AND b.${B.type} <> 'empty')) AS still
     FROM ${checkpoints} c, target t
-   WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = t.parent_checkpoint_id
+   WHERE c.${C.threadId} = $1 AND c.${C.checkpointNs} = $2 AND c.${C.checkpointId} = t.${C.parentCheckpointId}
   UNION ALL
-  SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, chain.depth + 1, chain.still,
+  SELECT c.${C.checkpointId}, c.${C.parentCheckpointId}, c.${C.checkpoint}, chain.depth + 1, chain.still,
          ARRAY(SELECT ch FROM pg_catalog.unnest(chain.still) ch
-                WHERE NOT EXISTS (SELECT 1 FROM ${blobs} b WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ch
-                                    AND b.version = c.checkpoint -> 'channel_versions' ->> ch AND b.type <> 'empty'))
+                WHERE NOT EXISTS (SELECT 1 FROM ${blobs} b WHERE b.${B.threadId} = $1 AND b.${B.checkpointNs} = $2 AND b.${B.channel} = ch
+                                    AND b.${B.version} = c.${C.checkpoint} -> 'channel_versions' ->> ch AND b.${B.type} <> 'empty'))
     FROM chain JOIN ${checkpoints} c
-      ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = chain.parent_checkpoint_id
+      ON c.${C.threadId} = $1 AND c.${C.checkpointNs} = $2 AND c.${C.checkpointId} = chain.${C.parentCheckpointId}
    WHERE pg_catalog.cardinality(chain.still) > 0
-     AND (c.checkpoint_id < chain.checkpoint_id
-          OR chain.depth < (SELECT pg_catalog.count(*) FROM ${checkpoints} x WHERE x.thread_id = $1 AND x.checkpoint_ns = $2))
+     AND (c.${C.checkpointId} < chain.${C.checkpointId}
+          OR chain.depth < (SELECT pg_catalog.count(*) FROM ${checkpoints} x WHERE x.${C.threadId} = $1 AND x.${C.checkpointNs} = $2))
 ), stopped AS (
-  SELECT chain.checkpoint_id, chain.parent_checkpoint_id FROM chain
-   WHERE pg_catalog.cardinality(chain.still) > 0 AND chain.parent_checkpoint_id IS NOT NULL
+  SELECT chain.${C.checkpointId}, chain.${C.parentCheckpointId} FROM chain
+   WHERE pg_catalog.cardinality(chain.still) > 0 AND chain.${C.parentCheckpointId} IS NOT NULL
      AND chain.depth = (SELECT pg_catalog.max(depth) FROM chain)
   UNION ALL
-  SELECT t.checkpoint_id, t.parent_checkpoint_id FROM target t
-   WHERE t.parent_checkpoint_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM chain)
+  SELECT t.${C.checkpointId}, t.${C.parentCheckpointId} FROM target t
+   WHERE t.${C.parentCheckpointId} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM chain)
 )
-SELECT 0 AS kind, NULL::int AS depth, s.checkpoint_id, NULL::text AS channel, NULL::text AS version, NULL::text AS task_id,
+SELECT 0 AS kind, NULL::int AS depth, ${out("s.", C.checkpointId, "checkpoint_id")}, NULL::text AS channel, NULL::text AS version, NULL::text AS task_id,
        NULL::text AS task_path, NULL::int AS idx,
-       CASE WHEN EXISTS (SELECT 1 FROM ${checkpoints} p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = s.parent_checkpoint_id)
+       CASE WHEN EXISTS (SELECT 1 FROM ${checkpoints} p WHERE p.${C.threadId} = $1 AND p.${C.checkpointNs} = $2 AND p.${C.checkpointId} = s.${C.parentCheckpointId})
             THEN 'cycle' ELSE 'missing-parent' END AS type, NULL::bytea AS value
   FROM stopped s
 UNION ALL
-SELECT 1, chain.depth, chain.checkpoint_id, b.channel, b.version, NULL, NULL, NULL, b.type, b.value
+SELECT 1, chain.depth, chain.${C.checkpointId}, b.${B.channel}, b.${B.version}, NULL, NULL, NULL, b.${B.type}, b.${B.value}
   FROM chain JOIN ${blobs} b
-    ON b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ANY (chain.walking) AND NOT (b.channel = ANY (chain.still))
-   AND b.version = chain.checkpoint -> 'channel_versions' ->> b.channel
+    ON b.${B.threadId} = $1 AND b.${B.checkpointNs} = $2 AND b.${B.channel} = ANY (chain.walking) AND NOT (b.${B.channel} = ANY (chain.still))
+   AND b.${B.version} = chain.${C.checkpoint} -> 'channel_versions' ->> b.${B.channel}
 UNION ALL
-SELECT 2, chain.depth, chain.checkpoint_id, w.channel, NULL, w.task_id, w.task_path, w.idx, w.type, w.value
+SELECT 2, chain.depth, chain.${C.checkpointId}, w.${W.channel}, NULL, w.${W.taskId}, w.${W.taskPath}, w.${W.idx}, w.${W.type}, w.${W.value}
   FROM chain JOIN ${writes} w
-    ON w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = chain.checkpoint_id AND w.channel = ANY (chain.walking)`,
+    ON w.${W.threadId} = $1 AND w.${W.checkpointNs} = $2 AND w.${W.checkpointId} = chain.${C.checkpointId} AND w.${W.channel} = ANY (chain.walking)`,
   };
 }

@@ -9,9 +9,9 @@
  * past them). Filter values are JSON values; anything else is refused before
  * any SQL, naming the key.
  */
-import { InvalidInputError } from "./errors.js";
-import { projectJson } from "./serde/metadata.js";
-import { LONE_SURROGATE } from "./validate.js";
+import { InvalidInputError } from "../errors.js";
+import { projectJson } from "../serde/metadata.js";
+import { LONE_SURROGATE } from "../validate.js";
 
 /** How deep a filter value may nest (arrays and objects). */
 export const MAX_FILTER_DEPTH = 64;

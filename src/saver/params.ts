@@ -1,0 +1,84 @@
+/**
+ * The parameters of the write statements (queries.ts `put`, `putChecked`,
+ * `putWrites`, `putWritesBatch`) by name, and the functions that put them in
+ * the order of the statements' `$n`: the one place that order is written
+ * down outside the statements themselves.
+ */
+
+/**
+ * The parameters of `put` and `putChecked`, by name; {@link putValues} puts
+ * them in the order of the statements' `$n`.
+ */
+export interface PutParams {
+  threadId: string;
+  checkpointNs: string;
+  checkpointId: string;
+  parentId: string | null;
+  /** The checkpoint without its channel values, as JSON text. */
+  checkpoint: string;
+  /** The metadata's JSONB projection, as JSON text. */
+  metadata: string;
+  /** The metadata's exact copy, when the projection is not exact. */
+  metadataRaw: Uint8Array | null;
+  linear: boolean;
+  /** The blobs written: channel, version, type, and the values packed (see `put`). */
+  channels: string[];
+  versions: string[];
+  types: string[];
+  offsets: number[];
+  lengths: number[];
+  bytes: Buffer;
+  startsRun: boolean;
+  leaseSeconds: number;
+  ttlSeconds: number | null;
+  stateVersion: number | null;
+  hasPendingTasks: boolean;
+  unversionedType: string | null;
+  unversionedValues: Uint8Array | null;
+}
+
+/**
+ * `put`'s values ($1 to $21); `putChecked`'s with `referenced` ($22, $23: the
+ * channels and versions the checkpoint refers to without writing them).
+ */
+export function putValues(p: PutParams, referenced?: { channels: string[]; versions: string[] }): unknown[] {
+  const values: unknown[] = [
+    p.threadId, p.checkpointNs, p.checkpointId, p.parentId, p.checkpoint, p.metadata, p.metadataRaw, p.linear,
+    p.channels, p.versions, p.types, p.offsets, p.startsRun, p.leaseSeconds, p.ttlSeconds, p.stateVersion,
+    p.hasPendingTasks, p.lengths, p.bytes, p.unversionedType, p.unversionedValues,
+  ];
+  if (referenced) values.push(referenced.channels, referenced.versions);
+  return values;
+}
+
+/** The values of one putWrites call's rows, by name (see `putWrites`). */
+export interface WritesParams {
+  threadId: string;
+  checkpointNs: string;
+  checkpointId: string;
+  taskId: string;
+  taskPath: string;
+  idx: number[];
+  channels: string[];
+  types: string[];
+  offsets: number[];
+  lengths: number[];
+  bytes: Buffer;
+}
+
+/** `putWrites`'s values, $1 to $11. */
+export function putWritesValues(w: WritesParams): unknown[] {
+  return [w.threadId, w.checkpointNs, w.checkpointId, w.taskId, w.taskPath, w.idx, w.channels, w.types, w.offsets, w.lengths, w.bytes];
+}
+
+/** The rows of several putWrites calls of one lineage, by name: checkpoint, task and path per row (see `putWritesBatch`). */
+export interface WritesBatchParams extends Omit<WritesParams, "checkpointId" | "taskId" | "taskPath"> {
+  checkpointIds: string[];
+  taskIds: string[];
+  taskPaths: string[];
+}
+
+/** `putWritesBatch`'s values, $1 to $11. */
+export function putWritesBatchValues(w: WritesBatchParams): unknown[] {
+  return [w.threadId, w.checkpointNs, w.checkpointIds, w.taskIds, w.taskPaths, w.idx, w.channels, w.types, w.offsets, w.lengths, w.bytes];
+}

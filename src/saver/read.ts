@@ -1,0 +1,172 @@
+/**
+ * The read path, after the statement: the rows of queries.ts's one-statement
+ * reads (`getById`, `getHead`, `listPage`: a checkpoint with its blobs and
+ * pending writes, see `ReadRow`) back into LangGraph's tuples, and the rows
+ * of `deltaHistory` into each channel's seed and writes.
+ */
+import {
+  TASKS,
+  compareWritesSortKeys,
+  maxChannelVersion,
+  writesSortKey,
+  type Checkpoint,
+  type CheckpointMetadata,
+  type CheckpointPendingWrite,
+  type CheckpointTuple,
+  type DeltaChannelHistory,
+} from "@langchain/langgraph-checkpoint";
+import { HistoryCorruptError } from "../errors.js";
+import { decodeMetadata } from "../serde/metadata.js";
+import { loadsForRow, type ValueRow } from "../serde/rowserde.js";
+import { upcastTuple } from "../serde/upcast.js";
+import type { SaverContext } from "./context.js";
+import type { ReadRow } from "./queries.js";
+
+/** Decode a stored value; `row` is where it is stored (a serializer may check that the value belongs there). */
+function decode(ctx: SaverContext, type: string, value: Buffer | null, row: ValueRow): Promise<unknown> {
+  return loadsForRow(ctx.serde, type, value ?? new Uint8Array(), row);
+}
+
+/** One checkpoint's read rows. */
+interface Entry {
+  head: ReadRow;
+  blobs: ReadRow[];
+  writes: ReadRow[];
+  sends: ReadRow[];
+}
+
+/** Rebuild tuples from read rows, newest first; upcast to the saver's state version unless told not to. */
+export async function toTuples(ctx: SaverContext, rows: ReadRow[], upcast = true): Promise<CheckpointTuple[]> {
+  const byKey = new Map<string, Entry>();
+  const keyOf = (r: ReadRow) => `${r.thread_id}\u0000${r.checkpoint_ns}\u0000${r.checkpoint_id}`;
+  for (const r of rows) if (r.kind === 0) byKey.set(keyOf(r), { head: r, blobs: [], writes: [], sends: [] });
+  for (const r of rows) {
+    if (r.kind === 0) continue;
+    const e = byKey.get(keyOf(r))!;
+    (r.kind === 1 ? e.blobs : r.kind === 2 ? e.writes : e.sends).push(r);
+  }
+  const entries = [...byKey.values()].sort(
+    (a, b) =>
+      codePointCompare(b.head.checkpoint_id, a.head.checkpoint_id) ||
+      codePointCompare(b.head.thread_id, a.head.thread_id) ||
+      codePointCompare(b.head.checkpoint_ns, a.head.checkpoint_ns),
+  );
+  return Promise.all(entries.map((e) => toTuple(ctx, e, upcast)));
+}
+
+async function toTuple(ctx: SaverContext, entry: Entry, upcast: boolean): Promise<CheckpointTuple> {
+  const { head, blobs, writes, sends } = entry;
+  const byOrder = (a: ReadRow, b: ReadRow) => compareWritesSortKeys(writesSortKey(a.s4 ?? "", a.s1!, a.n!), writesSortKey(b.s4 ?? "", b.s1!, b.n!));
+  writes.sort(byOrder);
+  const threadId = head.thread_id;
+  const checkpointNs = head.checkpoint_ns;
+  const writeRow = (w: ReadRow, checkpointId: string): ValueRow => ({ table: "checkpoint_writes", threadId, checkpointNs, checkpointId, taskId: w.s1!, idx: w.n! });
+  const [values, unversioned, pendingWrites, metadata] = await Promise.all([
+    Promise.all(
+      blobs.map(async (b) => [b.s1!, await decode(ctx, b.s3!, b.v, { table: "checkpoint_blobs", threadId, checkpointNs, channel: b.s1!, version: b.s2! })] as const),
+    ),
+    head.uv === null
+      ? undefined
+      : (decode(ctx, head.s3!, head.uv, { table: "checkpoints", threadId, checkpointNs, checkpointId: head.checkpoint_id }) as Promise<Record<string, unknown>>),
+    Promise.all(writes.map(async (w): Promise<CheckpointPendingWrite> => [w.s1!, w.s2!, await decode(ctx, w.s3!, w.v, writeRow(w, head.checkpoint_id))])),
+    decodeMetadata(head.md, head.v),
+  ]);
+  const stored = head.cp as Partial<Omit<Checkpoint, "channel_values">>;
+  const checkpoint = {
+    ...stored,
+    // MemorySaver's defaults, for rows an older writer stored without them.
+    channel_versions: stored.channel_versions ?? {},
+    versions_seen: stored.versions_seen ?? {},
+    channel_values: { ...unversioned, ...Object.fromEntries(values) },
+  } as Checkpoint;
+  const parent = head.s1 ?? undefined;
+  if (checkpoint.v < 4 && parent !== undefined) {
+    // Checkpoints before format v4 kept pending sends as writes of the parent.
+    sends.sort(byOrder);
+    checkpoint.channel_values[TASKS] = await Promise.all(sends.map((w) => decode(ctx, w.s3!, w.v, writeRow(w, parent))));
+    const existing = Object.values(checkpoint.channel_versions ?? {});
+    checkpoint.channel_versions = {
+      ...checkpoint.channel_versions,
+      [TASKS]: existing.length > 0 ? maxChannelVersion(...existing) : ctx.nextVersion(undefined),
+    };
+  }
+  const tuple: CheckpointTuple = {
+    config: { configurable: { thread_id: head.thread_id, checkpoint_ns: head.checkpoint_ns, checkpoint_id: head.checkpoint_id } },
+    checkpoint,
+    metadata: metadata as CheckpointMetadata,
+    pendingWrites,
+  };
+  if (parent !== undefined) {
+    tuple.parentConfig = { configurable: { thread_id: head.thread_id, checkpoint_ns: head.checkpoint_ns, checkpoint_id: parent } };
+  }
+  if (upcast && ctx.versioning) upcastTuple(tuple, head.n, ctx.versioning);
+  return tuple;
+}
+
+/** A row of queries.ts `deltaHistory`. */
+export interface DeltaRow {
+  kind: number;
+  depth: number;
+  checkpoint_id: string;
+  channel: string;
+  version: string | null;
+  task_id: string | null;
+  task_path: string | null;
+  idx: number | null;
+  type: string;
+  value: Buffer | null;
+}
+
+/** Each channel's seed and the writes after it, from the rows of `deltaHistory`; a walk that stopped short throws. */
+export async function toDeltaHistory(
+  ctx: SaverContext,
+  rows: DeltaRow[],
+  lineage: { threadId: string; checkpointNs: string; channels: string[] },
+): Promise<Record<string, DeltaChannelHistory>> {
+  const { threadId, checkpointNs: ns, channels } = lineage;
+  const stopped = rows.find((r) => r.kind === 0);
+  if (stopped) {
+    throw new HistoryCorruptError({
+      threadId,
+      checkpointNs: ns,
+      checkpointId: stopped.checkpoint_id,
+      reason: stopped.type === "cycle" ? "cycle" : "missing-parent",
+      operation: "getDeltaChannelHistory",
+    });
+  }
+  const result: Record<string, DeltaChannelHistory> = {};
+  for (const ch of channels) result[ch] = { writes: [] };
+  const writeRows = rows.filter((r) => r.kind === 2);
+  // Oldest ancestor first; within one checkpoint, the order live execution applies writes.
+  writeRows.sort(
+    (a, b) =>
+      b.depth - a.depth ||
+      compareWritesSortKeys(writesSortKey(a.task_path ?? "", a.task_id!, a.idx!), writesSortKey(b.task_path ?? "", b.task_id!, b.idx!)),
+  );
+  const decoded = await Promise.all(
+    writeRows.map((r) =>
+      decode(ctx, r.type, r.value, { table: "checkpoint_writes", threadId, checkpointNs: ns, checkpointId: r.checkpoint_id, taskId: r.task_id!, idx: r.idx! }),
+    ),
+  );
+  writeRows.forEach((r, i) => result[r.channel]!.writes.push([r.task_id!, r.channel, decoded[i]]));
+  for (const r of rows) {
+    if (r.kind === 1) {
+      result[r.channel]!.seed = await decode(ctx, r.type, r.value, { table: "checkpoint_blobs", threadId, checkpointNs: ns, channel: r.channel, version: r.version! });
+    }
+  }
+  return result;
+}
+
+/** Compare by Unicode code point (the order of `COLLATE "C"` on UTF-8), not UTF-16 units. */
+function codePointCompare(a: string, b: string): number {
+  if (a === b) return 0;
+  const ia = a[Symbol.iterator]();
+  const ib = b[Symbol.iterator]();
+  for (;;) {
+    const x = ia.next();
+    const y = ib.next();
+    if (x.done) return y.done ? 0 : -1;
+    if (y.done) return 1;
+    if (x.value !== y.value) return x.value.codePointAt(0)! - y.value.codePointAt(0)!;
+  }
+}

@@ -1,0 +1,461 @@
+/**
+ * PostgresSaver: LangGraph's `BaseCheckpointSaver` on three Postgres tables
+ * (and the lineage heads). This file is the class and its public methods:
+ * it validates input, has the values serialized before any connection is
+ * taken, runs one statement per operation (deleteThread: two, in one
+ * transaction) and delivers each thread's results in call order. The work is
+ * in the files beside it (see index.ts); SQL lives in queries.ts.
+ */
+import type { RunnableConfig } from "@langchain/core/runnables";
+import {
+  BaseCheckpointSaver,
+  type ChannelVersions,
+  type Checkpoint,
+  type CheckpointListOptions,
+  type CheckpointMetadata,
+  type CheckpointTuple,
+  type DeltaChannelHistory,
+  type PendingWrite,
+  type SerializerProtocol,
+} from "@langchain/langgraph-checkpoint";
+import pg from "pg";
+import { isPGlite, pgliteDb, poolDb, type PGliteLike } from "../db/db.js";
+import { DEFAULT_DATA_DIR, openEmbedded } from "../db/embedded.js";
+import { runMigrations, type MigrateResult } from "../db/migrate.js";
+import { InvalidInputError, InvalidOptionsError } from "../errors.js";
+import { emit, guard } from "../events.js";
+import { MsgpackSerializer } from "../serde/serde.js";
+import { LIMITS, checkKey, readConfig } from "../validate.js";
+import { Coalescer } from "./coalesce.js";
+import type { SaverContext } from "./context.js";
+import { readFilter } from "./filter.js";
+import { InFlight, ThreadOrder } from "./inflight.js";
+import { RunLeases, runPut } from "./lineage.js";
+import { BOUNDED_POOL, checkedSettings, saverOptions, type LineageMode, type PostgresSaverOptions, type SetupOptions } from "./options.js";
+import { buildQueries, type ListWhere, type ReadRow } from "./queries.js";
+import { Runner } from "./runner.js";
+import { toDeltaHistory, toTuples, type DeltaRow } from "./read.js";
+import { upgradeState } from "./upgrade.js";
+import { nextVersion } from "./version.js";
+import { encodePut, encodeWrites, sendWrites } from "./write.js";
+
+/** Page size of `list` when no limit is given: memory stays bounded on long threads. */
+const LIST_PAGE = 100;
+
+/**
+ * A LangGraph checkpointer that makes every thread durable in Postgres.
+ *
+ * @example
+ * ```ts
+ * import pg from "pg";
+ * import { PostgresSaver } from "langgraph-checkpoint-pg";
+ *
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * const checkpointer = new PostgresSaver(pool, { schema: "agents" });
+ * await checkpointer.setup(); // or run `migrate` in CI
+ * const graph = builder.compile({ checkpointer });
+ * await graph.invoke(input, { configurable: { thread_id: "chat-42" } });
+ * ```
+ */
+export class PostgresSaver extends BaseCheckpointSaver {
+  readonly schema: string;
+  readonly lineage: LineageMode;
+  /** What the saver's parts (write.ts, read.ts, lineage.ts, upgrade.ts) share. */
+  readonly #ctx: SaverContext;
+  #close: (() => Promise<void>) | undefined;
+  /** Runs the statements (and checks once that the schema is migrated). */
+  readonly #runner: Runner;
+  readonly #inFlight = new InFlight();
+  /** Queues a lineage's putWrites while one of its writes is in flight, and sends them together (see coalesce.ts). */
+  readonly #coalescer = new Coalescer((calls) => sendWrites(this.#ctx, calls));
+  /** Delivers each thread's results in the order its operations were called. */
+  readonly #order = new ThreadOrder();
+  /** Run leases of failed runs (linear mode), retried in the background; end() stops them. */
+  readonly #leases: RunLeases;
+
+  /**
+   * @param pool A `pg.Pool`, or a PGlite instance, that the caller owns: {@link end} never closes it.
+   * @param options Or, as the official saver takes them, `(pool, serde, options)`.
+   *
+   * @example
+   * ```ts
+   * const saver = new PostgresSaver(pool, { lineage: "linear", onEvent: console.log });
+   * // The official saver's shape works too: new PostgresSaver(pool, serde, { schema: "agents" })
+   * ```
+   */
+  constructor(pool: pg.Pool | PGliteLike, options?: PostgresSaverOptions);
+  constructor(pool: pg.Pool | PGliteLike, serde: SerializerProtocol | undefined, options?: PostgresSaverOptions);
+  constructor(pool: pg.Pool | PGliteLike, ...args: [PostgresSaverOptions?] | [SerializerProtocol | undefined, PostgresSaverOptions?]) {
+    const options = saverOptions(args);
+    super(options.serde ?? new MsgpackSerializer());
+    const pglite = isPGlite(pool);
+    if (!pglite && !(pool instanceof pg.Pool) && (typeof pool !== "object" || pool === null || typeof (pool as pg.Pool).connect !== "function")) {
+      throw new InvalidOptionsError("pool", "expected a pg.Pool or a PGlite instance");
+    }
+    const { schema, lineage, prepared, leaseSeconds, ttlSeconds, maxValueBytes, versioning } = checkedSettings(options);
+    this.schema = schema;
+    this.lineage = lineage;
+    const db = pglite ? pgliteDb(pool) : poolDb(pool as pg.Pool);
+    // Guarded once here: a handler that throws or rejects never reaches an operation or the process.
+    const onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
+    const runner = new Runner({ db, schema, prepared, onEvent });
+    this.#runner = runner;
+    const queries = buildQueries(schema);
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const saver = this;
+    this.#ctx = {
+      schema: this.schema,
+      lineage,
+      get serde() {
+        return saver.serde;
+      },
+      db,
+      queries,
+      onEvent,
+      onHandlerError: options.onHandlerError,
+      leaseSeconds,
+      ttlSeconds,
+      maxValueBytes,
+      versioning,
+      ensureReady: () => runner.ensureReady(),
+      query: (op, values, what) => runner.run(queries[op], values, what),
+      run: (text, values, what) => runner.run(text, values, what),
+      nextVersion: (current) => this.getNextVersion(current),
+    };
+    this.#leases = new RunLeases(this.#ctx);
+    // An idle client dying (e.g. a Postgres restart) makes pg.Pool emit 'error';
+    // with no listener that crashes the process. Listen if nobody else does.
+    if (!pglite && (pool as pg.Pool).listenerCount("error") === 0) {
+      (pool as pg.Pool).on("error", (err) => emit(this.#ctx.onEvent, { type: "connectionError", message: err.message }));
+    }
+  }
+
+
+  /**
+   * A saver on a new `pg.Pool` that it owns: {@link end} closes it.
+   *
+   * @example
+   * ```ts
+   * const saver = PostgresSaver.fromConnString(process.env.DATABASE_URL!);
+   * await saver.setup();
+   * // ...
+   * await saver.end();
+   * ```
+   */
+  static fromConnString(connectionString: string, options: PostgresSaverOptions & { pool?: pg.PoolConfig } = {}): PostgresSaver {
+    if (typeof connectionString !== "string" || connectionString === "") {
+      throw new InvalidOptionsError("connectionString", "expected a postgres:// URL");
+    }
+    const { pool: poolConfig, ...saverOptions } = options ?? {};
+    const pool = new pg.Pool({ ...BOUNDED_POOL, ...poolConfig, connectionString });
+    return PostgresSaver.#owning(pool, saverOptions, () => pool.end());
+  }
+
+  /** A saver that closes what it was given; closed at once if the options are bad. */
+  static #owning(db: pg.Pool | PGliteLike, options: PostgresSaverOptions, close: () => Promise<void>): PostgresSaver {
+    let saver: PostgresSaver;
+    try {
+      saver = new PostgresSaver(db, options);
+    } catch (err) {
+      void close().catch(() => undefined);
+      throw err;
+    }
+    saver.#close = close;
+    return saver;
+  }
+
+  /**
+   * A saver on `databaseUrl` (default: the `DATABASE_URL` environment
+   * variable) or, when there is none, on the embedded database (PGlite)
+   * persisted in `dataDir` (default `./.langgraph-pg`), locked to this process.
+   * Migrates the schema unless `migrate: false`. The saver owns what it
+   * opened: {@link end} closes it.
+   *
+   * @example
+   * ```ts
+   * const checkpointer = await PostgresSaver.open(); // DATABASE_URL, or ./.langgraph-pg
+   * const graph = builder.compile({ checkpointer });
+   * // ...
+   * await checkpointer.end();
+   * ```
+   */
+  static async open(
+    options: PostgresSaverOptions & SetupOptions & { databaseUrl?: string; dataDir?: string; migrate?: boolean; pool?: pg.PoolConfig } = {},
+  ): Promise<PostgresSaver> {
+    const { databaseUrl, dataDir, migrate, pool, adopt, retry, ...saverOptions } = options;
+    const url = databaseUrl ?? process.env.DATABASE_URL;
+    let saver: PostgresSaver;
+    if (url) {
+      saver = PostgresSaver.fromConnString(url, { ...saverOptions, pool });
+    } else {
+      const embedded = await openEmbedded(dataDir ?? DEFAULT_DATA_DIR);
+      saver = PostgresSaver.#owning(embedded.db, saverOptions, embedded.close);
+    }
+    if (migrate !== false) {
+      try {
+        await saver.setup({ adopt, retry });
+      } catch (err) {
+        await saver.end();
+        throw err;
+      }
+    }
+    return saver;
+  }
+
+  /**
+   * Apply pending migrations to this saver's schema (the same as {@link migrate}).
+   * Waits for a database that is not reachable yet (see {@link SetupOptions.retry}).
+   * On a database holding the official LangGraph saver's tables it changes
+   * nothing and throws `AdoptionRequiredError` unless told what to do with
+   * them ({@link SetupOptions.adopt}).
+   *
+   * @example
+   * ```ts
+   * await saver.setup();
+   * await new PostgresSaver(pool, { schema: "langgraph" }).setup({ adopt: { from: "public" } }); // switching
+   * ```
+   */
+  async setup(options: SetupOptions = {}): Promise<MigrateResult> {
+    if (options === null || typeof options !== "object") throw new InvalidOptionsError("setup options", "expected { adopt?, retry? }");
+    for (const key of Object.keys(options)) if (key !== "adopt" && key !== "retry") throw new InvalidOptionsError(key, "is not a setup() option (adopt, retry)");
+    const result = await runMigrations(this.#ctx.db, this.schema, { onEvent: this.#ctx.onEvent, adopt: options.adopt, retry: options.retry, operation: "setup" });
+    await this.#runner.recheck();
+    return result;
+  }
+
+  /**
+   * Close what this saver opened (`fromConnString`'s pool, `open`'s pool or
+   * embedded database and its folder lock); a pool you passed in stays open.
+   *
+   * @example
+   * ```ts
+   * await saver.end();
+   * ```
+   */
+  async end(): Promise<void> {
+    this.#leases.stop();
+    const close = this.#close;
+    this.#close = undefined;
+    await close?.();
+  }
+
+  /**
+   * The checkpoint a config points at (its `checkpoint_id`, or the lineage head), with its pending writes.
+   *
+   * @example
+   * ```ts
+   * const tuple = await saver.getTuple({ configurable: { thread_id: "chat-42" } });
+   * console.log(tuple?.checkpoint.channel_values);
+   * ```
+   */
+  getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    return this.#order.deliver(config, this.#getTuple(config));
+  }
+
+  async #getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    const { threadId, checkpointNs, checkpointId } = readConfig(config, "getTuple", false);
+    // LangGraph's contract (and its conformance suite): no thread, no tuple.
+    if (threadId === undefined) return undefined;
+    const ns = checkpointNs ?? "";
+    // After a failed invocation, writes of that run may still be on their way: a retry must start
+    // from the head they make (see InFlight).
+    await this.#inFlight.settled(InFlight.keyOf(config));
+    const res = checkpointId
+      ? await this.#ctx.query<ReadRow>("getById", [threadId, ns, checkpointId], "getTuple")
+      : await this.#ctx.query<ReadRow>("getHead", [threadId, ns], "getTuple");
+    const [tuple] = await toTuples(this.#ctx, res.rows);
+    return tuple;
+  }
+
+  /**
+   * Checkpoints newest first, optionally across all threads (no `thread_id`).
+   * Streams in pages, so listing a long thread keeps memory bounded.
+   *
+   * @example
+   * ```ts
+   * for await (const t of saver.list({ configurable: { thread_id: "chat-42" } }, { limit: 10, filter: { source: "loop" } })) {
+   *   console.log(t.checkpoint.id, t.metadata?.step);
+   * }
+   * ```
+   */
+  async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
+    const { threadId, checkpointNs, checkpointId } = readConfig(config ?? {}, "list", false);
+    const { limit, before, filter } = options ?? {};
+    if (limit !== undefined && limit !== null && (!Number.isInteger(limit) || limit < 0)) {
+      throw new InvalidInputError("list options.limit", "expected a non-negative integer");
+    }
+    const beforeId = before ? readConfig(before, "list options.before", false).checkpointId : undefined;
+    const metadataFilter = readFilter(filter, "list options.filter");
+    const where: ListWhere = { threadId, checkpointNs, checkpointId, before: beforeId, limit: 0, filter: metadataFilter?.sql };
+    let remaining = limit ?? Number.POSITIVE_INFINITY;
+    while (remaining > 0) {
+      where.limit = Math.min(remaining, LIST_PAGE);
+      const { text, values } = this.#ctx.queries.listPage(where);
+      const res = await this.#runner.run<ReadRow>(text, values, "list");
+      const tuples = await toTuples(this.#ctx, res.rows);
+      for (const t of tuples) {
+        // The SQL filter ran on the JSONB projection: only exact matches count.
+        if (metadataFilter && !metadataFilter.matches(t.metadata)) continue;
+        yield t;
+        if (--remaining === 0) return;
+      }
+      if (tuples.length < where.limit) return;
+      const last = tuples[tuples.length - 1]!.config.configurable!;
+      where.cursor = [last.checkpoint_id, last.thread_id, last.checkpoint_ns];
+    }
+  }
+
+  /**
+   * Store a checkpoint: blobs for the channels in `newVersions`, the row, and
+   * the head move, in one statement. A parent that is not stored is accepted
+   * in branch mode when every value the checkpoint refers to is stored (else
+   * {@link CheckpointParentMissingError}); deciding that takes a second statement.
+   *
+   * @example
+   * ```ts
+   * const next = await saver.put(config, checkpoint, { source: "loop", step: 1, parents: {} }, { messages: v });
+   * ```
+   */
+  put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    const key = InFlight.keyOf(config);
+    return this.#order.deliver(config, this.#inFlight.track(key, this.#coalescer.during(key, () => this.#putOrRelease(config, checkpoint, metadata, newVersions))));
+  }
+
+  async #putOrRelease(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    try {
+      const started = performance.now();
+      return await runPut(this.#ctx, await encodePut(this.#ctx, { config, checkpoint, metadata, newVersions }), started);
+    } catch (err) {
+      // A put that starts a run does not own its parent's lease (another run may): only its own checkpoint's.
+      const source = (metadata as { source?: unknown } | undefined)?.source;
+      const startsRun = source === "input" || source === "update";
+      await this.#leases.afterRunFailure(err, config, startsRun ? [checkpoint?.id] : [config?.configurable?.checkpoint_id, checkpoint?.id]);
+      throw err;
+    }
+  }
+
+  /**
+   * Store the writes a task produced from a checkpoint (one statement).
+   *
+   * @example
+   * ```ts
+   * await saver.putWrites(config, [["messages", [msg]]], taskId, taskPath);
+   * ```
+   */
+  putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+    return this.#order.deliver(config, this.#inFlight.track(InFlight.keyOf(config), this.#putWritesOrRelease(config, writes, taskId, taskPath)));
+  }
+
+  async #putWritesOrRelease(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string): Promise<void> {
+    try {
+      await this.#putWrites(config, writes, taskId, taskPath);
+    } catch (err) {
+      await this.#leases.afterRunFailure(err, config, [config?.configurable?.checkpoint_id]);
+      throw err;
+    }
+  }
+
+  async #putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string): Promise<void> {
+    const started = performance.now();
+    const rows = await encodeWrites(this.#ctx, { config, writes, taskId, taskPath });
+    if (rows === undefined) return;
+    await this.#coalescer.write(InFlight.keyOf(config), rows);
+    emit(this.#ctx.onEvent, {
+      type: "putWrites",
+      threadId: rows.threadId,
+      checkpointNs: rows.checkpointNs,
+      checkpointId: rows.checkpointId,
+      taskId,
+      writes: rows.idx.length,
+      durationMs: performance.now() - started,
+    });
+  }
+
+  /**
+   * Delete every checkpoint, write and blob of a thread (all namespaces).
+   *
+   * @example
+   * ```ts
+   * await saver.deleteThread("chat-42");
+   * ```
+   */
+  async deleteThread(threadId: string): Promise<void> {
+    checkKey("deleteThread threadId", threadId, LIMITS.thread_id);
+    await this.#runner.ensureReady();
+    // Two statements in one transaction: the head rows first (waiting for a put
+    // in flight on the thread to commit), then the rest in a snapshot that sees
+    // that put's rows. One statement would leave such a put's checkpoint behind.
+    try {
+      await this.#ctx.db.transaction(async (tx) => {
+        await tx.query(this.#ctx.queries.deleteHeads, [threadId]);
+        await tx.query(this.#ctx.queries.deleteThread, [threadId]);
+      });
+    } catch (err) {
+      throw await this.#runner.failure(err, "deleteThread");
+    }
+  }
+
+  /**
+   * One recursive statement walks the parent chain for all requested delta
+   * channels (the base class would issue one `getTuple` per ancestor).
+   *
+   * @example
+   * ```ts
+   * const h = await saver.getDeltaChannelHistory({ config, channels: ["messages"] });
+   * ```
+   */
+  override getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {
+    return this.#order.deliver(options?.config, this.#getDeltaChannelHistory(options));
+  }
+
+  async #getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {
+    const { config, channels } = options ?? ({} as typeof options);
+    if (!Array.isArray(channels)) throw new InvalidInputError("getDeltaChannelHistory channels", "expected an array of channel names");
+    if (channels.length === 0) return {};
+    channels.forEach((c, i) => checkKey(`getDeltaChannelHistory channels[${i}]`, c, LIMITS.channel));
+    const { threadId, checkpointNs, checkpointId } = readConfig(config, "getDeltaChannelHistory");
+    const res = await this.#ctx.query<DeltaRow>("deltaHistory", [threadId, checkpointNs ?? "", checkpointId ?? null, channels], "getDeltaChannelHistory");
+    return toDeltaHistory(this.#ctx, res.rows, { threadId: threadId!, checkpointNs: checkpointNs ?? "", channels });
+  }
+
+  /**
+   * Rewrite every checkpoint older than `stateVersion` into the current state
+   * schema, in batches (one transaction each): new blobs for upcast channels,
+   * the checkpoint row compare-and-set on its row_version, renamed pending
+   * writes. Nothing is deleted; parent links are unchanged, so history stays.
+   * Afterwards reads need no upcasters.
+   *
+   * @example
+   * ```ts
+   * const saver = new PostgresSaver(pool, { stateVersion: 2, upcasters: { 1: v1ToV2 } });
+   * const { rewritten } = await saver.upgradeState({ batchSize: 200, onProgress: console.log });
+   * ```
+   */
+  async upgradeState(options: { batchSize?: number; onProgress?: (p: { rewritten: number }) => unknown } = {}): Promise<{ rewritten: number }> {
+    const versioning = this.#ctx.versioning;
+    if (!versioning) throw new InvalidOptionsError("stateVersion", "upgradeState needs the saver's stateVersion (and upcasters)");
+    const batchSize = options.batchSize ?? 100;
+    if (!Number.isInteger(batchSize) || batchSize < 1) throw new InvalidOptionsError("batchSize", "expected a positive integer");
+    if (options.onProgress !== undefined && typeof options.onProgress !== "function") throw new InvalidOptionsError("onProgress", "expected a function");
+    const onProgress = guard(options.onProgress, "onProgress", this.#ctx.onHandlerError);
+    return upgradeState(this.#ctx, { versioning, batchSize, onProgress });
+  }
+
+  /**
+   * Versions sort like a counter and differ between branches (see version.ts):
+   * a new thread gets short ones (`-a1.3xf09qzl`, `-a2.…`, …, `-b10.…`); a thread
+   * already in the long format (`00000000000000000000000000000002.0.27…`, this
+   * package before 0.x and the Python savers) keeps it; numeric versions
+   * (threads adopted from the official JS saver, which compares them with `>`
+   * and never across types) stay numbers.
+   *
+   * The return type says `number` only so the saver stays assignable to
+   * `BaseCheckpointSaver` (whose version type parameter defaults to number,
+   * the type `compile({ checkpointer })` expects); at run time LangGraph
+   * treats versions as opaque and compares strings with
+   * `compareChannelVersions`, as it does for the Python savers.
+   */
+  override getNextVersion(current: string | number | undefined): number {
+    return nextVersion(current) as number;
+  }
+}

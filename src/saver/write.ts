@@ -1,0 +1,262 @@
+/**
+ * The write path, up to the statement: `put` and `putWrites` validate their
+ * input and serialize every value (before any connection is taken), into the
+ * named parameters of queries.ts `put` and `putWrites`; `sendWrites` sends
+ * one putWrites call's rows, or several coalesced ones, as one statement.
+ * What a put's statement says about its lineage is lineage.ts.
+ */
+import type { RunnableConfig } from "@langchain/core/runnables";
+import { TASKS, WRITES_IDX_MAP, type ChannelVersions, type Checkpoint, type CheckpointMetadata, type PendingWrite } from "@langchain/langgraph-checkpoint";
+import { InvalidInputError } from "../errors.js";
+import { encodeMetadata } from "../serde/metadata.js";
+import { dumpsForRow } from "../serde/rowserde.js";
+import { isSyntheticVersion } from "../serde/upcast.js";
+import { LIMITS, checkKey, readConfig } from "../validate.js";
+import type { WriteRows } from "./coalesce.js";
+import type { SaverContext } from "./context.js";
+import { MAX_STATEMENT_BYTES, boundBytes, checkSize, checkStatementSize, encodeUnversioned, named, pack } from "./encode.js";
+import { ALLOW_FORK_KEY } from "./options.js";
+import { putWritesBatchValues, putWritesValues, type PutParams } from "./params.js";
+
+/** A `put` call's arguments. */
+export interface PutCall {
+  config: RunnableConfig;
+  checkpoint: Checkpoint;
+  metadata: CheckpointMetadata;
+  newVersions: ChannelVersions;
+}
+
+/** A put ready for its statement. */
+export interface EncodedPut {
+  params: PutParams;
+  /** The checkpoint's channel versions (a put whose parent is not stored checks the values they name). */
+  channelVersions: ChannelVersions | undefined;
+  /** `configurable.allow_fork` was set (a fork in linear mode is deliberate). */
+  allowFork: boolean;
+}
+
+/**
+ * Check and serialize a put: blobs for the channels in `newVersions` (and
+ * for channels an upcast gave a version with no blob yet), the checkpoint
+ * without its values, the metadata, the values of channels without a version.
+ */
+export async function encodePut(ctx: SaverContext, call: PutCall): Promise<EncodedPut> {
+  const { config, checkpoint, metadata, newVersions } = call;
+  const { threadId, checkpointNs, checkpointId: parentId } = readConfig(config, "put");
+  const ns = checkpointNs ?? "";
+  if (checkpoint === null || typeof checkpoint !== "object") throw new InvalidInputError("put checkpoint", "expected a checkpoint object");
+  const id = checkKey("put checkpoint.id", checkpoint.id, LIMITS.checkpoint_id);
+  const values = (checkpoint.channel_values ?? {}) as Record<string, unknown>;
+  const channels: string[] = [];
+  const versions: string[] = [];
+  const types: string[] = [];
+  const payloads: (Uint8Array | null)[] = [];
+  await Promise.all(
+    Object.entries(newVersions ?? {}).map(async ([channel, version]) => {
+      checkKey("put newVersions key (channel)", channel, LIMITS.channel);
+      const v = checkKey("put newVersions value (version)", String(version), LIMITS.version);
+      let type = "empty";
+      let bytes: Uint8Array | null = null;
+      if (Object.prototype.hasOwnProperty.call(values, channel)) {
+        const field = `put checkpoint.channel_values[${JSON.stringify(channel)}]`;
+        try {
+          [type, bytes] = await dumpsForRow(ctx.serde, values[channel], { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v });
+        } catch (err) {
+          throw named(err, field);
+        }
+        checkSize(ctx, field, bytes);
+      }
+      channels.push(channel);
+      versions.push(v);
+      types.push(type);
+      payloads.push(bytes);
+    }),
+  );
+  // Channels an upcast created or changed carry a version with no blob yet: store it now.
+  await Promise.all(
+    Object.entries(checkpoint.channel_versions ?? {}).map(async ([channel, version]) => {
+      if (!isSyntheticVersion(version) || Object.prototype.hasOwnProperty.call(newVersions ?? {}, channel)) return;
+      if (!Object.prototype.hasOwnProperty.call(values, channel)) return;
+      const v = String(version);
+      const field = `put checkpoint.channel_values[${JSON.stringify(channel)}]`;
+      let typed: [string, Uint8Array];
+      try {
+        typed = await dumpsForRow(ctx.serde, values[channel], { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v });
+      } catch (err) {
+        throw named(err, field);
+      }
+      const [type, bytes] = typed;
+      checkSize(ctx, field, bytes);
+      channels.push(channel);
+      versions.push(v);
+      types.push(type);
+      payloads.push(bytes);
+    }),
+  );
+  const { channel_values: _omit, ...stored } = checkpoint;
+  // MemorySaver's defaults for fields an older writer may leave out (its copyCheckpoint).
+  stored.channel_versions ??= {};
+  stored.versions_seen ??= {};
+  const unversioned = await encodeUnversioned(ctx, {
+    values,
+    versions: checkpoint.channel_versions,
+    field: "put checkpoint.channel_values (channels without a version)",
+    row: { table: "checkpoints", threadId: threadId!, checkpointNs: ns, checkpointId: id },
+  });
+  const meta = await encodeMetadata(metadata);
+  const allowFork = config.configurable?.[ALLOW_FORK_KEY] === true;
+  const linear = ctx.lineage === "linear" && !allowFork;
+  // New input or a state update starts a run; loop steps continue one.
+  const source = (metadata as { source?: unknown } | undefined)?.source;
+  const startsRun = source === "input" || source === "update";
+  // Tasks left to run: a trigger LangGraph has not consumed (it drops consumed,
+  // empty channels from the values), or pending sends.
+  const tasks = values[TASKS];
+  const hasPendingTasks =
+    Object.keys(values).some((ch) => ch === "__start__" || ch.startsWith("branch:to:")) || (Array.isArray(tasks) && tasks.length > 0);
+  // Serialized here (pg would do the same), so the size check counts exactly what is sent.
+  const storedJson = JSON.stringify(stored);
+  const metaJson = JSON.stringify(meta.json);
+  if (boundBytes([payloads, [unversioned.bytes, meta.raw]], [[storedJson, metaJson, threadId!, ns, id, parentId ?? ""], channels, versions, types]) > MAX_STATEMENT_BYTES) {
+    checkStatementSize("put checkpoint", [
+      ...channels.map((channel, i) => ({ name: `channel ${JSON.stringify(channel)}`, bytes: payloads[i]?.byteLength ?? 0 })),
+      { name: "channels without a version", bytes: unversioned.bytes?.byteLength ?? 0 },
+      { name: "metadata", bytes: Buffer.byteLength(metaJson) + (meta.raw?.byteLength ?? 0) },
+      { name: "the checkpoint without its values", bytes: Buffer.byteLength(storedJson) },
+      { name: "ids, channel names and versions", bytes: boundBytes([], [[threadId!, ns, id, parentId ?? ""], channels, versions, types]) },
+    ]);
+  }
+  const packed = pack(payloads);
+  const params: PutParams = {
+    threadId: threadId!,
+    checkpointNs: ns,
+    checkpointId: id,
+    parentId: parentId ?? null,
+    checkpoint: storedJson,
+    metadata: metaJson,
+    metadataRaw: meta.raw,
+    linear,
+    channels,
+    versions,
+    types,
+    offsets: packed.offsets,
+    lengths: packed.lengths,
+    bytes: packed.bytes,
+    startsRun,
+    leaseSeconds: ctx.leaseSeconds,
+    ttlSeconds: ctx.ttlSeconds,
+    stateVersion: ctx.versioning?.stateVersion ?? null,
+    hasPendingTasks,
+    unversionedType: unversioned.type,
+    unversionedValues: unversioned.bytes,
+  };
+  return { params, channelVersions: checkpoint.channel_versions, allowFork };
+}
+
+/** A `putWrites` call's arguments. */
+export interface WritesCall {
+  config: RunnableConfig;
+  writes: PendingWrite[];
+  taskId: string;
+  taskPath: string;
+}
+
+/**
+ * Check and serialize a putWrites call into its rows; undefined when there is
+ * nothing to write. A special channel written twice keeps its last write.
+ */
+export async function encodeWrites(ctx: SaverContext, call: WritesCall): Promise<WriteRows | undefined> {
+  const { config, writes, taskId, taskPath } = call;
+  const { threadId, checkpointNs, checkpointId } = readConfig(config, "putWrites");
+  if (checkpointId === undefined) {
+    throw new InvalidInputError("putWrites config.configurable.checkpoint_id", "is missing; writes belong to a checkpoint");
+  }
+  checkKey("putWrites taskId", taskId, LIMITS.task_id);
+  if (typeof taskPath !== "string") throw new InvalidInputError("putWrites taskPath", "expected a string");
+  if (!Array.isArray(writes)) throw new InvalidInputError("putWrites writes", "expected an array of [channel, value] pairs");
+  if (writes.length === 0) return undefined;
+  const n = writes.length;
+  let idx = new Array<number>(n);
+  let channels = new Array<string>(n);
+  let types = new Array<string>(n);
+  let payloads = new Array<Uint8Array>(n);
+  await Promise.all(
+    writes.map(async (write, i) => {
+      if (!Array.isArray(write) || write.length !== 2) throw new InvalidInputError(`putWrites writes[${i}]`, "expected a [channel, value] pair");
+      const channel = checkKey(`putWrites writes[${i}][0] (channel)`, write[0], LIMITS.channel);
+      idx[i] = WRITES_IDX_MAP[channel] ?? i;
+      channels[i] = channel;
+      const field = `putWrites writes[${i}] (channel ${JSON.stringify(channel)})`;
+      try {
+        [types[i], payloads[i]] = await dumpsForRow(ctx.serde, write[1], {
+          table: "checkpoint_writes",
+          threadId: threadId!,
+          checkpointNs: checkpointNs ?? "",
+          checkpointId,
+          taskId,
+          idx: idx[i]!,
+        });
+      } catch (err) {
+        throw named(err, field);
+      }
+      checkSize(ctx, field, payloads[i]!);
+    }),
+  );
+  // A special channel written twice in one call (__resume__ by a node that
+  // interrupts several times): the last one wins, as in MemorySaver and the
+  // official saver. One INSERT ... ON CONFLICT cannot touch a row twice.
+  let special = 0;
+  for (const k of idx) if (k < 0) special++;
+  if (special > 1 && new Set(idx.filter((k) => k < 0)).size < special) {
+    const keep = idx.map((k, i) => k >= 0 || idx.lastIndexOf(k) === i);
+    const pick = <T>(a: T[]) => a.filter((_, i) => keep[i]);
+    [idx, channels, types, payloads] = [pick(idx), pick(channels), pick(types), pick(payloads)];
+  }
+  const keys = [[threadId!, checkpointNs ?? "", checkpointId, taskId, taskPath], channels, types];
+  if (boundBytes([payloads], keys) > MAX_STATEMENT_BYTES) {
+    checkStatementSize("putWrites writes", [
+      ...channels.map((channel, i) => ({ name: `writes[${i}] (channel ${JSON.stringify(channel)})`, bytes: payloads[i]!.byteLength })),
+      { name: "ids and channel names", bytes: boundBytes([], keys) },
+    ]);
+  }
+  return { threadId: threadId!, checkpointNs: checkpointNs ?? "", checkpointId, taskId, taskPath, idx, channels, types, payloads, bytes: boundBytes([payloads], keys) };
+}
+
+/** One statement for the rows of one putWrites call, or of several of one lineage (coalesced). */
+export async function sendWrites(ctx: SaverContext, calls: WriteRows[]): Promise<void> {
+  const first = calls[0]!;
+  if (calls.length === 1) {
+    const packed = pack(first.payloads);
+    const values = putWritesValues({
+      threadId: first.threadId,
+      checkpointNs: first.checkpointNs,
+      checkpointId: first.checkpointId,
+      taskId: first.taskId,
+      taskPath: first.taskPath,
+      idx: first.idx,
+      channels: first.channels,
+      types: first.types,
+      offsets: packed.offsets,
+      lengths: packed.lengths,
+      bytes: packed.bytes,
+    });
+    await ctx.query("putWrites", values, "putWrites");
+    return;
+  }
+  const perRow = (f: (c: WriteRows) => string) => calls.flatMap((c) => c.idx.map(() => f(c)));
+  const packed = pack(calls.flatMap((c) => c.payloads));
+  const values = putWritesBatchValues({
+    threadId: first.threadId,
+    checkpointNs: first.checkpointNs,
+    checkpointIds: perRow((c) => c.checkpointId),
+    taskIds: perRow((c) => c.taskId),
+    taskPaths: perRow((c) => c.taskPath),
+    idx: calls.flatMap((c) => c.idx),
+    channels: calls.flatMap((c) => c.channels),
+    types: calls.flatMap((c) => c.types),
+    offsets: packed.offsets,
+    lengths: packed.lengths,
+    bytes: packed.bytes,
+  });
+  await ctx.query("putWritesBatch", values, "putWrites");
+}
