@@ -42,7 +42,7 @@ export function buildSql(schema: string) {
          AND NOT ${stores(c, "d.ch")}
        ORDER BY 1)`;
 
-  /** Checkpoints before format v4 read their pending sends from their parent's writes (see queries.ts, read kind 3). */
+  /** Checkpoints before format v4 read their pending sends from their parent's writes (see saver/queries.ts, read kind 3). */
   const legacy = (c: string) =>
     `${c}.${COL.parentCheckpointId} IS NOT NULL AND pg_catalog.jsonb_typeof(${c}.${COL.checkpoint} -> 'v') = 'number' AND (${c}.${COL.checkpoint} ->> 'v')::numeric < 4`;
 

@@ -43,7 +43,7 @@
  *   (a transaction-scoped advisory lock per thread, tried, never waited on).
  *
  * Issue #6. The statements are in prune-sql.ts, next to the one function that
- * runs them, rather than in queries.ts (the saver's statements); the options
+ * runs them, rather than in saver/queries.ts (the saver's statements); the options
  * and their checks in prune-options.ts.
  */
 import pg from "pg";

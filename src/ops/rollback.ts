@@ -10,7 +10,7 @@
  *   JS saver's); versions made numeric for the JS saver, which refuses
  *   string versions (`counter + a fraction below 1/2` derived from the string,
  *   so versions keep their order and two branches keep distinct blobs), kept
- *   as strings for the Python saver, short ones (version.ts) written long (its
+ *   as strings for the Python saver, short ones (saver/version.ts) written long (its
  *   own format, whose counter it parses);
  * - every trigger of this package leaves the official tables; ours refuse
  *   writes from then on (SQLSTATE LGB03), so an instance of this package still
