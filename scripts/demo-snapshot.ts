@@ -5,7 +5,7 @@
  * it instead of running initdb and the migrations, which took most of a first
  * run. It belongs to one PGlite version and one set of migrations
  * (scripts/demo-pgdata.json): with any other the demo does without it, and
- * test/demo.test.ts fails until this is rerun.
+ * test/cli/demo.test.ts fails until this is rerun.
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";

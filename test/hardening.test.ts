@@ -1,9 +1,9 @@
 /**
  * Issue #15: no role, input or failing handler can escalate, crash the process
  * or corrupt a thread. One describe per row of the issue's table; rows that
- * need real roles are elsewhere (row 1 in test/trust.test.ts, row 11 in
- * test/privileges.test.ts), and row 5, encryption bound to its row, is in
- * test/encryption.test.ts. Real Postgres throughout; crash tests run a child
+ * need real roles are elsewhere (row 1 in test/db/trust.test.ts, row 11 in
+ * test/db/privileges.test.ts), and row 5, encryption bound to its row, is in
+ * test/serde/encryption.test.ts. Real Postgres throughout; crash tests run a child
  * process and check its exit.
  */
 import { HumanMessage } from "@langchain/core/messages";

@@ -417,7 +417,7 @@ describe("the README's command blocks, run in that project", () => {
   const SKIPPED: [RegExp, string][] = [
     [/^npm install langgraph-checkpoint-pg /m, "installs from the registry: the test installs these packages from the tarball (the lists are compared below)"],
     [/^npm ci && npm pack/m, "the clone's install and pack: the test packs the same sources and installs the tarball (the name is compared below)"],
-    [/^npm ci\nnpm run demo\n$/, "the clone's demo: test/demo.test.ts runs it as npm run demo does"],
+    [/^npm ci\nnpm run demo\n$/, "the clone's demo: test/cli/demo.test.ts runs it as npm run demo does"],
     [/^(TEST_DATABASE_URL=\S+ )?npm (test|run test\S*)\b/m, "the test suite itself"],
     [/^npm ci$/, "a CI job's install step: the test project is installed"],
     [/^npx vitest run /m, "runs one of this repository's test files from a clone: the test suite runs it"],

@@ -28,7 +28,7 @@
  * release run before the whole migration or after it, never in between
  * (migration 0005 copied the heads while older writers went on moving them,
  * and lost their checkpoints).
- * test/upgrade.test.ts runs the previous release's code (from git history)
+ * test/db/upgrade.test.ts runs the previous release's code (from git history)
  * writing while the newest migration runs.
  *
  * Adding a migration: add its entry below (a test fails without one).

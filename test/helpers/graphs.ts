@@ -1,6 +1,6 @@
 /**
  * Small LangGraph graphs and comparison helpers for the end-to-end tests
- * (test/graph.test.ts). Every builder takes the checkpointer so the same graph
+ * (test/saver/graph.test.ts). Every builder takes the checkpointer so the same graph
  * can run against MemorySaver (the reference) and PostgresSaver.
  */
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";

@@ -1,6 +1,6 @@
 /**
  * The official conformance suite against a saver in `lineage: "linear"` mode.
- * Run by test/conformance-linear.test.ts in a child vitest, which asserts that
+ * Run by test/saver/conformance-linear.test.ts in a child vitest, which asserts that
  * exactly the tests rejected by design fail (see README, "Concurrency").
  */
 import { deltaChannelHistoryTests, validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";

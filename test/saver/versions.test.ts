@@ -8,11 +8,11 @@ import type { RunnableConfig } from "@langchain/core/runnables";
 import { Annotation, END, START, StateGraph } from "@langchain/langgraph";
 import { compareChannelVersions, maxChannelVersion, type BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import { beforeAll, describe, expect, it } from "vitest";
-import { migrate, PostgresSaver } from "../src/index.js";
-import { officialVersion } from "../src/ops/rollback.js";
-import { isSyntheticVersion, realVersion } from "../src/serde/upcast.js";
-import { withTestDatabase } from "./helpers/db.js";
-import { counter, LONG_VERSION_RE, tid, VERSION_RE } from "./helpers/graphs.js";
+import { migrate, PostgresSaver } from "../../src/index.js";
+import { officialVersion } from "../../src/ops/rollback.js";
+import { isSyntheticVersion, realVersion } from "../../src/serde/upcast.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { counter, LONG_VERSION_RE, tid, VERSION_RE } from "../helpers/graphs.js";
 
 const db = withTestDatabase("versions");
 let saver: PostgresSaver;

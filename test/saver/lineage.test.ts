@@ -14,9 +14,9 @@ import {
   PostgresSaver,
   withConflictRetry,
   type SaverEvent,
-} from "../src/index.js";
-import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
-import { withTestDatabase } from "./helpers/db.js";
+} from "../../src/index.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { withTestDatabase } from "../helpers/db.js";
 
 const db = withTestDatabase("lineage");
 let pool: pg.Pool;

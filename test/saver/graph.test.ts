@@ -10,8 +10,8 @@ import { Command, MemorySaver } from "@langchain/langgraph";
 import type { BaseCheckpointSaver, Checkpoint, CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CheckpointConflictError, migrate, PostgresSaver } from "../src/index.js";
-import { withTestDatabase } from "./helpers/db.js";
+import { CheckpointConflictError, migrate, PostgresSaver } from "../../src/index.js";
+import { withTestDatabase } from "../helpers/db.js";
 import {
   addressGraph,
   approvalGraph,
@@ -32,7 +32,7 @@ import {
   VERSION_RE,
   type PutCall,
   type PutWritesCall,
-} from "./helpers/graphs.js";
+} from "../helpers/graphs.js";
 
 const db = withTestDatabase("graph");
 /** A second pool on the same database: "another process". */
@@ -177,7 +177,7 @@ describe("getNextVersion (called by LangGraph on every step)", () => {
     const next = saver.getNextVersion("00000000000000000000000000000002.0.27282425125643517");
     expect(next).toMatch(LONG_VERSION_RE);
     expect(counter(next)).toBe(3);
-    // Integer versions (threads adopted from the official saver) stay numeric, see test/adopt.test.ts.
+    // Integer versions (threads adopted from the official saver) stay numeric, see test/ops/adopt.test.ts.
     expect(Math.floor(saver.getNextVersion(7))).toBe(8);
     // Unique per call: two branches reaching the same counter get different versions.
     const many = new Set(Array.from({ length: 2000 }, () => saver.getNextVersion(first)));

@@ -3,8 +3,8 @@
  * The saver's name is our own: the suite skips some tests for some known savers.
  */
 import { deltaChannelHistoryTests, validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
-import { migrate, PostgresSaver } from "../src/index.js";
-import { withTestDatabase } from "./helpers/db.js";
+import { migrate, PostgresSaver } from "../../src/index.js";
+import { withTestDatabase } from "../helpers/db.js";
 
 const db = withTestDatabase("conformance");
 

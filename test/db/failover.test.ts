@@ -47,11 +47,11 @@ import {
   UnconfirmedCommitError,
   withRetry,
   type SaverEvent,
-} from "../src/index.js";
-import { chainAudit } from "./helpers/audit.js";
-import { withTestDatabase } from "./helpers/db.js";
-import { FaultProxy } from "./helpers/fault-proxy.js";
-import { basebackupOf, findBinaries, PgServer } from "./helpers/server.js";
+} from "../../src/index.js";
+import { chainAudit } from "../helpers/audit.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { FaultProxy } from "../helpers/fault-proxy.js";
+import { basebackupOf, findBinaries, PgServer } from "../helpers/server.js";
 
 const binaries = await findBinaries();
 const canReplicate = basebackupOf(binaries) !== undefined;

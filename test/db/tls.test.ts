@@ -6,11 +6,11 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DatabaseOperationError, MigrationError, PostgresSaver } from "../src/index.js";
-import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
-import { addressGraph, tid } from "./helpers/graphs.js";
-import { missingProgram, skippable } from "./helpers/requirements.js";
-import { hasOpenssl, PgServer } from "./helpers/server.js";
+import { DatabaseOperationError, MigrationError, PostgresSaver } from "../../src/index.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { addressGraph, tid } from "../helpers/graphs.js";
+import { missingProgram, skippable } from "../helpers/requirements.js";
+import { hasOpenssl, PgServer } from "../helpers/server.js";
 
 // Skips, saying why, without openssl; fails instead under CI=true (.ci/run installs it).
 const missing = missingProgram("openssl", hasOpenssl(), "apt-get install openssl");

@@ -28,8 +28,8 @@ import { Send } from "@langchain/langgraph";
 import { DeltaSnapshot } from "@langchain/langgraph-checkpoint";
 import { encode, ExtData } from "@msgpack/msgpack";
 import { afterAll, describe, expect, it } from "vitest";
-import { DeserializationError, EncryptedSerializer, MsgpackSerializer } from "../src/index.js";
-import { cpuTime } from "./helpers/cpu.js";
+import { DeserializationError, EncryptedSerializer, MsgpackSerializer } from "../../src/index.js";
+import { cpuTime } from "../helpers/cpu.js";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20250607);
 const SCALE = Number(process.env.FUZZ_SCALE ?? 1);

@@ -5,10 +5,10 @@
  */
 import { uuid6 } from "@langchain/langgraph-checkpoint";
 import { beforeAll, expect, it } from "vitest";
-import { migrate, PostgresSaver } from "../src/index.js";
-import { buildQueries } from "../src/saver/queries.js";
-import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
-import { withTestDatabase } from "./helpers/db.js";
+import { migrate, PostgresSaver } from "../../src/index.js";
+import { buildQueries } from "../../src/saver/queries.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { withTestDatabase } from "../helpers/db.js";
 
 const db = withTestDatabase("explain");
 const BIG = ["checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads"];

@@ -17,11 +17,11 @@ import {
   migrate,
   PostgresSaver,
   type SaverEvent,
-} from "../src/index.js";
-import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
-import { FaultProxy } from "./helpers/fault-proxy.js";
-import { PgServer } from "./helpers/server.js";
-import { chainAudit, type ChainAudit } from "./helpers/audit.js";
+} from "../../src/index.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { FaultProxy } from "../helpers/fault-proxy.js";
+import { PgServer } from "../helpers/server.js";
+import { chainAudit, type ChainAudit } from "../helpers/audit.js";
 
 let server: PgServer;
 /** Admin pool for assertions; it survives restarts (its idle clients die and are replaced). */

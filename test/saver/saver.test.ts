@@ -1,9 +1,9 @@
 import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import { ERROR, INTERRUPT, TASKS, uuid6 } from "@langchain/langgraph-checkpoint";
 import { beforeAll, describe, expect, it } from "vitest";
-import { InvalidInputError, migrate, PostgresSaver } from "../src/index.js";
-import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
-import { withTestDatabase } from "./helpers/db.js";
+import { InvalidInputError, migrate, PostgresSaver } from "../../src/index.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { withTestDatabase } from "../helpers/db.js";
 
 const db = withTestDatabase("saver");
 let saver: PostgresSaver;

@@ -8,10 +8,10 @@
 import { uuid6 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { InvalidInputError, InvalidOptionsError, migrate, PostgresSaver } from "../src/index.js";
-import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
-import { withTestDatabase } from "./helpers/db.js";
-import { addressGraph } from "./helpers/graphs.js";
+import { InvalidInputError, InvalidOptionsError, migrate, PostgresSaver } from "../../src/index.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { addressGraph } from "../helpers/graphs.js";
 
 const db = withTestDatabase("hostile");
 

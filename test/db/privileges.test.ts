@@ -7,10 +7,10 @@ import { randomBytes } from "node:crypto";
 import { uuid6 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CheckpointConflictError, grantStatements, InvalidOptionsError, migrate, MigrationError, PostgresSaver } from "../src/index.js";
-import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
-import { withTestDatabase } from "./helpers/db.js";
-import { addressGraph, approvalGraph, tid } from "./helpers/graphs.js";
+import { CheckpointConflictError, grantStatements, InvalidOptionsError, migrate, MigrationError, PostgresSaver } from "../../src/index.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { addressGraph, approvalGraph, tid } from "../helpers/graphs.js";
 import { Command } from "@langchain/langgraph";
 
 const db = withTestDatabase("privileges");

@@ -7,9 +7,9 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DatabaseOperationError, latestVersion, migrate, MigrationError, PostgresSaver, type SaverEvent } from "../src/index.js";
-import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
-import { PgServer } from "./helpers/server.js";
+import { DatabaseOperationError, latestVersion, migrate, MigrationError, PostgresSaver, type SaverEvent } from "../../src/index.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { PgServer } from "../helpers/server.js";
 
 type RetryEvent = Extract<SaverEvent, { type: "retry" }>;
 

@@ -11,8 +11,8 @@ import { brotliDecompressSync, gzipSync } from "node:zlib";
 import { PGlite } from "@electric-sql/pglite";
 import { validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
 import { afterAll, describe, expect, it } from "vitest";
-import { DataDirLockedError, InvalidOptionsError, loadMigrations, lockDataDir, migrate, openEmbedded, PostgresSaver } from "../src/index.js";
-import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
+import { DataDirLockedError, InvalidOptionsError, loadMigrations, lockDataDir, migrate, openEmbedded, PostgresSaver } from "../../src/index.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 
 describe("PGlite conformance", () => {
   const db = new PGlite();

@@ -21,10 +21,10 @@ import {
   type PruneOptions,
   type PruneProgress,
   type PruneResult,
-} from "../src/index.js";
-import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
-import { withTestDatabase } from "./helpers/db.js";
-import { approvalGraph, chatGraph, logGraph, mapReduceGraph, nestedGraph, parallelInterruptGraph, plainValues, tid } from "./helpers/graphs.js";
+} from "../../src/index.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { approvalGraph, chatGraph, logGraph, mapReduceGraph, nestedGraph, parallelInterruptGraph, plainValues, tid } from "../helpers/graphs.js";
 
 const db = withTestDatabase("prune");
 let saver: PostgresSaver;

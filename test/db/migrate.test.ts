@@ -15,8 +15,8 @@ import {
   SchemaNotMigratedError,
   SchemaTooNewError,
   schemaVersion,
-} from "../src/index.js";
-import { withTestDatabase } from "./helpers/db.js";
+} from "../../src/index.js";
+import { withTestDatabase } from "../helpers/db.js";
 
 const db = withTestDatabase("migrate");
 

@@ -24,10 +24,10 @@ import {
   show,
   threadIds,
   UnsafeSchemaError,
-} from "../src/index.js";
-import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
-import { ROOT } from "./helpers/cli.js";
-import { withTestDatabase } from "./helpers/db.js";
+} from "../../src/index.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { ROOT } from "../helpers/cli.js";
+import { withTestDatabase } from "../helpers/db.js";
 
 const db = withTestDatabase("trust");
 const suffix = randomBytes(4).toString("hex");

@@ -22,10 +22,10 @@ import {
   reencrypt,
   show,
   type ValueRow,
-} from "../src/index.js";
-import { runCli, ROOT } from "./helpers/cli.js";
-import { withTestDatabase } from "./helpers/db.js";
-import { approvalGraph, chatGraph, mapReduceGraph, tid } from "./helpers/graphs.js";
+} from "../../src/index.js";
+import { runCli, ROOT } from "../helpers/cli.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { approvalGraph, chatGraph, mapReduceGraph, tid } from "../helpers/graphs.js";
 
 const k1 = randomBytes(32);
 const k2 = randomBytes(32);

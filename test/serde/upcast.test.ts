@@ -7,9 +7,9 @@ import { uuid6 } from "@langchain/langgraph-checkpoint";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { migrate, PostgresSaver, StateVersionError, type Upcaster } from "../src/index.js";
-import { runCli } from "./helpers/cli.js";
-import { withTestDatabase } from "./helpers/db.js";
+import { migrate, PostgresSaver, StateVersionError, type Upcaster } from "../../src/index.js";
+import { runCli } from "../helpers/cli.js";
+import { withTestDatabase } from "../helpers/db.js";
 
 const db = withTestDatabase("upcast");
 beforeAll(async () => {

@@ -12,11 +12,11 @@ import { Command } from "@langchain/langgraph";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PGlite } from "@electric-sql/pglite";
-import { latestVersion, loadMigrations, migrate, PostgresSaver, type PruneResult } from "../src/index.js";
-import { migrationNumber } from "../src/errors.js";
-import { withTestDatabase } from "./helpers/db.js";
-import { addressGraph, nestedGraph } from "./helpers/graphs.js";
-import { ROOT, runCli, type Run } from "./helpers/cli.js";
+import { latestVersion, loadMigrations, migrate, PostgresSaver, type PruneResult } from "../../src/index.js";
+import { migrationNumber } from "../../src/errors.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { addressGraph, nestedGraph } from "../helpers/graphs.js";
+import { ROOT, runCli, type Run } from "../helpers/cli.js";
 
 const db = withTestDatabase("cli");
 const dirs: string[] = [];
@@ -541,7 +541,7 @@ describe("CLI on the embedded database (PGlite)", () => {
 
 describe("grants", () => {
   it("prints exactly grantStatements, and refuses bad usage with exit 2", async () => {
-    const { grantStatements } = await import("../src/index.js");
+    const { grantStatements } = await import("../../src/index.js");
     const ok = await runCli(["grants", "--role", "agents_app", "--schema", 'we"ird']);
     expect(ok.code).toBe(0);
     expect(ok.stdout.trim()).toBe(grantStatements({ role: "agents_app", schema: 'we"ird' }).map((s) => `${s};`).join("\n"));

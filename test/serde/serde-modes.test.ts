@@ -12,9 +12,9 @@ import { PromptTemplate } from "@langchain/core/prompts";
 import { Command, Overwrite, Send } from "@langchain/langgraph";
 import { DeltaSnapshot, JsonPlusSerializer, uuid6 } from "@langchain/langgraph-checkpoint";
 import { beforeAll, describe, expect, it } from "vitest";
-import { migrate, MsgpackSerializer, PostgresSaver, SerializationError } from "../src/index.js";
-import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
-import { withTestDatabase } from "./helpers/db.js";
+import { migrate, MsgpackSerializer, PostgresSaver, SerializationError } from "../../src/index.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { withTestDatabase } from "../helpers/db.js";
 
 const db = withTestDatabase("serde_modes");
 let savers: { default: PostgresSaver; strict: PostgresSaver };

@@ -20,11 +20,11 @@ import {
   PostgresSaver,
   rollbackAdoption,
   type SaverEvent,
-} from "../src/index.js";
-import { runCli } from "./helpers/cli.js";
-import { withTestDatabase } from "./helpers/db.js";
-import { approvalGraph, chatGraph, history, logGraph, shape } from "./helpers/graphs.js";
-import { startWriter, type Ack } from "./helpers/writers.js";
+} from "../../src/index.js";
+import { runCli } from "../helpers/cli.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { approvalGraph, chatGraph, history, logGraph, shape } from "../helpers/graphs.js";
+import { startWriter, type Ack } from "../helpers/writers.js";
 
 const db = withTestDatabase("switch");
 const cfg = (thread_id: string, checkpoint_id?: string): RunnableConfig => ({ configurable: { thread_id, checkpoint_ns: "", ...(checkpoint_id ? { checkpoint_id } : {}) } });

@@ -11,11 +11,11 @@ import type { RunnableConfig } from "@langchain/core/runnables";
 import type { PendingWrite } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { migrate, PostgresSaver } from "../src/index.js";
-import { MAX_WAIT_MS } from "../src/saver/coalesce.js";
-import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
-import { withTestDatabase } from "./helpers/db.js";
-import { tid } from "./helpers/graphs.js";
+import { migrate, PostgresSaver } from "../../src/index.js";
+import { MAX_WAIT_MS } from "../../src/saver/coalesce.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { tid } from "../helpers/graphs.js";
 
 const db = withTestDatabase("coalesce");
 let pool: pg.Pool;

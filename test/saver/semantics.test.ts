@@ -24,9 +24,9 @@ import {
 import { type BaseCheckpointSaver, type Checkpoint, emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
-import { migrate, PostgresSaver } from "../src/index.js";
-import { withTestDatabase } from "./helpers/db.js";
-import { history, nestedGraph, parallelInterruptGraph, plainValues, shape, tid } from "./helpers/graphs.js";
+import { migrate, PostgresSaver } from "../../src/index.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { history, nestedGraph, parallelInterruptGraph, plainValues, shape, tid } from "../helpers/graphs.js";
 
 const db = withTestDatabase("semantics");
 let saver: PostgresSaver;

@@ -17,13 +17,13 @@ import {
   SchemaTooNewError,
   schemaVersion,
   type SaverEvent,
-} from "../src/index.js";
-import { migrationNumber } from "../src/errors.js";
-import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
-import { withTestDatabase } from "./helpers/db.js";
-import { history, logGraph } from "./helpers/graphs.js";
-import { releaseBefore } from "./helpers/release.js";
-import { startWriter, type Ack } from "./helpers/writers.js";
+} from "../../src/index.js";
+import { migrationNumber } from "../../src/errors.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { history, logGraph } from "../helpers/graphs.js";
+import { releaseBefore } from "../helpers/release.js";
+import { startWriter, type Ack } from "../helpers/writers.js";
 
 const db = withTestDatabase("upgrade");
 const cfg = (thread_id: string, checkpoint_id?: string): RunnableConfig => ({ configurable: { thread_id, checkpoint_ns: "", ...(checkpoint_id ? { checkpoint_id } : {}) } });

@@ -10,9 +10,9 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { loadMigrations } from "../src/index.js";
-import { withTestDatabase } from "./helpers/db.js";
-import { collect, ROOT, runCli, runDemo, type Run } from "./helpers/cli.js";
+import { loadMigrations } from "../../src/index.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { collect, ROOT, runCli, runDemo, type Run } from "../helpers/cli.js";
 
 const db = withTestDatabase("demo");
 const dataDir = mkdtempSync(join(tmpdir(), "lgpg-demo-"));

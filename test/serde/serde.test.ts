@@ -36,12 +36,12 @@ import {
   START,
   StateGraph,
 } from "@langchain/langgraph";
-import { MAX_DEPTH, MsgpackSerializer } from "../src/serde/serde.js";
-import { DeserializationError, SerializationError } from "../src/errors.js";
-import { cpuTime } from "./helpers/cpu.js";
+import { MAX_DEPTH, MsgpackSerializer } from "../../src/serde/serde.js";
+import { DeserializationError, SerializationError } from "../../src/errors.js";
+import { cpuTime } from "../helpers/cpu.js";
 
 const serde = new MsgpackSerializer();
-/** Refuses what would not come back exactly (the default stores its JSON form: test/serde-modes.test.ts). */
+/** Refuses what would not come back exactly (the default stores its JSON form: test/serde/serde-modes.test.ts). */
 const strict = new MsgpackSerializer({ strict: true });
 
 async function roundTrip<T>(value: T, s: MsgpackSerializer = serde): Promise<T> {

@@ -18,11 +18,11 @@ import { uuid6 } from "@langchain/langgraph-checkpoint";
 import { deltaChannelHistoryTests, validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BOUNDED_POOL, CheckpointConflictError, DatabaseOperationError, migrate, PostgresSaver } from "../src/index.js";
-import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
-import { addressGraph, approvalGraph, logGraph, mapReduceGraph, tid } from "./helpers/graphs.js";
-import { missingProgram, skippable } from "./helpers/requirements.js";
-import { freePort, PgServer } from "./helpers/server.js";
+import { BOUNDED_POOL, CheckpointConflictError, DatabaseOperationError, migrate, PostgresSaver } from "../../src/index.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { addressGraph, approvalGraph, logGraph, mapReduceGraph, tid } from "../helpers/graphs.js";
+import { missingProgram, skippable } from "../helpers/requirements.js";
+import { freePort, PgServer } from "../helpers/server.js";
 
 const PGBOUNCER = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer", "/usr/local/bin/pgbouncer"].find((p) => existsSync(p));
 const missing = missingProgram("pgbouncer", PGBOUNCER !== undefined, "apt-get install pgbouncer");

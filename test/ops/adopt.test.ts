@@ -6,7 +6,7 @@
  * instances still write), and our saver reads every thread exactly as it did.
  * Real graphs run on `@langchain/langgraph-checkpoint-postgres`; the Python
  * saver's layout comes from test/fixtures/python-saver.json.
- * test/switch.test.ts covers official processes writing during the switch,
+ * test/ops/switch.test.ts covers official processes writing during the switch,
  * finishing and rolling back.
  */
 import { readFileSync } from "node:fs";
@@ -30,12 +30,12 @@ import {
   PostgresSaver,
   rollbackAdoption,
   type SaverEvent,
-} from "../src/index.js";
-import { loadsPython } from "../src/serde/pyserde.js";
-import { runCli } from "./helpers/cli.js";
-import { createTestDatabase, withTestDatabase, type TestDatabase } from "./helpers/db.js";
-import { approvalGraph, chatGraph, history, logGraph, mapReduceGraph, nestedGraph, shape, tid } from "./helpers/graphs.js";
-import type { PythonFixture } from "./fixtures/python-saver.gen.js";
+} from "../../src/index.js";
+import { loadsPython } from "../../src/serde/pyserde.js";
+import { runCli } from "../helpers/cli.js";
+import { createTestDatabase, withTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { approvalGraph, chatGraph, history, logGraph, mapReduceGraph, nestedGraph, shape, tid } from "../helpers/graphs.js";
+import type { PythonFixture } from "../fixtures/python-saver.gen.js";
 
 const db = withTestDatabase("adopt");
 
@@ -168,7 +168,7 @@ async function pythonSchema(schema: string, fixture: PythonFixture, upTo = fixtu
   }
 }
 
-const fixture = JSON.parse(readFileSync(new URL("fixtures/python-saver.json", import.meta.url), "utf8")) as PythonFixture;
+const fixture = JSON.parse(readFileSync(new URL("../fixtures/python-saver.json", import.meta.url), "utf8")) as PythonFixture;
 
 
 // ---------------------------------------------------------------------------
