@@ -56,6 +56,7 @@ import {
 } from "../errors.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
 import { readOptions, type PruneCounts, type PruneOptions, type PruneResult, type PruneThreadCounts, type Settings } from "./prune-options.js";
+import { addCounts, addPerThread, addRows, zero, type BatchOutcome, type PerThreadRow } from "./prune-counts.js";
 import { buildSql, type Lineage, type RoundRow, type Sql } from "./prune-sql.js";
 
 export type { PruneCounts, PruneOptions, PruneProgress, PruneResult, PruneThreadCounts } from "./prune-options.js";
@@ -129,53 +130,6 @@ function connect(options: PruneOptions): { db: Db; close: () => Promise<void> } 
 // ---------------------------------------------------------------------------
 // The run
 // ---------------------------------------------------------------------------
-
-function zero(): PruneCounts {
-  return { checkpoints: 0, writes: 0, blobs: 0, checkpointBytes: 0, writeBytes: 0, blobBytes: 0, threadsExpired: 0, threadsSkipped: 0 };
-}
-
-function addRows(into: PruneCounts, row: RoundRow): void {
-  into.checkpoints += row.checkpoints;
-  into.writes += row.writes;
-  into.blobs += row.blobs;
-  into.checkpointBytes += Number(row.checkpoint_bytes);
-  into.writeBytes += Number(row.write_bytes);
-  into.blobBytes += Number(row.blob_bytes);
-}
-
-function addCounts(into: PruneCounts, from: PruneCounts): void {
-  for (const k of Object.keys(into) as (keyof PruneCounts)[]) into[k] += from[k];
-}
-
-interface BatchOutcome {
-  counts: PruneCounts;
-  expired: string[];
-  skipped: string[];
-  /** Dry runs: per thread. */
-  threads?: PruneThreadCounts[];
-}
-
-interface PerThreadRow {
-  thread_id: string;
-  checkpoints: number;
-  checkpoint_bytes: number | string;
-  writes: number;
-  write_bytes: number | string;
-  blobs: number;
-  blob_bytes: number | string;
-}
-
-/** Adds a dry statement's per-thread counts (`per_thread`, JSON) into `into`. */
-function addPerThread(into: Map<string, PruneThreadCounts>, rows: PerThreadRow[] | string, expired: boolean): void {
-  for (const r of typeof rows === "string" ? (JSON.parse(rows) as PerThreadRow[]) : rows) {
-    const t = into.get(r.thread_id) ?? { threadId: r.thread_id, checkpoints: 0, writes: 0, blobs: 0, bytes: 0, expired };
-    t.checkpoints += r.checkpoints;
-    t.writes += r.writes;
-    t.blobs += r.blobs;
-    t.bytes += Number(r.checkpoint_bytes) + Number(r.write_bytes) + Number(r.blob_bytes);
-    into.set(r.thread_id, t);
-  }
-}
 
 /** What every batch of one prune works with: its statements, settings and rules. */
 interface Job {
