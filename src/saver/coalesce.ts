@@ -20,16 +20,10 @@
  * its own, so one call's failure never becomes another's.
  */
 
-/** The rows of one `putWrites` call. */
-export interface WriteRows {
-  threadId: string;
-  checkpointNs: string;
-  checkpointId: string;
-  taskId: string;
-  taskPath: string;
-  idx: number[];
-  channels: string[];
-  types: string[];
+import type { WritesParams } from "./params.js";
+
+/** The rows of one `putWrites` call: its statement's parameters before the values are packed. */
+export interface WriteRows extends Omit<WritesParams, "offsets" | "lengths" | "bytes"> {
   payloads: Uint8Array[];
   /** Its rows' size as bound parameters (bounded by the caller). */
   bytes: number;

@@ -213,13 +213,14 @@ export async function encodeWrites(ctx: SaverContext, call: WritesCall): Promise
     [idx, channels, types, payloads] = [pick(idx), pick(channels), pick(types), pick(payloads)];
   }
   const keys = [[threadId!, checkpointNs ?? "", checkpointId, taskId, taskPath], channels, types];
-  if (boundBytes([payloads], keys) > MAX_STATEMENT_BYTES) {
+  const bytes = boundBytes([payloads], keys);
+  if (bytes > MAX_STATEMENT_BYTES) {
     checkStatementSize("putWrites writes", [
       ...channels.map((channel, i) => ({ name: `writes[${i}] (channel ${JSON.stringify(channel)})`, bytes: payloads[i]!.byteLength })),
       { name: "ids and channel names", bytes: boundBytes([], keys) },
     ]);
   }
-  return { threadId: threadId!, checkpointNs: checkpointNs ?? "", checkpointId, taskId, taskPath, idx, channels, types, payloads, bytes: boundBytes([payloads], keys) };
+  return { threadId: threadId!, checkpointNs: checkpointNs ?? "", checkpointId, taskId, taskPath, idx, channels, types, payloads, bytes };
 }
 
 /** One statement for the rows of one putWrites call, or of several of one lineage (coalesced). */
