@@ -134,14 +134,25 @@ async function sql<R extends pg.QueryResultRow = pg.QueryResultRow>(server: PgSe
   }
 }
 
+/**
+ * ALTER SYSTEM SET and reload, then wait until a new session has the
+ * setting. pg_reload_conf() only signals the postmaster; once a new session shows the value, the
+ * postmaster has re-read the file and signaled every backend, which applies it before its next
+ * statement. Without the wait, a test's next statement can still run under the old setting.
+ */
+async function setSystem(server: PgServer, name: string, value: string): Promise<void> {
+  await sql(server, `ALTER SYSTEM SET ${name} = '${value}'`);
+  await sql(server, "SELECT pg_reload_conf()");
+  await until(`${name} to be '${value}' after the reload`, async () => (await sql(server, `SHOW ${name}`))[0]![name] === value);
+}
+
 /** A standby of `primary`, made synchronous: from then on a commit is acknowledged once the standby has it. */
 async function syncStandby(primary: PgServer, label: string): Promise<PgServer> {
   // Not synchronous itself once promoted, until it gets a standby of its own.
   // wal_retrieve_retry_interval: how long a standby that lost its primary waits before looking for WAL
   // again (default 5 s); a promotion request waits for the end of that sleep.
   const standby = await PgServer.standby(primary, { label, settings: { synchronous_standby_names: "", wal_retrieve_retry_interval: "100ms" } });
-  await sql(primary, "ALTER SYSTEM SET synchronous_standby_names = '*'");
-  await sql(primary, "SELECT pg_reload_conf()");
+  await setSystem(primary, "synchronous_standby_names", "*");
   await until(`${label} to be a synchronous standby`, async () => {
     const rows = await sql(primary, "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync' AND state = 'streaming'");
     return rows.length === 1;
@@ -358,10 +369,7 @@ describe.skipIf(!canReplicate)("failover behind a stable address", () => {
       await Promise.all([read(), read()]);
       const before = await backends();
       expect(before).toHaveLength(2);
-      await sql(primary, "ALTER SYSTEM SET default_transaction_read_only = on");
-      await sql(primary, "SELECT pg_reload_conf()");
-      // A new session has the setting once the postmaster reloaded, by which time it has signaled every backend.
-      await until("the reload", async () => (await sql(primary, "SHOW default_transaction_read_only"))[0]!.default_transaction_read_only === "on");
+      await setSystem(primary, "default_transaction_read_only", "on");
       // The first statement after the reload hears of it: that client is destroyed after it, its
       // idle sibling (opened before) on its next checkout. Connections opened afterwards start
       // read-only and stay (Postgres reports the setting only when it changes).
@@ -370,8 +378,7 @@ describe.skipIf(!canReplicate)("failover behind a stable address", () => {
       await until("the connections open at the switch to be gone", async () => (await backends()).every((pid) => !before.includes(pid)));
       expect(pool.totalCount).toBe(1);
     } finally {
-      await sql(primary, "ALTER SYSTEM RESET default_transaction_read_only");
-      await sql(primary, "SELECT pg_reload_conf()");
+      await setSystem(primary, "default_transaction_read_only", "off");
       await pool.end();
     }
   });
@@ -387,14 +394,15 @@ describe.skipIf(!canReplicate)("failover behind a stable address", () => {
     try {
       await unconfirmed.getTuple({ configurable: { thread_id: thread } }); // the schema check, before commits block
       // A synchronous standby that never comes: every commit waits for it.
-      await sql(primary, "ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
-      await sql(primary, "SELECT pg_reload_conf()");
+      await setSystem(primary, "synchronous_standby_names", "nobody");
+      let settled = false;
       const pending = put().then(
         () => undefined,
         (e: unknown) => e,
-      );
+      ).finally(() => (settled = true));
       let pid = 0;
       await until("the put to wait for the standby", async () => {
+        if (settled) throw new Error(`the put settled before waiting for the standby: ${String(await pending)}`);
         const rows = await sql<{ pid: number }>(primary, "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event = 'SyncRep'", [app]);
         pid = rows[0]?.pid ?? 0;
         return pid !== 0;
@@ -408,8 +416,7 @@ describe.skipIf(!canReplicate)("failover behind a stable address", () => {
       expect((error as Error).message).toMatch(/^put failed: the commit was not confirmed by the synchronous standby/);
       expect(await stored()).toBe(1); // committed locally: Postgres itself reported success
     } finally {
-      await sql(primary, "ALTER SYSTEM SET synchronous_standby_names = '*'");
-      await sql(primary, "SELECT pg_reload_conf()");
+      await setSystem(primary, "synchronous_standby_names", "*");
     }
     try {
       await until("the standby to be synchronous again", async () => (await sql(primary, "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'")).length === 1);
@@ -432,8 +439,7 @@ describe.skipIf(!canReplicate)("failover behind a stable address", () => {
 
   it("planned switchover: writes on the read-only primary fail with 25006 and are retried until the promoted standby takes them", async () => {
     const { retried } = await scenario("switchover", async (run) => {
-      await sql(primary, "ALTER SYSTEM SET default_transaction_read_only = on");
-      await sql(primary, "SELECT pg_reload_conf()");
+      await setSystem(primary, "default_transaction_read_only", "on");
       await until("a write refused with 25006", () => (run.retried.get("25006") ?? 0) > 0);
       await primary.stop("fast");
       await standby.promote();
