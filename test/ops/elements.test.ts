@@ -14,6 +14,7 @@ import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { EncryptedSerializer, exportThread, importThread, migrate, PostgresSaver, reencrypt, rollbackAdoption, show, type BlobRecord } from "../../src/index.js";
 import { ELEMENTS_CHANNEL, REFS_TYPE } from "../../src/saver/elements.js";
+import { runCli } from "../helpers/cli.js";
 import { withTestDatabase } from "../helpers/db.js";
 import { chatGraph, tid } from "../helpers/graphs.js";
 
@@ -67,6 +68,12 @@ describe("operations tools on lists stored by their elements", () => {
     const first = (await listAll(saver, thread)).find((t) => (t.checkpoint.channel_values.messages as unknown[] | undefined)?.length === 40)!;
     const earlier = (await show({ pool: db.pool, schema, threadId: thread, checkpointId: first.checkpoint.id }))!;
     expect(earlier.channels.find((c) => c.channel === "messages")!.value).toEqual(first.checkpoint.channel_values.messages);
+    // The CLI prints the same list.
+    const cli = await runCli(["show", thread, "--database-url", db.url, "--schema", schema, "--json"]);
+    expect(cli.code, cli.stderr).toBe(0);
+    const printed = (JSON.parse(cli.stdout) as { channels: { channel: string; value: { kwargs: { content: string } }[] }[] }).channels;
+    expect(printed.map((c) => c.channel)).not.toContain(ELEMENTS_CHANNEL);
+    expect(printed.find((c) => c.channel === "messages")!.value.map((m) => m.kwargs.content)).toEqual(messages.map((m) => m.content));
 
     // A missing element makes the list undecodable, never shorter.
     await db.pool.query(`DELETE FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel = $2 AND type <> $3 AND version = (
