@@ -220,6 +220,7 @@ export async function resolveList(
   lineage: { threadId: string; checkpointNs: string; channel: string; version: string },
   find: (hash: string) => StoredElement | undefined,
   onHash?: (hash: string) => void,
+  onElement?: (element: unknown, hash: string) => void,
 ): Promise<unknown[]> {
   const where = () => `channel ${JSON.stringify(lineage.channel)} version ${JSON.stringify(lineage.version)} of thread ${JSON.stringify(lineage.threadId)} namespace ${JSON.stringify(lineage.checkpointNs)}`;
   const get = (hash: string): StoredElement => {
@@ -242,14 +243,16 @@ export async function resolveList(
     }
   }
   return Promise.all(
-    leaves.map(([hash, leaf]) =>
-      loadsForRow(serde, leaf.type, leaf.value ?? new Uint8Array(), {
+    leaves.map(async ([hash, leaf]) => {
+      const element = await loadsForRow(serde, leaf.type, leaf.value ?? new Uint8Array(), {
         table: "checkpoint_blobs",
         threadId: lineage.threadId,
         checkpointNs: lineage.checkpointNs,
         channel: ELEMENTS_CHANNEL,
         version: hash,
-      }),
-    ),
+      });
+      onElement?.(element, hash);
+      return element;
+    }),
   );
 }
