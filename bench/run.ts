@@ -81,8 +81,7 @@ function parseArgs(argv: string[]): Args {
       const n = Number(v);
       if (!Number.isInteger(n) || n < 1) throw new Error(`--storage-turns expects a positive integer, got ${String(v)}`);
       args.storageTurns = n;
-    }
-    else if (a === "--rounds" || a.startsWith("--rounds=")) {
+    } else if (a === "--rounds" || a.startsWith("--rounds=")) {
       const v = a.includes("=") ? a.split("=")[1] : argv[++i];
       const n = Number(v);
       if (!Number.isInteger(n) || n < 1) throw new Error(`--rounds expects a positive integer, got ${String(v)}`);
