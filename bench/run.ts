@@ -59,6 +59,8 @@ interface Args {
   /** --storage: run only storage.ts (issue 21), with --storage-turns N turns (default 200). */
   storage: boolean;
   storageTurns?: number;
+  /** --whole: with --storage, measure our saver's default (whole values) instead of elementStorage: true. */
+  whole: boolean;
 }
 
 function nonNegative(flag: string, v: string | undefined): number {
@@ -68,7 +70,7 @@ function nonNegative(flag: string, v: string | undefined): number {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0, officialScale: false, storage: false };
+  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0, officialScale: false, storage: false, whole: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--json") args.json = true;
@@ -76,6 +78,7 @@ function parseArgs(argv: string[]): Args {
     else if (a === "--strict") args.strict = true;
     else if (a === "--official-scale") args.officialScale = true;
     else if (a === "--storage") args.storage = true;
+    else if (a === "--whole") args.whole = true;
     else if (a === "--storage-turns" || a.startsWith("--storage-turns=")) {
       const v = a.includes("=") ? a.split("=")[1] : argv[++i];
       const n = Number(v);
@@ -92,11 +95,12 @@ function parseArgs(argv: string[]): Args {
       args.delayDownMs = nonNegative("--delay-down-ms", a.includes("=") ? a.split("=")[1] : argv[++i]);
     } else if (a === "--help" || a === "-h") {
       console.log("usage: npm run bench -- [--quick] [--json] [--rounds N] [--strict] [--delay-ms N [--delay-down-ms M]] [--official-scale]");
-      console.log("       npm run bench -- --storage [--storage-turns N] [--rounds N] [--strict]");
+      console.log("       npm run bench -- --storage [--storage-turns N] [--whole] [--rounds N] [--strict]");
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
   }
   if (args.storageTurns !== undefined && !args.storage) throw new Error("--storage-turns goes with --storage");
+  if (args.whole && !args.storage) throw new Error("--whole goes with --storage");
   if (args.storage) {
     const other = argv.filter((a) => /^--(json|quick|official-scale|delay-ms|delay-down-ms)\b/.test(a));
     if (other.length) throw new Error(`--storage runs the storage measurement alone: ${other.join(", ")} does not apply to it`);
@@ -397,7 +401,7 @@ async function countRoundTrips(proxy: CountingProxy, op: string, saver: string, 
 
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
-  if (args.storage) return storageMain({ turns: args.storageTurns ?? 200, rounds: args.rounds, strict: args.strict });
+  if (args.storage) return storageMain({ turns: args.storageTurns ?? 200, rounds: args.rounds, strict: args.strict, whole: args.whole });
   const P = params(args);
   judgeTimings = !args.quick;
   const loopback = args.delayMs === undefined;

@@ -277,6 +277,8 @@ export interface StorageArgs {
   turns: number;
   rounds: number;
   strict: boolean;
+  /** Measure our saver's default (whole values) instead of `elementStorage: true`. */
+  whole?: boolean;
 }
 
 const STORAGE_POINTS = [25, 50, 100, 200];
@@ -293,6 +295,9 @@ export async function storageMain(args: StorageArgs): Promise<number> {
   const server = await startServer();
   log(`postgres: ${server.source}`);
   const ours = await loadOurs();
+  // Ours stores lists by their elements (opt-in, README "Lists stored by their elements"); `--whole` measures the default.
+  const withElements = (h: PgSaverHandle): PgSaverHandle =>
+    h.name === "ours" && ours && !args.whole ? { ...h, saver: new ours.PostgresSaver(h.pool, { schema: "public", elementStorage: true }) } : h;
   if (!ours) log(`OUR SAVER IS UNAVAILABLE (${oursLoadError()}); measuring the official saver only`);
   const names: PgSaverName[] = ours ? ["ours", "official"] : ["official"];
   const turns = args.turns;
@@ -307,13 +312,13 @@ export async function storageMain(args: StorageArgs): Promise<number> {
     const text = new Map<PgSaverName, ChatRun>();
     const handles = new Map<PgSaverName, PgSaverHandle>();
     for (const name of names) {
-      const h = await createPgSaver(name, server.adminUrl, `storage_${name}`);
+      const h = withElements(await createPgSaver(name, server.adminUrl, `storage_${name}`));
       handles.set(name, h);
       const run = await measureChat(h.saver, h.pool, "public", { turns, at: points });
       text.set(name, run);
       log(`${name}: ${turns} turns in ${run.seconds.toFixed(1)}s, ${kib(run.points.at(-1)!.bytes)}; read back ${run.readBack.ok ? "OK" : "FAIL"}`);
     }
-    out.push(`# Storage of one growing conversation (issue 21)`, "");
+    out.push(`# Storage of one growing conversation (issue 21)`, "", `ours: ${args.whole ? "default settings (whole values)" : "elementStorage: true"}`, "");
     out.push(
       `One thread, one invoke per turn: a HumanMessage of ~300 characters, the graph's node answers with an AIMessage of ~600 (English-like text). ` +
         `Bytes on disk = pg_total_relation_size (heap + TOAST + indexes) of every table of the saver's schema, as written; raw = the message texts.`,
@@ -344,7 +349,7 @@ export async function storageMain(args: StorageArgs): Promise<number> {
     const images = new Map<PgSaverName, ChatRun>();
     const every = Array.from({ length: imageTurns }, (_, k) => k + 1);
     for (const name of names) {
-      const h = await createPgSaver(name, server.adminUrl, `storage_img_${name}`);
+      const h = withElements(await createPgSaver(name, server.adminUrl, `storage_img_${name}`));
       const run = await measureChat(h.saver, h.pool, "public", { turns: imageTurns, at: every, image: true });
       images.set(name, run);
       log(`${name}: ${imageTurns} turns with images in ${run.seconds.toFixed(1)}s, ${kib(run.points.at(-1)!.bytes)}; read back ${run.readBack.ok ? "OK" : "FAIL"}`);
