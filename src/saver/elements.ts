@@ -25,16 +25,18 @@
  *
  * Elements the parent checkpoint already refers to are not sent again: the
  * saver remembers, per lineage, the hashes of the last checkpoint it wrote or
- * read ({@link ElementMemory}), and the hash of each element object it has
- * serialized (by identity, so an unchanged message is not serialized again).
+ * read ({@link ElementMemory}). Every element is serialized and hashed at
+ * each put all the same (an object may have changed in place; only its bytes
+ * tell), so a put's CPU cost still grows with the list; what it sends and
+ * stores does not.
  * A put whose parent is stored (what the put statement checks, under the
  * lineage's head lock, which prune also takes) can rely on the parent's
  * element rows: prune deletes an element row only when no remaining
  * checkpoint refers to it. Any other put sends every element.
  *
- * Used for plain arrays with at least one element, with serializers that do
- * not bind values to their rows (an encrypting serializer stores whole
- * values, as before), unless turned off (`elementStorage: false`).
+ * Used, when turned on (`elementStorage: true`), for plain arrays with at
+ * least one element, with serializers that do not bind values to their rows
+ * (an encrypting serializer stores whole values, as before).
  */
 import { createHash } from "node:crypto";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
@@ -74,26 +76,16 @@ function digest(parts: (string | Uint8Array)[]): Buffer {
 }
 
 /**
- * What the saver remembers to avoid serializing and sending elements again:
- * the hash of each element object it serialized, and per lineage the hashes
- * the last checkpoint it wrote or read refers to. Bounded: at most
+ * What the saver remembers to avoid sending elements again: per lineage, the
+ * hashes the last checkpoint it wrote or read refers to. Bounded: at most
  * `maxLineages` lineages (the oldest is forgotten first).
  */
 export class ElementMemory {
-  readonly #objects = new WeakMap<object, string>();
   readonly #lineages = new Map<string, { checkpointId: string; byChannel: Map<string, string[]> }>();
   readonly #maxLineages: number;
 
   constructor(maxLineages = 10_000) {
     this.#maxLineages = maxLineages;
-  }
-
-  hashOf(element: unknown): string | undefined {
-    return typeof element === "object" && element !== null ? this.#objects.get(element) : undefined;
-  }
-
-  rememberObject(element: unknown, hash: string): void {
-    if (typeof element === "object" && element !== null) this.#objects.set(element, hash);
   }
 
   /** The hashes checkpoint `checkpointId` of the lineage refers to, if remembered. */
@@ -146,7 +138,6 @@ export interface EncodedList {
  */
 export async function encodeList(
   serde: SerializerProtocol,
-  memory: ElementMemory,
   list: unknown[],
   known: Set<string> | undefined,
   sending: Set<string>,
@@ -158,18 +149,13 @@ export async function encodeList(
   const hashes: string[] = [];
   await Promise.all(
     list.map(async (element, i) => {
-      const remembered = memory.hashOf(element);
-      if (remembered !== undefined && (known?.has(remembered) || sending.has(remembered))) {
-        raw[i] = Buffer.from(remembered, "hex");
-        return;
-      }
-      // Serialized: its hash from these bytes, whatever was remembered.
+      // Every element is serialized: its object may have changed in place since it was last stored
+      // (LangGraph's own tests edit a message and hand the same object to updateState).
       const [type, bytes] = await serde.dumpsTyped(element);
       check(bytes, i);
       const hashBytes = digest([type, "\u0000", bytes]);
       const hash = hashBytes.toString("hex");
       raw[i] = hashBytes;
-      memory.rememberObject(element, hash);
       if (!known?.has(hash) && !sending.has(hash)) {
         sending.add(hash);
         rows.push({ hash, type, bytes });
@@ -220,7 +206,6 @@ export async function resolveList(
   lineage: { threadId: string; checkpointNs: string; channel: string; version: string },
   find: (hash: string) => StoredElement | undefined,
   onHash?: (hash: string) => void,
-  onElement?: (element: unknown, hash: string) => void,
 ): Promise<unknown[]> {
   const where = () => `channel ${JSON.stringify(lineage.channel)} version ${JSON.stringify(lineage.version)} of thread ${JSON.stringify(lineage.threadId)} namespace ${JSON.stringify(lineage.checkpointNs)}`;
   const get = (hash: string): StoredElement => {
@@ -243,16 +228,14 @@ export async function resolveList(
     }
   }
   return Promise.all(
-    leaves.map(async ([hash, leaf]) => {
-      const element = await loadsForRow(serde, leaf.type, leaf.value ?? new Uint8Array(), {
+    leaves.map(([hash, leaf]) =>
+      loadsForRow(serde, leaf.type, leaf.value ?? new Uint8Array(), {
         table: "checkpoint_blobs",
         threadId: lineage.threadId,
         checkpointNs: lineage.checkpointNs,
         channel: ELEMENTS_CHANNEL,
         version: hash,
-      });
-      onElement?.(element, hash);
-      return element;
-    }),
+      }),
+    ),
   );
 }

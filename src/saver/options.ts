@@ -87,9 +87,10 @@ export interface PostgresSaverOptions {
    * element once per thread and namespace, so a conversation's storage grows
    * with its length, not with its square. Values read back exactly as
    * written. Not used with a serializer that binds values to their rows (an
-   * encrypting one): those store whole values. Turn it off while instances
-   * of an earlier release still read the same threads: they cannot read such
-   * values (and say so, with a DeserializationError). Default true.
+   * encrypting one): those store whole values. Default false: an earlier
+   * release cannot read such values (it says so, with a DeserializationError)
+   * and its `prune` would delete element rows; turn it on once no instance or
+   * job of an earlier release uses the database.
    */
   elementStorage?: boolean;
 }
@@ -225,7 +226,7 @@ export function checkedSettings(options: PostgresSaverOptions): {
     throw new InvalidOptionsError("maxValueBytes", `expected a positive integer up to ${MAX_STATEMENT_BYTES} (Postgres stores no larger value)`);
   }
   const ttlSeconds = options.ttl === undefined ? null : Math.max(1, Math.ceil(parseDuration(options.ttl, "ttl") / 1000));
-  const elementStorage = options.elementStorage ?? true;
+  const elementStorage = options.elementStorage ?? false;
   if (typeof elementStorage !== "boolean") throw new InvalidOptionsError("elementStorage", "expected true or false");
   return { schema, lineage, prepared: options.preparedStatements ?? true, leaseSeconds: lease / 1000, ttlSeconds, maxValueBytes, versioning, elementStorage };
 }

@@ -40,16 +40,7 @@ function decodeBlob(
 ): Promise<unknown> {
   const { type, value, threadId, checkpointNs, channel, version } = blob;
   if (type !== REFS_TYPE) return decode(ctx, type, value, { table: "checkpoint_blobs", threadId, checkpointNs, channel, version });
-  // Elements read for the next put (onHash set) are remembered by object: that put need not serialize them again.
-  const memory = onHash ? ctx.elements : undefined;
-  return resolveList(
-    ctx.serde,
-    value ?? new Uint8Array(),
-    { threadId, checkpointNs, channel, version },
-    (h) => elements.get(elementKey(threadId, checkpointNs, h)),
-    onHash,
-    memory && ((element, hash) => memory.rememberObject(element, hash)),
-  );
+  return resolveList(ctx.serde, value ?? new Uint8Array(), { threadId, checkpointNs, channel, version }, (h) => elements.get(elementKey(threadId, checkpointNs, h)), onHash);
 }
 
 const elementKey = (threadId: string, checkpointNs: string, hash: string) => `${threadId}\u0000${checkpointNs}\u0000${hash}`;

@@ -78,7 +78,7 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
         const value = values[channel];
         try {
           if (memory && isElementList(value)) {
-            const list = await encodeList(ctx.serde, memory, value, known, sending, (b, i) => checkSize(ctx, `${field}[${i}]`, b));
+            const list = await encodeList(ctx.serde, value, known, sending, (b, i) => checkSize(ctx, `${field}[${i}]`, b));
             type = REFS_TYPE;
             bytes = list.refs;
             elementRows.push(...list.rows);

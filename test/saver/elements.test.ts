@@ -16,11 +16,13 @@ import { withTestDatabase } from "../helpers/db.js";
 import { tid } from "../helpers/graphs.js";
 
 const db = withTestDatabase("elements");
+/** Opt-in (see README "Lists stored by their elements"). */
+const ON = { elementStorage: true } as const;
 let saver: PostgresSaver;
 
 beforeAll(async () => {
   await migrate({ pool: db.pool });
-  saver = new PostgresSaver(db.pool);
+  saver = new PostgresSaver(db.pool, ON);
 });
 
 const cfg = (thread_id: string): RunnableConfig => ({ configurable: { thread_id } });
@@ -62,7 +64,7 @@ async function recordingSaver(): Promise<{ saver: PostgresSaver; sent: number[];
       return query(...args);
     };
   });
-  return { saver: new PostgresSaver(pool), sent, pool };
+  return { saver: new PostgresSaver(pool, ON), sent, pool };
 }
 
 describe("a conversation stores each message once", () => {
@@ -105,6 +107,18 @@ describe("a conversation stores each message once", () => {
     await second.pool.end();
   });
 
+  it("a message changed in place and handed back (as LangGraph's own tests do) is stored as changed", async () => {
+    const thread = tid("mutate");
+    const graph = chat(saver);
+    await graph.invoke({ messages: [human(1)] }, cfg(thread));
+    const state = await graph.getState(cfg(thread));
+    const reply = state.values.messages.at(-1) as AIMessage;
+    reply.content = "edited in place";
+    await graph.updateState(cfg(thread), { messages: [reply] });
+    const back = await new PostgresSaver(db.pool, ON).getTuple(cfg(thread));
+    expect((back!.checkpoint.channel_values.messages as BaseMessage[]).at(-1)!.content).toBe("edited in place");
+  });
+
   it("an image in each message is stored once, not once per step", async () => {
     const thread = tid("image");
     const images = Array.from({ length: 5 }, () => `data:image/png;base64,${randomBytes(75_000).toString("base64")}`);
@@ -144,7 +158,7 @@ describe("what lists are put back from", () => {
     for (const value of [list(1, "a"), list(31, "a"), list(32, "a"), list(33, "a"), list(70, "a"), list(70, "a").slice(1), [...list(3, "r"), ...list(3, "r")], []]) {
       const next = await putList(saver, thread, value, parent, version++);
       parent = next.configurable!.checkpoint_id as string;
-      const back = await new PostgresSaver(db.pool).getTuple(next);
+      const back = await new PostgresSaver(db.pool, ON).getTuple(next);
       expect(back!.checkpoint.channel_values.items).toEqual(value);
     }
   });
@@ -159,14 +173,14 @@ describe("what lists are put back from", () => {
     // The thread deleted, then a put naming the checkpoint this saver wrote last: it must send every element again.
     await saver.deleteThread(thread);
     const again = await putList(saver, thread, [...list(40, "x"), ...list(3, "w")], fork.configurable!.checkpoint_id as string, 4);
-    expect((await new PostgresSaver(db.pool).getTuple(again))!.checkpoint.channel_values.items).toEqual([...list(40, "x"), ...list(3, "w")]);
+    expect((await new PostgresSaver(db.pool, ON).getTuple(again))!.checkpoint.channel_values.items).toEqual([...list(40, "x"), ...list(3, "w")]);
   });
 
   it("a missing element row is an error naming the thread, the channel and the hash, never a shorter list", async () => {
     const thread = tid("missing");
     const put = await putList(saver, thread, list(3, "m"));
     await db.pool.query("DELETE FROM checkpoint_blobs WHERE ctid IN (SELECT ctid FROM checkpoint_blobs WHERE thread_id = $1 AND channel = '__elements__' LIMIT 1)", [thread]);
-    const err = await new PostgresSaver(db.pool).getTuple(put).catch((e: unknown) => e);
+    const err = await new PostgresSaver(db.pool, ON).getTuple(put).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DeserializationError);
     expect((err as Error).message).toMatch(new RegExp(`channel "items".*thread "${thread}".*element [0-9a-f]{32} is not stored`));
   });
@@ -187,9 +201,9 @@ describe("what lists are put back from", () => {
     expect((err as Error).message).toMatch(/__elements__/);
   });
 
-  it("whole values with elementStorage: false and with an encrypting serializer (which binds each value to its row)", async () => {
+  it("whole values by default, and with an encrypting serializer (which binds each value to its row)", async () => {
     const encrypted = new EncryptedSerializer({ keys: { k1: randomBytes(32) }, current: "k1" });
-    for (const s of [new PostgresSaver(db.pool, { elementStorage: false }), new PostgresSaver(db.pool, { serde: encrypted })]) {
+    for (const s of [new PostgresSaver(db.pool), new PostgresSaver(db.pool, { elementStorage: false }), new PostgresSaver(db.pool, { ...ON, serde: encrypted })]) {
       const thread = tid("whole");
       const put = await putList(s, thread, list(40, "w"));
       expect(await elementRows(thread)).toBe(0);
@@ -210,10 +224,10 @@ describe("prune and element rows", () => {
     expect(await elementRows(thread)).toBe(20);
     await prune({ pool: db.pool, keepLast: 1, grace: 0, threadIds: [thread] });
     expect(await elementRows(thread)).toBe(16);
-    const after = await new PostgresSaver(db.pool).getTuple(cfg(thread));
+    const after = await new PostgresSaver(db.pool, ON).getTuple(cfg(thread));
     expect(plain(after!.checkpoint.channel_values.messages as BaseMessage[])).toEqual(plain(before.values.messages.slice(4)));
     // The next turn continues from what is left.
-    await chat(new PostgresSaver(db.pool)).invoke({ messages: [human(10)] }, cfg(thread));
+    await chat(new PostgresSaver(db.pool, ON)).invoke({ messages: [human(10)] }, cfg(thread));
     expect((await graph.getState(cfg(thread))).values.messages).toHaveLength(18);
   });
 });
