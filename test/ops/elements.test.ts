@@ -1,6 +1,6 @@
 /**
  * Issue 21: the operations tools on lists stored by their elements
- * (saver/elements.ts). A chat thread of more than 32 messages (so chunks
+ * (saver/elements.ts, `elementStorage: true`). A chat thread of more than 32 messages (so chunks
  * exist) written through a real StateGraph: `show` decodes the whole list and
  * never shows element rows as channels; export carries the element rows and
  * imports back to the same tuples; rollback to the official saver stores the
@@ -50,7 +50,7 @@ describe("operations tools on lists stored by their elements", () => {
   it("show: the messages channel is the whole list, decoded; element rows are not channels", async () => {
     const schema = "el_show";
     await migrate({ pool: db.pool, schema });
-    const saver = new PostgresSaver(db.pool, { schema });
+    const saver = new PostgresSaver(db.pool, { schema, elementStorage: true });
     const thread = tid("show");
     await longChat(saver, thread);
     // Stored by elements, with a chunk (the test means nothing otherwise).
@@ -85,7 +85,7 @@ describe("operations tools on lists stored by their elements", () => {
   it("export carries the element rows (lists decoded whole, chunks marked); export -> delete -> import reads back identical", async () => {
     const schema = "el_export";
     await migrate({ pool: db.pool, schema });
-    const saver = new PostgresSaver(db.pool, { schema });
+    const saver = new PostgresSaver(db.pool, { schema, elementStorage: true });
     const thread = tid("export");
     await longChat(saver, thread);
     const before = await listAll(saver, thread);
@@ -125,8 +125,8 @@ describe("operations tools on lists stored by their elements", () => {
     const schema = "el_reencrypt";
     await migrate({ pool: db.pool, schema });
     const thread = tid("reencrypt");
-    await longChat(new PostgresSaver(db.pool, { schema }), thread);
-    const plain = await listAll(new PostgresSaver(db.pool, { schema }), thread);
+    await longChat(new PostgresSaver(db.pool, { schema, elementStorage: true }), thread);
+    const plain = await listAll(new PostgresSaver(db.pool, { schema, elementStorage: true }), thread);
     const counts = await elementRows(schema, thread);
     const refs = async () =>
       (await db.pool.query(`SELECT channel, version, value FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND type = $2 ORDER BY 1, 2`, [thread, REFS_TYPE])).rows;
@@ -172,7 +172,7 @@ describe("operations tools on lists stored by their elements", () => {
     // Begun by the official saver, adopted, continued here past one chunk.
     await chatGraph(official).invoke({ messages: humans(1, 100) }, cfg(thread));
     await migrate({ pool: db.pool, schema, adopt: { from } });
-    const ours = new PostgresSaver(db.pool, { schema });
+    const ours = new PostgresSaver(db.pool, { schema, elementStorage: true });
     await longChat(ours, thread);
     expect((await elementRows(schema, thread)).chunks).toBeGreaterThan(0);
     const want = await listAll(ours, thread);

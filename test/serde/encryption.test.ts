@@ -419,11 +419,10 @@ describe("EncryptedSerializer bound to its row (issue #15, row 5)", () => {
     const strict = new PostgresSaver(db.pool, { schema, serde: new EncryptedSerializer({ keys: { k2, k1 }, current: "k2", allowUnbound: false }) });
     await rejects(strict.getTuple(config), /not bound to its row/);
 
-    // Refs values of lists stored by their elements are hashes, never encrypted (their elements are).
     const forms = async () =>
       (
         await db.pool.query(
-          `SELECT DISTINCT type, get_byte(value, 0) AS f FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL AND type <> 'pg:refs'
+          `SELECT DISTINCT type, get_byte(value, 0) AS f FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL
            UNION SELECT type, get_byte(value, 0) FROM ${schema}.checkpoint_writes WHERE thread_id = $1
            UNION SELECT unversioned_type, get_byte(unversioned_values, 0) FROM ${schema}.checkpoints WHERE thread_id = $1 AND unversioned_values IS NOT NULL`,
           [thread],
@@ -469,10 +468,7 @@ describe("EncryptedSerializer bound to its row (issue #15, row 5)", () => {
     const real = await runCli(args);
     expect(real.code, real.stderr).toBe(0);
     expect(JSON.parse(real.stdout).blobs).toBe(JSON.parse(dry.stdout).blobs);
-    const { rows } = await db.pool.query(
-      `SELECT DISTINCT get_byte(value, 0) AS f FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL AND type <> 'pg:refs'`,
-      [thread],
-    );
+    const { rows } = await db.pool.query(`SELECT DISTINCT get_byte(value, 0) AS f FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL`, [thread]);
     expect(rows).toEqual([{ f: 2 }]);
     expect((await runCli(["reencrypt", "--database-url", db.url])).code).toBe(2);
   });
@@ -489,9 +485,8 @@ describe("EncryptedSerializer bound to its row (issue #15, row 5)", () => {
     const planned = await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true });
     expect(planned.blobs).toBeGreaterThan(0);
     await reencrypt({ pool: db.pool, schema, serde: migrating });
-    const { rows } = await db.pool.query(`SELECT DISTINCT type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL ORDER BY type`, [thread]);
-    // Refs values of lists stored by their elements are hashes: left as they are (their elements are encrypted).
-    expect(rows).toEqual([{ type: "enc:k1:msgpack" }, { type: "pg:refs" }]);
+    const { rows } = await db.pool.query(`SELECT DISTINCT type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL`, [thread]);
+    expect(rows).toEqual([{ type: "enc:k1:msgpack" }]);
     expect((await new PostgresSaver(db.pool, { schema, serde: strict }).getTuple(config))?.checkpoint.channel_values.messages).toHaveLength(4);
   });
 
