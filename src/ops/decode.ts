@@ -129,7 +129,9 @@ export async function loadElements(
     for (const r of rows) {
       found.set(elementKey(r.thread_id, r.checkpoint_ns, r.hash), { type: r.type, value: r.value });
       // A chunk: its elements next (a chunk naming a chunk is refused when the list is decoded).
-      if (r.type === REFS_TYPE && r.value !== null && r.value.byteLength % HASH_BYTES === 0) pending.push({ threadId: r.thread_id, checkpointNs: r.checkpoint_ns, type: r.type, value: r.value });
+      if (r.type === REFS_TYPE && r.value !== null && r.value.byteLength % HASH_BYTES === 0) {
+        pending.push({ threadId: r.thread_id, checkpointNs: r.checkpoint_ns, type: r.type, value: r.value });
+      }
     }
   }
   return found;

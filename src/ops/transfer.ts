@@ -197,7 +197,8 @@ export async function exportThread(options: InspectOptions & { threadId: string 
   // Every element row of the thread is exported: lists are decoded from them.
   const elements: Elements = new Map();
   for (const { r } of blobs) {
-    if (r.channel === ELEMENTS_CHANNEL) elements.set(elementKey(threadId, String(r.checkpoint_ns), String(r.version)), { type: String(r.type), value: typeof r.value === "string" ? hexToBytes(r.value) : null });
+    if (r.channel !== ELEMENTS_CHANNEL) continue;
+    elements.set(elementKey(threadId, String(r.checkpoint_ns), String(r.version)), { type: String(r.type), value: typeof r.value === "string" ? hexToBytes(r.value) : null });
   }
   for (const { r } of cps) {
     const record = toRecord("checkpoint", r) as unknown as CheckpointRecord;
