@@ -83,9 +83,34 @@ function digest(parts: (string | Uint8Array)[]): Buffer {
 export class ElementMemory {
   readonly #lineages = new Map<string, { checkpointId: string; byChannel: Map<string, string[]> }>();
   readonly #maxLineages: number;
+  /** Whether the serializer gives one value the same bytes twice (found out once, at the first list). */
+  #deterministic: Promise<boolean> | undefined;
 
   constructor(maxLineages = 10_000) {
     this.#maxLineages = maxLineages;
+  }
+
+  /**
+   * Whether lists can be stored by their elements with `serde`: only if it
+   * serializes one value to the same bytes twice. One that does not (an
+   * encrypting wrapper with random IVs, say) would give an unchanged element
+   * a new hash at every put and store it again each time, more than a whole
+   * value costs: such a saver stores whole values, and says so once.
+   */
+  usable(serde: SerializerProtocol, sample: unknown): Promise<boolean> {
+    this.#deterministic ??= (async () => {
+      const [[t1, b1], [t2, b2]] = await Promise.all([serde.dumpsTyped(sample), serde.dumpsTyped(sample)]);
+      const same = t1 === t2 && Buffer.from(b1.buffer, b1.byteOffset, b1.byteLength).equals(Buffer.from(b2.buffer, b2.byteOffset, b2.byteLength));
+      if (!same) {
+        process.emitWarning("elementStorage: the serializer gives the same value different bytes each time, so lists are stored whole", {
+          code: "LANGGRAPH_CHECKPOINT_PG_ELEMENTS",
+        });
+      }
+      return same;
+    })();
+    // A value that fails to serialize decides nothing: the next list asks again.
+    this.#deterministic.catch(() => (this.#deterministic = undefined));
+    return this.#deterministic;
   }
 
   /** The hashes checkpoint `checkpointId` of the lineage refers to, if remembered. */

@@ -77,7 +77,7 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
         const field = `put checkpoint.channel_values[${JSON.stringify(channel)}]`;
         const value = values[channel];
         try {
-          if (memory && isElementList(value)) {
+          if (memory && isElementList(value) && (await memory.usable(ctx.serde, value[0]))) {
             const list = await encodeList(ctx.serde, value, known, sending, (b, i) => checkSize(ctx, `${field}[${i}]`, b));
             type = REFS_TYPE;
             bytes = list.refs;

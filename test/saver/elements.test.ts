@@ -211,6 +211,25 @@ describe("what lists are put back from", () => {
     }
     expect(() => new PostgresSaver(db.pool, { elementStorage: "yes" as unknown as boolean })).toThrow(/elementStorage/);
   });
+
+  it("whole values, and a warning, with a serializer that gives one value different bytes each time", async () => {
+    const inner = new PostgresSaver(db.pool).serde;
+    // Appends a random byte (as an encrypting wrapper's random IV would change every byte).
+    const noisy = {
+      dumpsTyped: async (v: unknown): Promise<[string, Uint8Array]> => {
+        const [t, b] = await inner.dumpsTyped(v);
+        return [`noisy:${t}`, Buffer.concat([b, randomBytes(1)])];
+      },
+      loadsTyped: (t: string, b: Uint8Array) => inner.loadsTyped(t.slice("noisy:".length), b.subarray(0, b.byteLength - 1)),
+    };
+    const warned = new Promise<Error>((resolve) => process.once("warning", resolve));
+    const s = new PostgresSaver(db.pool, { ...ON, serde: noisy });
+    const thread = tid("noisy");
+    const put = await putList(s, thread, list(40, "n"));
+    expect((await warned).message).toMatch(/elementStorage: the serializer gives the same value different bytes/);
+    expect(await elementRows(thread)).toBe(0);
+    expect((await s.getTuple(put))!.checkpoint.channel_values.items).toEqual(list(40, "n"));
+  });
 });
 
 describe("prune and element rows", () => {
