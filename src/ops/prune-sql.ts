@@ -15,6 +15,16 @@ export interface Lineage {
   ns: string;
 }
 
+/**
+ * The name of the per-thread advisory lock prune holds while it works on a
+ * thread (with the thread id: `pg_advisory_xact_lock(hashtext(name), hashtext(thread))`).
+ * compact.ts takes it too, so prune never decides on a thread's element rows
+ * while a compact is changing them.
+ */
+export function pruneLockName(schema: string): string {
+  return `langgraph-checkpoint-pg:prune:${schema}`;
+}
+
 export function buildSql(schema: string) {
   const s = quoteIdent(schema);
   const cp = `${s}.${CHECKPOINTS.table}`;
