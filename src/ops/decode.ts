@@ -6,7 +6,7 @@
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import type { Row } from "../db/db.js";
 import { COL } from "../db/names.js";
-import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE, refsOf, resolveList, type StoredElement } from "../saver/elements.js";
+import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE, elementKey, refsOf, resolveList, type StoredElement } from "../saver/elements.js";
 import { decodeMetadata } from "../serde/metadata.js";
 import { loadsForRow, type ValueRow } from "../serde/rowserde.js";
 
@@ -90,7 +90,6 @@ function jsonSafe(value: unknown, depth: number): unknown {
 /** Element rows of list channels, by {@link elementKey}: what a refs value is put back together from. */
 export type Elements = Map<string, StoredElement>;
 
-export const elementKey = (threadId: string, checkpointNs: string, hash: string): string => `${threadId}\u0000${checkpointNs}\u0000${hash}`;
 
 /** Whether a blob row is a chunk: an element row holding element hashes, not a value. */
 export const isChunk = (type: string, row: ValueRow): boolean => type === REFS_TYPE && row.table === "checkpoint_blobs" && row.channel === ELEMENTS_CHANNEL;

@@ -27,14 +27,14 @@ import { rollbackStatements } from "./adopt-bridge.js";
 import type { Queryable } from "../db/db.js";
 import { MigrationError } from "../errors.js";
 import { adoptionStep } from "./adopt-steps.js";
-import { elementKey, loadElements } from "./decode.js";
+import { loadElements } from "./decode.js";
 import { withTarget, type TargetOptions } from "../db/migrate.js";
 import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS, OWN_TABLES } from "../db/names.js";
 import { toLongVersion, versionCounter } from "../saver/version.js";
-import { REFS_TYPE, resolveList } from "../saver/elements.js";
+import { REFS_TYPE, elementKey, resolveList } from "../saver/elements.js";
 
 // Our tables' names come from names.ts; the official tables' (`${s}.…`, alias `o`) are the official
 // saver's layout, written as its own names.

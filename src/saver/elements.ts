@@ -144,6 +144,9 @@ export class ElementMemory {
   }
 }
 
+/** The key of an element row among those a read returned: thread, namespace, hash. */
+export const elementKey = (threadId: string, checkpointNs: string, hash: string): string => `${threadId}\u0000${checkpointNs}\u0000${hash}`;
+
 /** The memory key of a lineage. */
 export function lineageKey(threadId: string, checkpointNs: string): string {
   return `${threadId}\u0000${checkpointNs}`;

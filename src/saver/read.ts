@@ -20,7 +20,7 @@ import { decodeMetadata } from "../serde/metadata.js";
 import { loadsForRow, type ValueRow } from "../serde/rowserde.js";
 import { upcastTuple } from "../serde/upcast.js";
 import type { SaverContext } from "./context.js";
-import { REFS_TYPE, lineageKey, resolveList, type StoredElement } from "./elements.js";
+import { REFS_TYPE, elementKey, lineageKey, resolveList, type StoredElement } from "./elements.js";
 import type { ReadRow } from "./queries.js";
 
 /** Decode a stored value; `row` is where it is stored (a serializer may check that the value belongs there). */
@@ -42,8 +42,6 @@ function decodeBlob(
   if (type !== REFS_TYPE) return decode(ctx, type, value, { table: "checkpoint_blobs", threadId, checkpointNs, channel, version });
   return resolveList(ctx.serde, value ?? new Uint8Array(), { threadId, checkpointNs, channel, version }, (h) => elements.get(elementKey(threadId, checkpointNs, h)), onHash);
 }
-
-const elementKey = (threadId: string, checkpointNs: string, hash: string) => `${threadId}\u0000${checkpointNs}\u0000${hash}`;
 
 /** One checkpoint's read rows. */
 interface Entry {
