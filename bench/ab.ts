@@ -1,12 +1,13 @@
 /**
- * Before/after for a change to the write path: put and putWrites of this
- * package at a git revision against the working tree, interleaved in one
+ * Before/after for a change to the write or read path: put, putWrites,
+ * getTuple (latest) and list (10) of this package at a git revision against
+ * the working tree (`--ops put,getTuple` for some of them), interleaved in one
  * process (stats.ts), each on its own fresh database. It runs twice, the
  * second time with the databases created in the other order, because on a
  * busy machine the database made first can be measurably faster or slower;
  * the ratio of each run and their geometric mean are printed.
  *
- *   DATABASE_URL=postgres://... node --import tsx bench/ab.ts <rev> [--rounds 8]
+ *   DATABASE_URL=postgres://... node --import tsx bench/ab.ts <rev> [--rounds 8] [--ops put,putWrites,getTuple,list]
  *
  * The revision's src/ and migrations/ are extracted into .releases/<commit>/
  * (git-ignored; inside the repository so its imports resolve to node_modules).
@@ -54,23 +55,35 @@ async function main(): Promise<void> {
   const rev = args.find((a) => !a.startsWith("--"));
   const roundsAt = args.indexOf("--rounds");
   const rounds = roundsAt >= 0 ? Number(args[roundsAt + 1]) : 8;
+  const opsAt = args.indexOf("--ops");
+  const ALL = ["put", "putWrites", "getTuple", "list"] as const;
+  const ops = opsAt >= 0 ? (args[opsAt + 1] ?? "").split(",") : [...ALL];
+  if (ops.some((o) => !(ALL as readonly string[]).includes(o))) {
+    console.error(`--ops takes a comma-separated subset of ${ALL.join(",")}`);
+    process.exit(2);
+  }
   const url = process.env.DATABASE_URL;
   if (!rev || !url || !Number.isInteger(rounds) || rounds < 1) {
-    console.error("usage: DATABASE_URL=postgres://... node --import tsx bench/ab.ts <rev> [--rounds N]");
+    console.error("usage: DATABASE_URL=postgres://... node --import tsx bench/ab.ts <rev> [--rounds N] [--ops put,putWrites,getTuple,list]");
     process.exit(2);
   }
   const before = (await import(join(extract(rev), "src", "index.ts"))) as Module;
   const after = (await import("../src/index.js")) as Module;
-  const ratios: Record<string, number[]> = { put: [], putWrites: [] };
+  const ratios: Record<string, number[]> = Object.fromEntries(ops.map((o) => [o, []]));
   try {
     for (const order of [["before", "after"], ["after", "before"]] as const) {
       const threads: Record<string, ChatThread> = {};
       for (const name of order) threads[name] = await thread(name === "before" ? before : after, url, name);
-      for (const op of ["put", "putWrites"] as const) {
-        const contenders: Contender[] = order.map((name) => ({
-          name,
-          op: (i: number) => (op === "put" ? threads[name]!.put(1000 + i) : threads[name]!.putWrites(100_000 + i)),
-        }));
+      for (const op of ops as (typeof ALL)[number][]) {
+        const run = async (t: ChatThread, i: number): Promise<unknown> => {
+          if (op === "put") return t.put(1000 + i);
+          if (op === "putWrites") return t.putWrites(100_000 + i);
+          if (op === "getTuple") return t.saver.getTuple(t.config());
+          const page = [];
+          for await (const x of t.saver.list(t.config(), { limit: 10 })) page.push(x);
+          return page;
+        };
+        const contenders: Contender[] = order.map((name) => ({ name, op: (i: number) => run(threads[name]!, i) }));
         const res = await compare(contenders, { rounds, batches: 8, batchSize: 50, warmup: 50 });
         const b = res.get("before")!;
         const a = res.get("after")!;

@@ -10,6 +10,8 @@
  *   npm run bench -- --rounds 7     more rounds (default 5, quick 3)
  *   npm run bench -- --strict       also exit 1 when a performance target fails
  *   npm run bench -- --official-scale   also the scale points on the official saver (+2 min, no target)
+ *   npm run bench -- --storage      only the storage growth of one conversation, text and images, and
+ *                                   put/getTuple at 10 vs 200 turns (issue 21; storage.ts); --storage-turns N
  *
  * Timings are interleaved in one process (see stats.ts); ratios come with a 95%
  * paired-bootstrap interval. Round trips are counted by a protocol-parsing TCP proxy
@@ -37,6 +39,7 @@ import {
 } from "./savers.js";
 import { cloneThread, listMemory, storageOf, type ListMemory, type Storage } from "./scale.js";
 import { DelayProxy } from "./netproxy.js";
+import { storageMain } from "./storage.js";
 import { BOOTSTRAP_RESAMPLES, CONFIDENCE, compare, percentile, fmt, fmtRatio, fmtSpread, pairedRatio, roundRatio, type CompareOptions, type Contender, type ContenderStats, type Ratio, type Spread } from "./stats.js";
 import { ChatThread, sameValue, valuesAt, writesAt } from "./workload.js";
 
@@ -53,6 +56,11 @@ interface Args {
   delayDownMs: number;
   /** --official-scale: also run the scale points on the official saver (about 2 more minutes; no target depends on them). */
   officialScale: boolean;
+  /** --storage: run only storage.ts (issue 21), with --storage-turns N turns (default 200). */
+  storage: boolean;
+  storageTurns?: number;
+  /** --whole: with --storage, measure our saver's default (whole values) instead of elementStorage: true. */
+  whole: boolean;
 }
 
 function nonNegative(flag: string, v: string | undefined): number {
@@ -62,14 +70,21 @@ function nonNegative(flag: string, v: string | undefined): number {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0, officialScale: false };
+  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0, officialScale: false, storage: false, whole: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--json") args.json = true;
     else if (a === "--quick") args.quick = true;
     else if (a === "--strict") args.strict = true;
     else if (a === "--official-scale") args.officialScale = true;
-    else if (a === "--rounds" || a.startsWith("--rounds=")) {
+    else if (a === "--storage") args.storage = true;
+    else if (a === "--whole") args.whole = true;
+    else if (a === "--storage-turns" || a.startsWith("--storage-turns=")) {
+      const v = a.includes("=") ? a.split("=")[1] : argv[++i];
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 1) throw new Error(`--storage-turns expects a positive integer, got ${String(v)}`);
+      args.storageTurns = n;
+    } else if (a === "--rounds" || a.startsWith("--rounds=")) {
       const v = a.includes("=") ? a.split("=")[1] : argv[++i];
       const n = Number(v);
       if (!Number.isInteger(n) || n < 1) throw new Error(`--rounds expects a positive integer, got ${String(v)}`);
@@ -80,8 +95,15 @@ function parseArgs(argv: string[]): Args {
       args.delayDownMs = nonNegative("--delay-down-ms", a.includes("=") ? a.split("=")[1] : argv[++i]);
     } else if (a === "--help" || a === "-h") {
       console.log("usage: npm run bench -- [--quick] [--json] [--rounds N] [--strict] [--delay-ms N [--delay-down-ms M]] [--official-scale]");
+      console.log("       npm run bench -- --storage [--storage-turns N] [--whole] [--rounds N] [--strict]");
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
+  }
+  if (args.storageTurns !== undefined && !args.storage) throw new Error("--storage-turns goes with --storage");
+  if (args.whole && !args.storage) throw new Error("--whole goes with --storage");
+  if (args.storage) {
+    const other = argv.filter((a) => /^--(json|quick|official-scale|delay-ms|delay-down-ms)\b/.test(a));
+    if (other.length) throw new Error(`--storage runs the storage measurement alone: ${other.join(", ")} does not apply to it`);
   }
   if (!args.rounds) args.rounds = args.quick ? 3 : 5;
   if (args.rounds < 3) console.error("[bench] warning: fewer than 3 rounds: ratios are not reliable on a noisy machine");
@@ -379,6 +401,7 @@ async function countRoundTrips(proxy: CountingProxy, op: string, saver: string, 
 
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
+  if (args.storage) return storageMain({ turns: args.storageTurns ?? 200, rounds: args.rounds, strict: args.strict, whole: args.whole });
   const P = params(args);
   judgeTimings = !args.quick;
   const loopback = args.delayMs === undefined;

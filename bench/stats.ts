@@ -172,8 +172,8 @@ export interface Ratio {
 export const BOOTSTRAP_RESAMPLES = 10_000;
 export const CONFIDENCE = 0.95;
 
-/** A small deterministic PRNG (mulberry32): the same data gives the same interval. */
-function prng(seed: number): () => number {
+/** A small deterministic PRNG (mulberry32): the same data gives the same interval (and storage.ts the same text). */
+export function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

@@ -1,11 +1,14 @@
 /**
- * The commands that change rows: delete, import and prune.
+ * The commands that change rows: delete, import, prune and compact.
  */
+import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
+import { compact, type CompactResult } from "../ops/compact.js";
 import { listThreads } from "../ops/inspect.js";
 import { prune, type PruneResult } from "../ops/prune.js";
 import { PostgresSaver } from "../saver/saver.js";
 import { EXIT, NotFoundError } from "./exit.js";
 import { formatBytes, progress, styleFor, table } from "./format.js";
+import { loadModule } from "./module.js";
 import { importThreads, type ImportSummary } from "./transfer.js";
 import { json, withConnection, type Common, type Io } from "./context.js";
 
@@ -151,6 +154,58 @@ export async function pruneCommand(
     if (result.aborted) {
       io.err(`Interrupted after batch ${result.batches}: the counts above cover what was done until then.`);
       return EXIT.FAILED;
+    }
+    return EXIT.OK;
+  });
+}
+
+/** Convert lists stored whole into element storage (see src/ops/compact.ts); a custom serializer comes from a module. */
+export async function compactCommand(
+  c: Common & { threadIds: string[] | undefined; dryRun: boolean; batchSize: number; module: string | undefined },
+  io: Io,
+): Promise<number> {
+  let serde: SerializerProtocol | undefined;
+  if (c.module !== undefined) {
+    const spec = await loadModule(c.module, "serializer", "serde");
+    const s = spec.serde as Partial<SerializerProtocol> | undefined;
+    if (typeof s?.dumpsTyped !== "function" || typeof s.loadsTyped !== "function") {
+      throw new NotFoundError(`the module ${JSON.stringify(c.module)} does not export serde, a serializer (with dumpsTyped and loadsTyped)`);
+    }
+    serde = s as SerializerProtocol;
+  }
+  return withConnection(c, false, async (conn) => {
+    const bar = progress();
+    let result: CompactResult;
+    try {
+      result = await compact({
+        pool: conn.pool,
+        schema: c.schema,
+        batchSize: c.batchSize,
+        dryRun: c.dryRun,
+        ...(serde ? { serde } : {}),
+        ...(c.threadIds ? { threadIds: c.threadIds } : {}),
+        onProgress: (p) =>
+          bar.update(`${c.dryRun ? "dry run" : "compact"}: ${p.threads} threads, ${p.lists} lists, ${p.elementRows} element rows (${formatBytes(p.bytesBefore)} -> ${formatBytes(p.bytesAfter)})`),
+      });
+    } finally {
+      bar.done();
+    }
+    if (c.json) {
+      io.out(json({ database: conn.label, schema: c.schema, ...result }));
+      return EXIT.OK;
+    }
+    const st = styleFor(process.stdout);
+    const where = `schema ${JSON.stringify(c.schema)} of ${conn.label}`;
+    const what =
+      `${result.lists} list(s) in ${result.threadsCompacted} of ${result.threads} thread(s), adding ${result.elementRows} element row(s): ` +
+      `${formatBytes(result.bytesBefore)} of list values become ${formatBytes(result.bytesAfter)}`;
+    io.out(
+      c.dryRun
+        ? `${st.yellow("Dry run")}: would rewrite ${what} in ${where}. Nothing was changed; run it again without --dry-run to convert.`
+        : `Rewrote ${what} in ${where}.` + (result.lists > 0 ? "\nA release before element storage cannot read these threads any more (see the README)." : ""),
+    );
+    if (result.listsSkipped > 0) {
+      io.out(`${st.yellow(`Left ${result.listsSkipped} list(s) whole`)}: their rows changed while compact ran (the next run converts them).`);
     }
     return EXIT.OK;
   });

@@ -58,6 +58,7 @@ Commands:
   prune                 retention: old checkpoints, idle threads (dry run unless --yes)
   upgrade-state         rewrite old checkpoints into the current state schema (upcasters)
   reencrypt             rewrite encrypted values under the current key, bound to their rows
+  compact               store lists written whole (e.g. messages) by their elements
   grants --role <role>  print the GRANT statements for a least-privilege application role
 
 ${DATABASE_HELP}
@@ -398,6 +399,49 @@ const COMMANDS: Record<string, CommandSpec> = {
       if (values.module === undefined || values.module === "") throw new UsageError("--module <file> is required", "reencrypt");
       const batchSize = values["batch-size"] === undefined ? 200 : positiveInt("reencrypt", "batch-size", values["batch-size"], 1);
       return (await commands()).reencryptCommand({ ...common("reencrypt", values), module: values.module, batchSize, dryRun: values["dry-run"] === true }, io);
+    },
+  },
+  compact: {
+    usage: "compact [--thread <id>...] [--module <file>] [--batch-size <n>] [--dry-run] [--json]",
+    summary:
+      "Converts threads written with whole list values (before element storage, or by a saver\n" +
+      "without elementStorage: true) into element storage: each list-valued blob (a chat's\n" +
+      "messages) is rewritten in place into the hashes of its elements, each element stored\n" +
+      "once per thread and namespace. Reads return the same values, from a saver with or\n" +
+      "without elementStorage. Batches of rows, one transaction each, safe while graphs and\n" +
+      "prune run; a second run changes nothing. A release before element storage cannot read\n" +
+      "converted threads: run it once no instance of an earlier release uses the database.",
+    options: `  --thread <id>         only this thread (repeatable; default every thread)
+  --module <file>       a JS/TS module exporting serde: the serializer your saver uses, if not
+                        the default (an EncryptedSerializer is refused: its values stay whole)
+  --batch-size <n>      blob rows read per batch, rewritten in one transaction (default 100)
+  --dry-run             count what would be rewritten and added, change nothing
+  --json                print the result as JSON`,
+    examples: `  ${BIN} compact --dry-run
+  ${BIN} compact
+  ${BIN} compact --thread 12345 --json`,
+    async run(argv, io) {
+      const { values, positionals: rest } = parse("compact", argv, {
+        ...CONNECTION_OPTIONS,
+        ...JSON_OPTION,
+        thread: { type: "string", multiple: true },
+        module: { type: "string" },
+        "batch-size": { type: "string" },
+        "dry-run": { type: "boolean" },
+      });
+      positionals("compact", rest, [], 0);
+      if (values.module === "") throw new UsageError("--module: must not be empty", "compact");
+      if (values["batch-size"] !== undefined && positiveInt("compact", "batch-size", values["batch-size"], 1) > 100_000) {
+        throw new UsageError("--batch-size: at most 100000", "compact");
+      }
+      const c = {
+        ...common("compact", values),
+        threadIds: values.thread?.map((t) => keyArg("compact", { what: "--thread", value: t, limit: "thread_id" })),
+        module: values.module,
+        batchSize: positiveInt("compact", "batch-size", values["batch-size"], 100),
+        dryRun: values["dry-run"] === true,
+      };
+      return (await commands()).compactCommand(c, io);
     },
   },
   grants: {

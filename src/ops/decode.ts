@@ -4,6 +4,9 @@
  * not, and made JSON-safe with what JSON cannot say kept in tagged objects.
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
+import type { Row } from "../db/db.js";
+import { COL } from "../db/names.js";
+import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE, elementKey, refsOf, resolveList, type StoredElement } from "../saver/elements.js";
 import { decodeMetadata } from "../serde/metadata.js";
 import { loadsForRow, type ValueRow } from "../serde/rowserde.js";
 
@@ -80,26 +83,90 @@ function jsonSafe(value: unknown, depth: number): unknown {
   return Object.prototype.hasOwnProperty.call(obj, "$type") ? { $type: "object", value: entries } : entries;
 }
 
+// ---------------------------------------------------------------------------
+// Lists stored by their elements (saver/elements.ts)
+// ---------------------------------------------------------------------------
+
+/** Element rows of list channels, by {@link elementKey}: what a refs value is put back together from. */
+export type Elements = Map<string, StoredElement>;
+
+
+/** Whether a blob row is a chunk: an element row holding element hashes, not a value. */
+export const isChunk = (type: string, row: ValueRow): boolean => type === REFS_TYPE && row.table === "checkpoint_blobs" && row.channel === ELEMENTS_CHANNEL;
+
+/**
+ * The element rows that the refs values among `lists` name, chunks and their
+ * elements (two statements at most: chunks hold element hashes only).
+ * `blobs` is the qualified `checkpoint_blobs` table; `query` runs a statement
+ * (the caller's connection and error handling). A refs value that is not a
+ * list of hashes is skipped here; decoding it says why.
+ */
+export async function loadElements(
+  query: (text: string, values: unknown[]) => Promise<Row[]>,
+  blobs: string,
+  lists: readonly { threadId: string; checkpointNs: string; type: string; value: Uint8Array | null }[],
+): Promise<Elements> {
+  const found: Elements = new Map();
+  let pending = lists.filter((l) => l.type === REFS_TYPE && l.value !== null && l.value.byteLength % HASH_BYTES === 0);
+  while (pending.length > 0) {
+    const wanted = new Map<string, [string, string, string]>();
+    for (const l of pending) {
+      for (const h of refsOf(l.value!, () => "")) {
+        const k = elementKey(l.threadId, l.checkpointNs, h);
+        if (!found.has(k)) wanted.set(k, [l.threadId, l.checkpointNs, h]);
+      }
+    }
+    if (wanted.size === 0) break;
+    const keys = [...wanted.values()];
+    const rows = await query(
+      `SELECT b.${COL.threadId} AS thread_id, b.${COL.checkpointNs} AS checkpoint_ns, b.${COL.version} AS hash, b.${COL.type} AS type, b.${COL.value} AS value
+         FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS k(t, ns, h)
+         JOIN ${blobs} b ON b.${COL.threadId} = k.t AND b.${COL.checkpointNs} = k.ns AND b.${COL.channel} = '${ELEMENTS_CHANNEL}' AND b.${COL.version} = k.h`,
+      [0, 1, 2].map((i) => keys.map((k) => k[i])),
+    );
+    pending = [];
+    for (const r of rows) {
+      found.set(elementKey(r.thread_id, r.checkpoint_ns, r.hash), { type: r.type, value: r.value });
+      // A chunk: its elements next (a chunk naming a chunk is refused when the list is decoded).
+      if (r.type === REFS_TYPE && r.value !== null && r.value.byteLength % HASH_BYTES === 0) {
+        pending.push({ threadId: r.thread_id, checkpointNs: r.checkpoint_ns, type: r.type, value: r.value });
+      }
+    }
+  }
+  return found;
+}
+
 /**
  * Decode a value stored in `row`; never throws (an undecodable value is
- * described, its bytes are kept elsewhere).
+ * described, its bytes are kept elsewhere). A list stored by its elements is
+ * put back together from `elements` (a missing element makes it undecodable,
+ * never shorter); a chunk decodes to its hashes.
  */
 export async function decodeStored(
   serde: SerializerProtocol,
   type: string,
   value: Uint8Array | null,
   row: ValueRow,
+  elements?: Elements,
 ): Promise<{ ok: true; value: unknown } | { ok: false; error: string }> {
   if (type === "empty") return { ok: true, value: undefined };
   try {
-    return { ok: true, value: await loadsForRow(serde, type, value ?? new Uint8Array(), row) };
+    const bytes = value ?? new Uint8Array();
+    if (type === REFS_TYPE && row.table === "checkpoint_blobs") {
+      const { threadId, checkpointNs, channel, version } = row;
+      if (isChunk(type, row)) return { ok: true, value: refsOf(bytes, () => `chunk ${version} of thread ${JSON.stringify(threadId)}`) };
+      return { ok: true, value: await resolveList(serde, bytes, { threadId, checkpointNs, channel, version }, (h) => elements?.get(elementKey(threadId, checkpointNs, h))) };
+    }
+    return { ok: true, value: await loadsForRow(serde, type, bytes, row) };
   } catch (err) {
     return { ok: false, error: err instanceof Error ? err.message : String(err) };
   }
 }
 
-export async function decodeSafe(serde: SerializerProtocol, type: string, value: Uint8Array | null, row: ValueRow): Promise<unknown> {
-  const d = await decodeStored(serde, type, value, row);
+/** {@link decodeStored} as tagged JSON; a chunk is `{"$type":"pg:refs","hashes":[...]}` (hashes of elements, not a value). */
+export async function decodeSafe(serde: SerializerProtocol, type: string, value: Uint8Array | null, row: ValueRow, elements?: Elements): Promise<unknown> {
+  const d = await decodeStored(serde, type, value, row, elements);
+  if (d.ok && isChunk(type, row)) return { $type: REFS_TYPE, hashes: d.value };
   return d.ok ? toJsonSafe(d.value) : { $type: "undecodable", error: d.error };
 }
 

@@ -4,7 +4,8 @@
  * in prune-sql.ts, its options in prune-options.ts), reading the tables
  * (inspect.ts, decode.ts), export and import of threads (transfer.ts),
  * switching from the official saver (adopt*.ts, rollback.ts), least-privilege
- * grants (grants.ts) and re-encryption (reencrypt.ts). This file is what the
+ * grants (grants.ts), re-encryption (reencrypt.ts) and the conversion of
+ * lists stored whole into element storage (compact.ts). This file is what the
  * package exports from the folder.
  */
 export { finishAdoption, adoptionStatus, type FinishAdoptionOptions, type FinishAdoptionResult } from "./adopt-steps.js";
@@ -12,6 +13,7 @@ export { rollbackAdoption, type RollbackAdoptionOptions, type RollbackAdoptionRe
 export { ADOPTION_SQLSTATE, type AdoptionRecord, type AdoptionState, type AdoptionSummary } from "./adopt.js";
 export { grantStatements, type GrantOptions } from "./grants.js";
 export { reencrypt, type ReencryptOptions, type ReencryptResult, type ReencryptCounts } from "./reencrypt.js";
+export { compact, type CompactOptions, type CompactResult, type CompactCounts, type CompactProgress } from "./compact.js";
 export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts, type PruneThreadCounts } from "./prune.js";
 export {
   migrationStatus,

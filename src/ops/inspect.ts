@@ -19,7 +19,7 @@ import { assertSchemaCurrent, loadMigrations, MIGRATIONS_TABLE, schemaLevel } fr
 import type { ValueRow } from "../serde/rowserde.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 import { LIMITS, checkKey, checkSchemaName, quoteIdent } from "../validate.js";
-import { decodeMetadataRaw, decodeStored } from "./decode.js";
+import { decodeMetadataRaw, decodeStored, loadElements, type Elements } from "./decode.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
 
 /** Where to read or write: a pool, client or PGlite instance the caller owns (never closed here), and a schema. */
@@ -169,6 +169,7 @@ export interface ThreadSummary {
   checkpoints: number;
   namespaces: number;
   writes: number;
+  /** Rows in `checkpoint_blobs`, element rows of list channels included (saver/elements.ts). */
   blobs: number;
   /** Approximate stored size in bytes: checkpoint and metadata columns, blob and write values. */
   bytes: number;
@@ -360,7 +361,10 @@ export interface StoredCheckpoint {
   /** The stored checkpoint: `v`, `id`, `ts`, `channel_versions`, `versions_seen`, `updated_channels` (channel values live in blobs). */
   checkpoint: Record<string, unknown>;
   metadata: unknown;
-  /** One per `channel_versions` entry: the blob it points at. `type` is `empty` for a channel without a value, `missing` if no blob row exists. */
+  /**
+   * One per `channel_versions` entry: the blob it points at. `type` is `empty` for a channel without a value, `missing` if no blob row exists,
+   * `pg:refs` for a list stored by its elements (saver/elements.ts; `value` is the whole list, put back together).
+   */
   channels: { channel: string; version: string; type: string; value: unknown }[];
   /** Channel values the checkpoint holds without a version (e.g. `__pregel_tasks: []`), stored with its row. */
   unversioned: { channel: string; value: unknown }[];
@@ -426,8 +430,13 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
     [threadId, ns, cp.checkpoint_id],
   );
   const blobOf = new Map(blobs.map((b) => [b.channel, b]));
-  const decode = async (type: string, value: Uint8Array | null, row: ValueRow) => {
-    const d = await decodeStored(serde, type, value, row);
+  const elements = await loadElements(
+    (text, values) => run(db, "reading list elements", text, values),
+    t.blobs,
+    blobs.map((b) => ({ threadId, checkpointNs: ns, type: b.type, value: b.value })),
+  );
+  const decode = async (type: string, value: Uint8Array | null, row: ValueRow, list?: Elements) => {
+    const d = await decodeStored(serde, type, value, row, list);
     return d.ok ? d.value : { $type: "undecodable", error: d.error };
   };
   const key = { threadId, checkpointNs: ns };
@@ -453,7 +462,7 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
       versions.map(async ([channel, version]) => {
         const b = blobOf.get(channel);
         if (!b) return { channel, version, type: "missing", value: undefined };
-        return { channel, version, type: b.type, value: await decode(b.type, b.value, { table: "checkpoint_blobs", ...key, channel, version: b.version }) };
+        return { channel, version, type: b.type, value: await decode(b.type, b.value, { table: "checkpoint_blobs", ...key, channel, version: b.version }, elements) };
       }),
     ),
     unversioned: undecodable ? [{ channel: "*", value: unversioned }] : Object.entries(unversioned).map(([channel, value]) => ({ channel, value })),

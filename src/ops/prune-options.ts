@@ -256,7 +256,8 @@ function optionalInt(v: unknown, option: string, min: number, max: number): numb
 
 const encoder = new TextEncoder();
 
-function checkThreadId(id: unknown, option: string): void {
+/** A thread id given as an option (`threadIds[i]`), checked as the saver checks it. */
+export function checkThreadId(id: unknown, option: string): void {
   if (typeof id !== "string" || id === "") throw new InvalidOptionsError(option, `expected a non-empty string, got ${describe(id)}`);
   if (id.includes("\u0000")) throw new InvalidOptionsError(option, "must not contain NUL (\\u0000) characters");
   // Sent as UTF-8, half a character becomes U+FFFD: it would name (and prune) another thread.

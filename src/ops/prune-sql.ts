@@ -7,11 +7,22 @@
  */
 import { quoteIdent } from "../validate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
+import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE } from "../saver/elements.js";
 
 /** One lineage: a thread and a namespace. */
 export interface Lineage {
   thread: string;
   ns: string;
+}
+
+/**
+ * The name of the per-thread advisory lock prune holds while it works on a
+ * thread (with the thread id: `pg_advisory_xact_lock(hashtext(name), hashtext(thread))`).
+ * compact.ts takes it too, so prune never decides on a thread's element rows
+ * while a compact is changing them.
+ */
+export function pruneLockName(schema: string): string {
+  return `langgraph-checkpoint-pg:prune:${schema}`;
 }
 
 export function buildSql(schema: string) {
@@ -45,6 +56,12 @@ export function buildSql(schema: string) {
   /** Checkpoints before format v4 read their pending sends from their parent's writes (see saver/queries.ts, read kind 3). */
   const legacy = (c: string) =>
     `${c}.${COL.parentCheckpointId} IS NOT NULL AND pg_catalog.jsonb_typeof(${c}.${COL.checkpoint} -> 'v') = 'number' AND (${c}.${COL.checkpoint} ->> 'v')::numeric < 4`;
+
+  /** The hashes in the refs values of `source` (thread, namespace, value), each once per lineage, as `h`. */
+  const elementRefs = (source: string) => `
+  SELECT DISTINCT x.${COL.threadId}, x.${COL.checkpointNs}, pg_catalog.encode(pg_catalog.substring(x.${COL.value}, i.n * ${HASH_BYTES} + 1, ${HASH_BYTES}), 'hex') AS h
+    FROM (${source}) x CROSS JOIN LATERAL pg_catalog.generate_series(0, pg_catalog.length(x.${COL.value}) / ${HASH_BYTES} - 1) AS i(n)
+`;
 
   const sameCheckpoint = (a: string, b: string) =>
     `${a}.${COL.threadId} = ${b}.${COL.threadId} AND ${a}.${COL.checkpointNs} = ${b}.${COL.checkpointNs} AND ${a}.${COL.checkpointId} = ${b}.${COL.checkpointId}`;
@@ -258,12 +275,22 @@ refs AS MATERIALIZED (
                                            THEN c.${COL.checkpoint} -> 'channel_versions' ELSE '{}'::jsonb END) AS v
    WHERE $9::boolean AND NOT EXISTS (SELECT 1 FROM todo t WHERE ${sameCheckpoint("t", "c")})
 ),
+-- Element rows (saver/elements.ts) the remaining lists name: the elements and chunks their refs values name, then the chunks' elements.
+elem1 AS MATERIALIZED (${elementRefs(`SELECT b.${COL.threadId}, b.${COL.checkpointNs}, b.${COL.value} FROM refs r JOIN ${bl} b
+     ON b.${COL.threadId} = r.${COL.threadId} AND b.${COL.checkpointNs} = r.${COL.checkpointNs} AND b.${COL.channel} = r.${COL.channel} AND b.${COL.version} = r.${COL.version}
+  WHERE b.${COL.type} = '${REFS_TYPE}'`)}),
+elem2 AS MATERIALIZED (${elementRefs(`SELECT e.${COL.threadId}, e.${COL.checkpointNs}, e.${COL.value} FROM elem1 x JOIN ${bl} e
+     ON e.${COL.threadId} = x.${COL.threadId} AND e.${COL.checkpointNs} = x.${COL.checkpointNs} AND e.${COL.channel} = '${ELEMENTS_CHANNEL}' AND e.${COL.version} = x.h
+  WHERE e.${COL.type} = '${REFS_TYPE}'`)}),
 unreferenced AS MATERIALIZED (
   SELECT b.${COL.threadId}, b.${COL.checkpointNs}, b.${COL.channel}, b.${COL.version}, pg_catalog.pg_column_size(b.*) AS bytes
     FROM th JOIN ${bl} b ON b.${COL.threadId} = th.${COL.threadId}
    WHERE $9::boolean
      AND NOT EXISTS (SELECT 1 FROM refs r WHERE r.${COL.threadId} = b.${COL.threadId} AND r.${COL.checkpointNs} = b.${COL.checkpointNs}
                                             AND r.${COL.channel} = b.${COL.channel} AND r.${COL.version} = b.${COL.version})
+     AND NOT (b.${COL.channel} = '${ELEMENTS_CHANNEL}'
+              AND (EXISTS (SELECT 1 FROM elem1 x WHERE x.${COL.threadId} = b.${COL.threadId} AND x.${COL.checkpointNs} = b.${COL.checkpointNs} AND x.h = b.${COL.version})
+                   OR EXISTS (SELECT 1 FROM elem2 x WHERE x.${COL.threadId} = b.${COL.threadId} AND x.${COL.checkpointNs} = b.${COL.checkpointNs} AND x.h = b.${COL.version})))
    LIMIT $10::int
 ), ${
     dry

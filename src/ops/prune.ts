@@ -57,7 +57,7 @@ import {
 import { assertSchemaCurrent } from "../db/migrate.js";
 import { readOptions, type PruneCounts, type PruneOptions, type PruneResult, type PruneThreadCounts, type Settings } from "./prune-options.js";
 import { addCounts, addPerThread, addRows, zero, type BatchOutcome, type PerThreadRow } from "./prune-counts.js";
-import { buildSql, type Lineage, type RoundRow, type Sql } from "./prune-sql.js";
+import { buildSql, pruneLockName, type Lineage, type RoundRow, type Sql } from "./prune-sql.js";
 
 export type { PruneCounts, PruneOptions, PruneProgress, PruneResult, PruneThreadCounts } from "./prune-options.js";
 
@@ -319,7 +319,7 @@ interface Claimed {
 
 async function claim(tx: Queryable, { sql, o }: Job, threads: string[], lockHeads: boolean): Promise<Claimed> {
   await tx.query("SELECT pg_catalog.set_config('lock_timeout', $1, true)", [`${o.lockTimeoutMs}ms`]);
-  const { rows } = await tx.query<ClaimRow>(sql.claim, [threads, `langgraph-checkpoint-pg:prune:${o.schema}`, lockHeads]);
+  const { rows } = await tx.query<ClaimRow>(sql.claim, [threads, pruneLockName(o.schema), lockHeads]);
   const out: Claimed = { threads: [], locked: [], busy: [], whole: [] };
   for (const r of rows) {
     out.threads.push(r.thread_id);

@@ -10,6 +10,12 @@
  * share lock on its parent is not blocked); safe while graphs run (blobs are
  * never changed by the saver, writes only by a retried special write, which
  * waits for the batch).
+ *
+ * Lists stored by their elements (saver/elements.ts, written before encryption
+ * was turned on): each element row is rewritten like any blob row, bound to
+ * its own row (channel `__elements__`, version its hash), which is where a
+ * read looks for it; refs values (type `pg:refs`: hashes, not serializer
+ * output) are left as they are.
  */
 import pg from "pg";
 import { dbOf, poolDb, type Db, type PGliteLike, type Queryable } from "../db/db.js";
@@ -20,6 +26,7 @@ import { assertSchemaCurrent } from "../db/migrate.js";
 import type { ValueRow } from "../serde/rowserde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
+import { REFS_TYPE } from "../saver/elements.js";
 
 /** Options of {@link reencrypt}. */
 export interface ReencryptOptions {
@@ -62,6 +69,8 @@ interface Table {
   keyTypes: string[];
   type: string;
   value: string;
+  /** Values of these types are not serializer output: never rewritten. */
+  keep?: string;
   row(r: Record<string, unknown>): ValueRow;
 }
 
@@ -85,6 +94,7 @@ const TABLES: Table[] = [
     keyTypes: ["text", "text", "text", "text"],
     type: B.type,
     value: B.value,
+    keep: REFS_TYPE,
     row: (r) => ({ table: B.table, threadId: String(r[B.threadId]), checkpointNs: String(r[B.checkpointNs]), channel: String(r[B.channel]), version: String(r[B.version]) }),
   },
   {
@@ -157,7 +167,7 @@ export async function reencrypt(options: ReencryptOptions): Promise<ReencryptRes
       // Not yet current: another key, or not bound (format byte), or not encrypted at all (only with allowPlaintext).
       const stale = `${table.value} IS NOT NULL AND ${table.type} <> 'empty'
          AND NOT (pg_catalog.starts_with(${table.type}, $1) AND pg_catalog.substring(${table.value}, 1, 1) = $2::bytea)
-         AND (pg_catalog.starts_with(${table.type}, 'enc:') OR $3::boolean)`;
+         AND (pg_catalog.starts_with(${table.type}, 'enc:') OR $3::boolean)${table.keep ? ` AND ${table.type} <> '${table.keep}'` : ""}`;
       const staleParams = [typePrefix, Buffer.from([format]), serde.allowsPlaintext];
       if (options.dryRun) {
         const { rows } = await run(db, `counting ${table.name} to rewrite`, `SELECT pg_catalog.count(*)::int AS n FROM ${t} WHERE ${stale}`, staleParams);

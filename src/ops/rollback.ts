@@ -15,6 +15,8 @@
  * - every trigger of this package leaves the official tables; ours refuse
  *   writes from then on (SQLSTATE LGB03), so an instance of this package still
  *   running fails loudly instead of writing where nobody reads.
+ * Lists stored by their elements (saver/elements.ts) go back as whole values;
+ * element rows themselves are not copied (no checkpoint names them as a channel).
  * Values of channels without a version are not carried: the official savers
  * do not store them.
  */
@@ -25,12 +27,14 @@ import { rollbackStatements } from "./adopt-bridge.js";
 import type { Queryable } from "../db/db.js";
 import { MigrationError } from "../errors.js";
 import { adoptionStep } from "./adopt-steps.js";
+import { loadElements } from "./decode.js";
 import { withTarget, type TargetOptions } from "../db/migrate.js";
 import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS, OWN_TABLES } from "../db/names.js";
 import { toLongVersion, versionCounter } from "../saver/version.js";
+import { REFS_TYPE, elementKey, resolveList } from "../saver/elements.js";
 
 // Our tables' names come from names.ts; the official tables' (`${s}.…`, alias `o`) are the official
 // saver's layout, written as its own names.
@@ -141,10 +145,15 @@ async function convert(
   const s = quoteIdent(record.from);
   const target = record.source;
   const json = new JsonPlusSerializer();
-  const encode = async (what: string, type: string, value: Buffer | null): Promise<[string, Uint8Array | null]> => {
+  const encode = async (
+    what: string,
+    type: string,
+    value: Buffer | null,
+    load = () => serde.loadsTyped(type, value ?? new Uint8Array()) as Promise<unknown>,
+  ): Promise<[string, Uint8Array | null]> => {
     if (type === "empty") return ["empty", null];
     try {
-      const [jsonType, bytes] = await json.dumpsTyped(await serde.loadsTyped(type, value ?? new Uint8Array()));
+      const [jsonType, bytes] = await json.dumpsTyped(await load());
       return [jsonType, bytes];
     } catch (cause) {
       throw new MigrationError(`Rolling back: ${what} could not be converted to the official format. Nothing was changed.`, { cause, migration: "adoption" });
@@ -179,15 +188,30 @@ async function convert(
       }
     }
     const list = [...refs.values()];
-    const { rows: blobs } = await tx.query<{ t: string; ns: string; ch: string; sv: string; type: string; value: Buffer | null }>(
-      `SELECT k.t, k.ns, k.ch, k.sv, b.${B.type} AS type, b.${B.value} AS value
+    const { rows: blobs } = await tx.query<{ t: string; ns: string; ch: string; v: string; sv: string; type: string; value: Buffer | null }>(
+      `SELECT k.t, k.ns, k.ch, k.v, k.sv, b.${B.type} AS type, b.${B.value} AS value
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS k(t, ns, ch, v, sv)
          JOIN ${t}.${B.table} b ON b.${B.threadId} = k.t AND b.${B.checkpointNs} = k.ns AND b.${B.channel} = k.ch AND b.${B.version} = k.v
         WHERE NOT EXISTS (SELECT 1 FROM ${s}.checkpoint_blobs o WHERE o.thread_id = k.t AND o.checkpoint_ns = k.ns AND o.channel = k.ch AND o.version = k.sv)`,
       [0, 1, 2, 3, 4].map((i) => list.map((ref) => ref[i])),
     );
+    // Lists stored by their elements: put back together, stored whole.
+    const elements = await loadElements(
+      (text, values) => tx.query(text, values).then((r) => r.rows),
+      `${t}.${B.table}`,
+      blobs.map((b) => ({ threadId: b.t, checkpointNs: b.ns, type: b.type, value: b.value })),
+    );
     const encoded = await Promise.all(
-      blobs.map((b) => encode(`the value of channel ${JSON.stringify(b.ch)} on thread ${JSON.stringify(b.t)}`, b.type, b.value)),
+      blobs.map((b) =>
+        encode(
+          `the value of channel ${JSON.stringify(b.ch)} on thread ${JSON.stringify(b.t)}`,
+          b.type,
+          b.value,
+          b.type === REFS_TYPE
+            ? () => resolveList(serde, b.value ?? new Uint8Array(), { threadId: b.t, checkpointNs: b.ns, channel: b.ch, version: b.v }, (h) => elements.get(elementKey(b.t, b.ns, h)))
+            : undefined,
+        ),
+      ),
     );
     if (write && blobs.length > 0) {
       await tx.query(

@@ -10,9 +10,11 @@ import { CheckpointerError, DatabaseOperationError, InvalidInputError, sqlStateO
 import { latestVersion } from "../db/migrate.js";
 import type { ValueRow } from "../serde/rowserde.js";
 import { checkKey, LIMITS, quoteIdent } from "../validate.js";
-import { decodeMetadataRaw, decodeSafe, toJsonSafe } from "./decode.js";
+import { elementKey } from "../saver/elements.js";
+import { decodeMetadataRaw, decodeSafe, toJsonSafe, type Elements } from "./decode.js";
 import { open, run, type InspectOptions } from "./inspect.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
+import { ELEMENTS_CHANNEL } from "../saver/elements.js";
 
 /** Name and version of the export format (the first line of an export file). */
 export const EXPORT_FORMAT = "langgraph-checkpoint-pg/export";
@@ -69,7 +71,12 @@ export interface WriteRecord {
   decoded?: unknown;
 }
 
-/** A row of `checkpoint_blobs`: `value` is base64 of the stored bytes (null for `type: "empty"`), `decoded` the tagged JSON. */
+/**
+ * A row of `checkpoint_blobs`: `value` is base64 of the stored bytes (null for `type: "empty"`), `decoded` the tagged JSON.
+ * Lists stored by their elements (saver/elements.ts) come as their rows: element rows (channel `__elements__`, version
+ * the hash), and the list's own row of type `pg:refs`, whose `decoded` is the whole list; a chunk's `decoded` is
+ * `{"$type":"pg:refs","hashes":[...]}`.
+ */
 export interface BlobRecord {
   kind: "blob";
   thread_id: string;
@@ -188,6 +195,12 @@ export async function exportThread(options: InspectOptions & { threadId: string 
     return record;
   };
   const records: ExportRecord[] = [];
+  // Every element row of the thread is exported: lists are decoded from them.
+  const elements: Elements = new Map();
+  for (const { r } of blobs) {
+    if (r.channel !== ELEMENTS_CHANNEL) continue;
+    elements.set(elementKey(threadId, String(r.checkpoint_ns), String(r.version)), { type: String(r.type), value: typeof r.value === "string" ? hexToBytes(r.value) : null });
+  }
   for (const { r } of cps) {
     const record = toRecord("checkpoint", r) as unknown as CheckpointRecord;
     if (typeof r.metadata_raw === "string") {
@@ -208,7 +221,7 @@ export async function exportThread(options: InspectOptions & { threadId: string 
         kind === "blob"
           ? { table: "checkpoint_blobs", threadId, checkpointNs: String(r.checkpoint_ns), channel: String(r.channel), version: String(r.version) }
           : { table: "checkpoint_writes", threadId, checkpointNs: String(r.checkpoint_ns), checkpointId: String(r.checkpoint_id), taskId: String(r.task_id), idx: Number(r.idx) };
-      if (type !== "empty") record.decoded = await decodeSafe(serde, type, typeof r.value === "string" ? hexToBytes(r.value) : null, row);
+      if (type !== "empty") record.decoded = await decodeSafe(serde, type, typeof r.value === "string" ? hexToBytes(r.value) : null, row, elements);
       records.push(record);
     }
   }

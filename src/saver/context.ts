@@ -9,6 +9,7 @@ import type pg from "pg";
 import type { Db } from "../db/db.js";
 import type { EventHandler, HandlerErrorHandler } from "../events.js";
 import type { StateVersioning } from "../serde/upcast.js";
+import type { ElementMemory } from "./elements.js";
 import type { LineageMode } from "./options.js";
 import type { Queries } from "./queries.js";
 
@@ -29,6 +30,8 @@ export interface SaverContext {
   readonly ttlSeconds: number | null;
   readonly maxValueBytes: number;
   readonly versioning: StateVersioning | undefined;
+  /** List channels stored by their elements (see elements.ts), with what the saver remembers of them; undefined: off. */
+  readonly elements: ElementMemory | undefined;
   /** Checks once per saver that the schema is migrated to exactly what this code knows. */
   ensureReady(): Promise<void>;
   /** Run a fixed statement (prepared, unless turned off); a failure becomes a typed error. */

@@ -11,6 +11,7 @@ import { CheckpointConflictError, CheckpointParentMissingError, DatabaseOperatio
 import { emit } from "../events.js";
 import { readConfig } from "../validate.js";
 import type { SaverContext } from "./context.js";
+import { lineageKey } from "./elements.js";
 import { putValues } from "./params.js";
 import type { EncodedPut } from "./write.js";
 
@@ -37,8 +38,9 @@ interface PutRow {
  * Store an encoded put and report what it did to its lineage; `started` is
  * when the put was called (`performance.now()`), for the events' durations.
  */
-export async function runPut(ctx: SaverContext, put: EncodedPut, started: number): Promise<RunnableConfig> {
-  const { params, allowFork } = put;
+export async function runPut(ctx: SaverContext, put: EncodedPut, started: number, sendAll?: () => Promise<EncodedPut>): Promise<RunnableConfig> {
+  const { allowFork } = put;
+  let { params } = put;
   const { threadId, checkpointNs: ns, checkpointId: id } = params;
   const parentId = params.parentId ?? undefined;
   let values = putValues(params);
@@ -59,6 +61,11 @@ export async function runPut(ctx: SaverContext, put: EncodedPut, started: number
         row = Object.assign(fast, { parent_known: true, late: false, missing: null });
       } else {
         checked = true;
+        // Elements left out as the parent's must be sent now: the parent is not stored (elements.ts).
+        if (put.reliesOnParent && sendAll) {
+          put = await sendAll();
+          params = put.params;
+        }
         values = putValues(params, referencedValues(put.channelVersions, params.channels, params.versions));
       }
     }
@@ -107,6 +114,7 @@ export async function runPut(ctx: SaverContext, put: EncodedPut, started: number
         deliberate: allowFork,
       });
     }
+    if (put.elements) ctx.elements?.rememberCheckpoint(lineageKey(threadId, ns), id, parentId ?? null, put.elements.lists, put.elements.whole);
     emit(ctx.onEvent, {
       type: "put",
       threadId,

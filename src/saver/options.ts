@@ -82,6 +82,17 @@ export interface PostgresSaverOptions {
    * support them (PgBouncer in transaction mode before 1.21). Default true.
    */
   preparedStatements?: boolean;
+  /**
+   * Store list-valued channels (a chat's `messages`) element by element, each
+   * element once per thread and namespace, so a conversation's storage grows
+   * with its length, not with its square. Values read back exactly as
+   * written. Not used with a serializer that binds values to their rows (an
+   * encrypting one): those store whole values. Default false: an earlier
+   * release cannot read such values (it says so, with a DeserializationError)
+   * and its `prune` would delete element rows; turn it on once no instance or
+   * job of an earlier release uses the database.
+   */
+  elementStorage?: boolean;
 }
 
 /** Every option of {@link PostgresSaverOptions}: anything else is refused, never ignored. */
@@ -97,6 +108,7 @@ const SAVER_OPTIONS: ReadonlySet<string> = new Set([
   "upcasters",
   "maxValueBytes",
   "preparedStatements",
+  "elementStorage",
 ] satisfies (keyof PostgresSaverOptions)[]);
 
 /**
@@ -199,6 +211,7 @@ export function checkedSettings(options: PostgresSaverOptions): {
   ttlSeconds: number | null;
   maxValueBytes: number;
   versioning: StateVersioning | undefined;
+  elementStorage: boolean;
 } {
   const lineage = options.lineage ?? "branch";
   if (lineage !== "branch" && lineage !== "linear") throw new InvalidOptionsError("lineage", 'expected "branch" or "linear"');
@@ -213,5 +226,7 @@ export function checkedSettings(options: PostgresSaverOptions): {
     throw new InvalidOptionsError("maxValueBytes", `expected a positive integer up to ${MAX_STATEMENT_BYTES} (Postgres stores no larger value)`);
   }
   const ttlSeconds = options.ttl === undefined ? null : Math.max(1, Math.ceil(parseDuration(options.ttl, "ttl") / 1000));
-  return { schema, lineage, prepared: options.preparedStatements ?? true, leaseSeconds: lease / 1000, ttlSeconds, maxValueBytes, versioning };
+  const elementStorage = options.elementStorage ?? false;
+  if (typeof elementStorage !== "boolean") throw new InvalidOptionsError("elementStorage", "expected true or false");
+  return { schema, lineage, prepared: options.preparedStatements ?? true, leaseSeconds: lease / 1000, ttlSeconds, maxValueBytes, versioning, elementStorage };
 }

@@ -17,6 +17,7 @@
  */
 import { CHECKPOINT_BLOBS as B, CHECKPOINT_HEADS as H, CHECKPOINT_WRITES as W, CHECKPOINTS as C } from "../db/names.js";
 import { quoteIdent } from "../validate.js";
+import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE } from "./elements.js";
 
 export type Queries = ReturnType<typeof buildQueries>;
 
@@ -40,9 +41,11 @@ export interface ListWhere {
  *   kind 1 blob:       s1 channel, s2 version, s3 type, v value
  *   kind 2 write:      s1 task id, s2 channel, s3 type, s4 task path, n idx, v value
  *   kind 3 parent's pending sends (checkpoints with v < 4 only), same as kind 2
+ *   kind 4 element row of a list channel (elements.ts), once per lineage and read:
+ *                      s1 hash, s3 type, v value (checkpoint_id empty)
  */
 export interface ReadRow {
-  kind: 0 | 1 | 2 | 3;
+  kind: 0 | 1 | 2 | 3 | 4;
   thread_id: string;
   checkpoint_ns: string;
   checkpoint_id: string;
@@ -86,23 +89,52 @@ export function buildQueries(schema: string) {
        ${W.taskPath} = EXCLUDED.${W.taskPath}, ${W.rowVersion} = w.${W.rowVersion} + 1
  WHERE EXCLUDED.${W.idx} < 0`;
 
+  /**
+   * Element rows named by the refs values of `source` (a CTE with thread, namespace, type and value
+   * columns `thread_id`, `checkpoint_ns`, `type`, `value`), each once; see elements.ts.
+   * `except`: a CTE of element rows already fetched (the chunks' own level).
+   */
+  const elementsOf = (source: string, except?: string) => `
+  SELECT r.thread_id, r.checkpoint_ns, r.h, e.${B.type} AS type, e.${B.value} AS value
+    FROM (SELECT DISTINCT x.thread_id, x.checkpoint_ns, pg_catalog.encode(pg_catalog.substring(x.value, i.n * ${HASH_BYTES} + 1, ${HASH_BYTES}), 'hex') AS h
+            FROM ${source} x CROSS JOIN LATERAL pg_catalog.generate_series(0, pg_catalog.length(x.value) / ${HASH_BYTES} - 1) AS i(n)
+           WHERE x.type = '${REFS_TYPE}') r
+   CROSS JOIN LATERAL (SELECT e.${B.type}, e.${B.value} FROM ${blobs} e
+                        WHERE e.${B.threadId} = r.thread_id AND e.${B.checkpointNs} = r.checkpoint_ns
+                          AND e.${B.channel} = '${ELEMENTS_CHANNEL}' AND e.${B.version} = r.h
+                       OFFSET 0) e${except ? `
+   WHERE NOT EXISTS (SELECT 1 FROM ${except} y WHERE y.thread_id = r.thread_id AND y.checkpoint_ns = r.checkpoint_ns AND y.h = r.h)` : ""}`;
+
   /** Wrap a page of checkpoint rows into the one-statement read. */
   const read = (page: string) => `
-WITH page AS MATERIALIZED (${page})
+WITH page AS MATERIALIZED (${page}),
+bl AS MATERIALIZED (
+  SELECT p.${C.threadId} AS thread_id, p.${C.checkpointNs} AS checkpoint_ns, p.${C.checkpointId} AS checkpoint_id, b.${B.channel} AS channel, cv.version,
+         b.${B.type} AS type, b.${B.value} AS value
+    FROM page p
+   CROSS JOIN LATERAL pg_catalog.jsonb_each_text(p.${C.checkpoint} -> 'channel_versions') AS cv(channel, version)
+   -- A lateral lookup per (channel, version): the planner would otherwise hash
+   -- all of a long thread's blobs to find the few a page needs.
+   CROSS JOIN LATERAL (SELECT b.${B.channel}, b.${B.type}, b.${B.value} FROM ${blobs} b
+                        WHERE b.${B.threadId} = p.${C.threadId} AND b.${B.checkpointNs} = p.${C.checkpointNs}
+                          AND b.${B.channel} = cv.channel AND b.${B.version} = cv.version AND b.${B.type} <> 'empty'
+                       OFFSET 0) b
+),
+-- List channels stored by their elements: the elements and chunks their refs name, then the chunks' elements.
+e1 AS MATERIALIZED (${elementsOf("bl")}
+),
+e2 AS MATERIALIZED (${elementsOf("e1", "e1")}
+)
 SELECT 0 AS kind, ${out("p.", C.threadId, "thread_id")}, ${out("p.", C.checkpointNs, "checkpoint_ns")}, ${out("p.", C.checkpointId, "checkpoint_id")}, p.${C.parentCheckpointId} AS s1,
        NULL::text AS s2, p.${C.unversionedType} AS s3, NULL::text AS s4, p.${C.stateVersion} AS n, p.${C.metadataRaw} AS v,
        p.${C.unversionedValues} AS uv, p.${C.checkpoint} AS cp, p.${C.metadata} AS md
   FROM page p
 UNION ALL
-SELECT 1, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, b.${B.channel}, cv.version, b.${B.type}, NULL, NULL, b.${B.value}, NULL, NULL, NULL
-  FROM page p
-  CROSS JOIN LATERAL pg_catalog.jsonb_each_text(p.${C.checkpoint} -> 'channel_versions') AS cv(channel, version)
-  -- A lateral lookup per (channel, version): the planner would otherwise hash
-  -- all of a long thread's blobs to find the few a page needs.
-  CROSS JOIN LATERAL (SELECT b.${B.channel}, b.${B.type}, b.${B.value} FROM ${blobs} b
-                       WHERE b.${B.threadId} = p.${C.threadId} AND b.${B.checkpointNs} = p.${C.checkpointNs}
-                         AND b.${B.channel} = cv.channel AND b.${B.version} = cv.version AND b.${B.type} <> 'empty'
-                      OFFSET 0) b
+SELECT 1, bl.thread_id, bl.checkpoint_ns, bl.checkpoint_id, bl.channel, bl.version, bl.type, NULL, NULL, bl.value, NULL, NULL, NULL FROM bl
+UNION ALL
+SELECT 4, e.thread_id, e.checkpoint_ns, '', e.h, NULL, e.type, NULL, NULL, e.value, NULL, NULL, NULL FROM e1 e
+UNION ALL
+SELECT 4, e.thread_id, e.checkpoint_ns, '', e.h, NULL, e.type, NULL, NULL, e.value, NULL, NULL, NULL FROM e2 e
 UNION ALL
 SELECT 2, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols}, NULL, NULL, NULL
   FROM page p
@@ -450,6 +482,14 @@ WITH RECURSIVE target AS (
   UNION ALL
   SELECT t.${C.checkpointId}, t.${C.parentCheckpointId} FROM target t
    WHERE t.${C.parentCheckpointId} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM chain)
+), seeds AS MATERIALIZED (
+  SELECT $1::text AS thread_id, $2::text AS checkpoint_ns, chain.depth, chain.${C.checkpointId} AS checkpoint_id, b.${B.channel} AS channel,
+         b.${B.version} AS version, b.${B.type} AS type, b.${B.value} AS value
+    FROM chain JOIN ${blobs} b
+      ON b.${B.threadId} = $1 AND b.${B.checkpointNs} = $2 AND b.${B.channel} = ANY (chain.walking) AND NOT (b.${B.channel} = ANY (chain.still))
+     AND b.${B.version} = chain.${C.checkpoint} -> 'channel_versions' ->> b.${B.channel}
+), e1 AS MATERIALIZED (${elementsOf("seeds")}
+), e2 AS MATERIALIZED (${elementsOf("e1", "e1")}
 )
 SELECT 0 AS kind, NULL::int AS depth, ${out("s.", C.checkpointId, "checkpoint_id")}, NULL::text AS channel, NULL::text AS version, NULL::text AS task_id,
        NULL::text AS task_path, NULL::int AS idx,
@@ -457,10 +497,11 @@ SELECT 0 AS kind, NULL::int AS depth, ${out("s.", C.checkpointId, "checkpoint_id
             THEN 'cycle' ELSE 'missing-parent' END AS type, NULL::bytea AS value
   FROM stopped s
 UNION ALL
-SELECT 1, chain.depth, chain.${C.checkpointId}, b.${B.channel}, b.${B.version}, NULL, NULL, NULL, b.${B.type}, b.${B.value}
-  FROM chain JOIN ${blobs} b
-    ON b.${B.threadId} = $1 AND b.${B.checkpointNs} = $2 AND b.${B.channel} = ANY (chain.walking) AND NOT (b.${B.channel} = ANY (chain.still))
-   AND b.${B.version} = chain.${C.checkpoint} -> 'channel_versions' ->> b.${B.channel}
+SELECT 1, depth, checkpoint_id, channel, version, NULL, NULL, NULL, type, value FROM seeds
+UNION ALL
+SELECT 3, NULL, '', NULL, h, NULL, NULL, NULL, type, value FROM e1
+UNION ALL
+SELECT 3, NULL, '', NULL, h, NULL, NULL, NULL, type, value FROM e2
 UNION ALL
 SELECT 2, chain.depth, chain.${C.checkpointId}, w.${W.channel}, NULL, w.${W.taskId}, w.${W.taskPath}, w.${W.idx}, w.${W.type}, w.${W.value}
   FROM chain JOIN ${writes} w

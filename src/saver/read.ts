@@ -20,11 +20,27 @@ import { decodeMetadata } from "../serde/metadata.js";
 import { loadsForRow, type ValueRow } from "../serde/rowserde.js";
 import { upcastTuple } from "../serde/upcast.js";
 import type { SaverContext } from "./context.js";
+import { REFS_TYPE, elementKey, lineageKey, resolveList, type StoredElement } from "./elements.js";
 import type { ReadRow } from "./queries.js";
 
 /** Decode a stored value; `row` is where it is stored (a serializer may check that the value belongs there). */
 function decode(ctx: SaverContext, type: string, value: Buffer | null, row: ValueRow): Promise<unknown> {
   return loadsForRow(ctx.serde, type, value ?? new Uint8Array(), row);
+}
+
+/**
+ * A blob's value: a list stored by its elements put back together (elements.ts),
+ * anything else decoded. `onHash` sees each element and chunk hash of a list.
+ */
+function decodeBlob(
+  ctx: SaverContext,
+  blob: { type: string; value: Buffer | null; threadId: string; checkpointNs: string; channel: string; version: string },
+  elements: Map<string, StoredElement>,
+  onHash?: (hash: string) => void,
+): Promise<unknown> {
+  const { type, value, threadId, checkpointNs, channel, version } = blob;
+  if (type !== REFS_TYPE) return decode(ctx, type, value, { table: "checkpoint_blobs", threadId, checkpointNs, channel, version });
+  return resolveList(ctx.serde, value ?? new Uint8Array(), { threadId, checkpointNs, channel, version }, (h) => elements.get(elementKey(threadId, checkpointNs, h)), onHash);
 }
 
 /** One checkpoint's read rows. */
@@ -36,12 +52,16 @@ interface Entry {
 }
 
 /** Rebuild tuples from read rows, newest first; upcast to the saver's state version unless told not to. */
-export async function toTuples(ctx: SaverContext, rows: ReadRow[], upcast = true): Promise<CheckpointTuple[]> {
+export async function toTuples(ctx: SaverContext, rows: ReadRow[], upcast = true, remember = false): Promise<CheckpointTuple[]> {
   const byKey = new Map<string, Entry>();
+  const elements = new Map<string, StoredElement>();
   const keyOf = (r: ReadRow) => `${r.thread_id}\u0000${r.checkpoint_ns}\u0000${r.checkpoint_id}`;
-  for (const r of rows) if (r.kind === 0) byKey.set(keyOf(r), { head: r, blobs: [], writes: [], sends: [] });
   for (const r of rows) {
-    if (r.kind === 0) continue;
+    if (r.kind === 0) byKey.set(keyOf(r), { head: r, blobs: [], writes: [], sends: [] });
+    else if (r.kind === 4) elements.set(elementKey(r.thread_id, r.checkpoint_ns, r.s1!), { type: r.s3!, value: r.v });
+  }
+  for (const r of rows) {
+    if (r.kind === 0 || r.kind === 4) continue;
     const e = byKey.get(keyOf(r))!;
     (r.kind === 1 ? e.blobs : r.kind === 2 ? e.writes : e.sends).push(r);
   }
@@ -51,19 +71,26 @@ export async function toTuples(ctx: SaverContext, rows: ReadRow[], upcast = true
       codePointCompare(b.head.thread_id, a.head.thread_id) ||
       codePointCompare(b.head.checkpoint_ns, a.head.checkpoint_ns),
   );
-  return Promise.all(entries.map((e) => toTuple(ctx, e, upcast)));
+  return Promise.all(entries.map((e) => toTuple(ctx, e, elements, upcast, remember)));
 }
 
-async function toTuple(ctx: SaverContext, entry: Entry, upcast: boolean): Promise<CheckpointTuple> {
+async function toTuple(ctx: SaverContext, entry: Entry, elements: Map<string, StoredElement>, upcast: boolean, remember: boolean): Promise<CheckpointTuple> {
   const { head, blobs, writes, sends } = entry;
   const byOrder = (a: ReadRow, b: ReadRow) => compareWritesSortKeys(writesSortKey(a.s4 ?? "", a.s1!, a.n!), writesSortKey(b.s4 ?? "", b.s1!, b.n!));
   writes.sort(byOrder);
   const threadId = head.thread_id;
   const checkpointNs = head.checkpoint_ns;
+  // What this checkpoint's lists refer to, for the next put on it (elements.ts).
+  const lists = new Map<string, string[]>();
   const writeRow = (w: ReadRow, checkpointId: string): ValueRow => ({ table: "checkpoint_writes", threadId, checkpointNs, checkpointId, taskId: w.s1!, idx: w.n! });
   const [values, unversioned, pendingWrites, metadata] = await Promise.all([
     Promise.all(
-      blobs.map(async (b) => [b.s1!, await decode(ctx, b.s3!, b.v, { table: "checkpoint_blobs", threadId, checkpointNs, channel: b.s1!, version: b.s2! })] as const),
+      blobs.map(async (b) => {
+        let hashes: string[] | undefined;
+        if (remember && b.s3 === REFS_TYPE) lists.set(b.s1!, (hashes = []));
+        const value = await decodeBlob(ctx, { type: b.s3!, value: b.v, threadId, checkpointNs, channel: b.s1!, version: b.s2! }, elements, hashes && ((h) => hashes.push(h)));
+        return [b.s1!, value] as const;
+      }),
     ),
     head.uv === null
       ? undefined
@@ -99,6 +126,7 @@ async function toTuple(ctx: SaverContext, entry: Entry, upcast: boolean): Promis
   if (parent !== undefined) {
     tuple.parentConfig = { configurable: { thread_id: head.thread_id, checkpoint_ns: head.checkpoint_ns, checkpoint_id: parent } };
   }
+  if (remember && ctx.elements) ctx.elements.rememberCheckpoint(lineageKey(threadId, checkpointNs), head.checkpoint_id, null, lists);
   if (upcast && ctx.versioning) upcastTuple(tuple, head.n, ctx.versioning);
   return tuple;
 }
@@ -149,9 +177,11 @@ export async function toDeltaHistory(
     ),
   );
   writeRows.forEach((r, i) => result[r.channel]!.writes.push([r.task_id!, r.channel, decoded[i]]));
+  const elements = new Map<string, StoredElement>();
+  for (const r of rows) if (r.kind === 3) elements.set(elementKey(threadId, ns, r.version!), { type: r.type, value: r.value });
   for (const r of rows) {
     if (r.kind === 1) {
-      result[r.channel]!.seed = await decode(ctx, r.type, r.value, { table: "checkpoint_blobs", threadId, checkpointNs: ns, channel: r.channel, version: r.version! });
+      result[r.channel]!.seed = await decodeBlob(ctx, { type: r.type, value: r.value, threadId, checkpointNs: ns, channel: r.channel, version: r.version! }, elements);
     }
   }
   return result;

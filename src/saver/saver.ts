@@ -37,6 +37,7 @@ import { Runner } from "./runner.js";
 import { toDeltaHistory, toTuples, type DeltaRow } from "./read.js";
 import { upgradeState } from "./upgrade.js";
 import { nextVersion } from "./version.js";
+import { ElementMemory } from "./elements.js";
 import { encodePut, encodeWrites, sendWrites } from "./write.js";
 
 /** Page size of `list` when no limit is given: memory stays bounded on long threads. */
@@ -92,7 +93,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (!pglite && !(pool instanceof pg.Pool) && (typeof pool !== "object" || pool === null || typeof (pool as pg.Pool).connect !== "function")) {
       throw new InvalidOptionsError("pool", "expected a pg.Pool or a PGlite instance");
     }
-    const { schema, lineage, prepared, leaseSeconds, ttlSeconds, maxValueBytes, versioning } = checkedSettings(options);
+    const { schema, lineage, prepared, leaseSeconds, ttlSeconds, maxValueBytes, versioning, elementStorage } = checkedSettings(options);
     this.schema = schema;
     this.lineage = lineage;
     const db = pglite ? pgliteDb(pool) : poolDb(pool as pg.Pool);
@@ -117,6 +118,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
       ttlSeconds,
       maxValueBytes,
       versioning,
+      elements: elementStorage ? new ElementMemory() : undefined,
       ensureReady: () => runner.ensureReady(),
       query: (op, values, what) => runner.run(queries[op], values, what),
       run: (text, values, what) => runner.run(text, values, what),
@@ -263,7 +265,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const res = checkpointId
       ? await this.#ctx.query<ReadRow>("getById", [threadId, ns, checkpointId], "getTuple")
       : await this.#ctx.query<ReadRow>("getHead", [threadId, ns], "getTuple");
-    const [tuple] = await toTuples(this.#ctx, res.rows);
+    const [tuple] = await toTuples(this.#ctx, res.rows, true, true);
     return tuple;
   }
 
@@ -324,7 +326,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
   async #putOrRelease(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     try {
       const started = performance.now();
-      return await runPut(this.#ctx, await encodePut(this.#ctx, { config, checkpoint, metadata, newVersions }), started);
+      const call = { config, checkpoint, metadata, newVersions };
+      return await runPut(this.#ctx, await encodePut(this.#ctx, call), started, () => encodePut(this.#ctx, call, true));
     } catch (err) {
       // A put that starts a run does not own its parent's lease (another run may): only its own checkpoint's.
       const source = (metadata as { source?: unknown } | undefined)?.source;
@@ -390,6 +393,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
         await tx.query(this.#ctx.queries.deleteHeads, [threadId]);
         await tx.query(this.#ctx.queries.deleteThread, [threadId]);
       });
+      this.#ctx.elements?.forgetThread(threadId);
     } catch (err) {
       throw await this.#runner.failure(err, "deleteThread");
     }

@@ -15,6 +15,7 @@ import { LIMITS, checkKey, readConfig } from "../validate.js";
 import type { WriteRows } from "./coalesce.js";
 import type { SaverContext } from "./context.js";
 import { MAX_STATEMENT_BYTES, boundBytes, checkSize, checkStatementSize, encodeUnversioned, named, pack } from "./encode.js";
+import { ELEMENTS_CHANNEL, REFS_TYPE, encodeList, isElementList, lineageKey, storesElements, type ElementRow } from "./elements.js";
 import { ALLOW_FORK_KEY } from "./options.js";
 import { putWritesBatchValues, putWritesValues, type PutParams } from "./params.js";
 
@@ -33,6 +34,10 @@ export interface EncodedPut {
   channelVersions: ChannelVersions | undefined;
   /** `configurable.allow_fork` was set (a fork in linear mode is deliberate). */
   allowFork: boolean;
+  /** The element hashes each list channel written refers to, and the channels written whole (elements.ts). */
+  elements: { lists: Map<string, string[]>; whole: string[] } | undefined;
+  /** Some elements were left out as the parent's (a put whose parent turns out not to be stored must send them). */
+  reliesOnParent: boolean;
 }
 
 /**
@@ -40,31 +45,54 @@ export interface EncodedPut {
  * for channels an upcast gave a version with no blob yet), the checkpoint
  * without its values, the metadata, the values of channels without a version.
  */
-export async function encodePut(ctx: SaverContext, call: PutCall): Promise<EncodedPut> {
+export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = false): Promise<EncodedPut> {
   const { config, checkpoint, metadata, newVersions } = call;
   const { threadId, checkpointNs, checkpointId: parentId } = readConfig(config, "put");
   const ns = checkpointNs ?? "";
   if (checkpoint === null || typeof checkpoint !== "object") throw new InvalidInputError("put checkpoint", "expected a checkpoint object");
   const id = checkKey("put checkpoint.id", checkpoint.id, LIMITS.checkpoint_id);
   const values = (checkpoint.channel_values ?? {}) as Record<string, unknown>;
+  for (const channel of Object.keys(checkpoint.channel_versions ?? {})) {
+    if (channel === ELEMENTS_CHANNEL) throw new InvalidInputError("put checkpoint.channel_versions", `${JSON.stringify(ELEMENTS_CHANNEL)} is reserved for the saver's element rows`);
+  }
   const channels: string[] = [];
   const versions: string[] = [];
   const types: string[] = [];
   const payloads: (Uint8Array | null)[] = [];
+  // List channels by their elements (elements.ts): only those the parent does not refer to are sent.
+  const memory = ctx.elements !== undefined && storesElements(ctx.serde) ? ctx.elements : undefined;
+  const known = sendAll ? undefined : memory?.known(lineageKey(threadId!, ns), parentId ?? null);
+  const sending = new Set<string>();
+  const elementRows: ElementRow[] = [];
+  const listHashes = new Map<string, string[]>();
+  const wholeChannels: string[] = [];
   await Promise.all(
     Object.entries(newVersions ?? {}).map(async ([channel, version]) => {
       checkKey("put newVersions key (channel)", channel, LIMITS.channel);
+      if (channel === ELEMENTS_CHANNEL) throw new InvalidInputError("put newVersions", `${JSON.stringify(ELEMENTS_CHANNEL)} is reserved for the saver's element rows`);
       const v = checkKey("put newVersions value (version)", String(version), LIMITS.version);
       let type = "empty";
       let bytes: Uint8Array | null = null;
       if (Object.prototype.hasOwnProperty.call(values, channel)) {
         const field = `put checkpoint.channel_values[${JSON.stringify(channel)}]`;
+        const value = values[channel];
         try {
-          [type, bytes] = await dumpsForRow(ctx.serde, values[channel], { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v });
+          if (memory && isElementList(value) && (await memory.usable(ctx.serde, value[0]))) {
+            const list = await encodeList(ctx.serde, value, known, sending, (b, i) => checkSize(ctx, `${field}[${i}]`, b));
+            type = REFS_TYPE;
+            bytes = list.refs;
+            elementRows.push(...list.rows);
+            listHashes.set(channel, list.hashes);
+          } else {
+            [type, bytes] = await dumpsForRow(ctx.serde, value, { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v });
+            wholeChannels.push(channel);
+          }
         } catch (err) {
           throw named(err, field);
         }
         checkSize(ctx, field, bytes);
+      } else {
+        wholeChannels.push(channel);
       }
       channels.push(channel);
       versions.push(v);
@@ -72,6 +100,12 @@ export async function encodePut(ctx: SaverContext, call: PutCall): Promise<Encod
       payloads.push(bytes);
     }),
   );
+  for (const row of elementRows) {
+    channels.push(ELEMENTS_CHANNEL);
+    versions.push(row.hash);
+    types.push(row.type);
+    payloads.push(row.bytes);
+  }
   // Channels an upcast created or changed carry a version with no blob yet: store it now.
   await Promise.all(
     Object.entries(checkpoint.channel_versions ?? {}).map(async ([channel, version]) => {
@@ -150,7 +184,13 @@ export async function encodePut(ctx: SaverContext, call: PutCall): Promise<Encod
     unversionedType: unversioned.type,
     unversionedValues: unversioned.bytes,
   };
-  return { params, channelVersions: checkpoint.channel_versions, allowFork };
+  return {
+    params,
+    channelVersions: checkpoint.channel_versions,
+    allowFork,
+    elements: memory ? { lists: listHashes, whole: wholeChannels } : undefined,
+    reliesOnParent: known !== undefined && listHashes.size > 0,
+  };
 }
 
 /** A `putWrites` call's arguments. */

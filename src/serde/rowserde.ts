@@ -39,7 +39,8 @@ export interface RowBoundSerializer extends SerializerProtocol {
   loadsTypedForRow(type: string, data: Uint8Array | string, row: ValueRow): Promise<any>;
 }
 
-function isRowBound(serde: SerializerProtocol): serde is RowBoundSerializer {
+/** Whether `serde` binds values to their rows (has both methods of {@link RowBoundSerializer}). */
+export function isRowBound(serde: SerializerProtocol): serde is RowBoundSerializer {
   const s = serde as Partial<RowBoundSerializer>;
   return typeof s.dumpsTypedForRow === "function" && typeof s.loadsTypedForRow === "function";
 }

@@ -8,11 +8,12 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Command } from "@langchain/langgraph";
+import { AIMessage, HumanMessage } from "@langchain/core/messages";
+import { Command, END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PGlite } from "@electric-sql/pglite";
-import { latestVersion, loadMigrations, migrate, PostgresSaver, type PruneResult } from "../../src/index.js";
+import { latestVersion, loadMigrations, migrate, PostgresSaver, type CompactResult, type PruneResult } from "../../src/index.js";
 import { migrationNumber } from "../../src/errors.js";
 import { withTestDatabase } from "../helpers/db.js";
 import { addressGraph, nestedGraph } from "../helpers/graphs.js";
@@ -136,7 +137,7 @@ describe("CLI against Postgres", () => {
   });
 
   it("prints --help for the CLI and every command, exit 0", async () => {
-    const commands = ["migrate", "status", "threads", "history", "show", "export", "import", "prune"];
+    const commands = ["migrate", "status", "threads", "history", "show", "export", "import", "prune", "compact"];
     const runs = await Promise.all([runCli(["--help"]), ...commands.map((c) => runCli([c, "--help"]))]);
     expect(runs.map((r) => r.code)).toEqual(runs.map(() => 0));
     expect(runs[0]!.stdout).toMatch(/Usage: langgraph-checkpoint-pg <command>/);
@@ -158,6 +159,9 @@ describe("CLI against Postgres", () => {
       [["status", "--schema"], /option --schema needs a value/],
       [["status", "--schema", "pg_nope", "--database-url", db.url], /--schema: names starting with pg_ are reserved/],
       [["threads", ...pg("src"), "--limit", "0"], /--limit: expected a positive integer, got "0"/],
+      [["compact", ...pg("src"), "--batch-size", "0"], /--batch-size: expected a positive integer, got "0"/],
+      [["compact", ...pg("src"), "--thread", ""], /--thread/],
+      [["compact", ...pg("src"), "extra"], /unexpected argument "extra"/],
       [["history", ...pg("src")], /missing argument <thread>/],
       [["show", ...pg("src"), "a", "b", "c"], /unexpected argument "c"/],
       [["export", ...pg("src")], /missing argument <thread> \(or --all\)/],
@@ -433,6 +437,40 @@ describe("CLI against Postgres", () => {
     expect(done.threads).toBeUndefined();
     expect(await count()).toBe(4);
     expect((await graph.getState(cfg("p"))).values).toEqual(state);
+  });
+
+  it("compact: --dry-run --json counts and changes nothing; then lists are stored by their elements and the state reads the same", async () => {
+    await migrate({ pool: db.pool, schema: "compactable" });
+    const saver = new PostgresSaver(db.pool, { schema: "compactable" });
+    const graph = new StateGraph(MessagesAnnotation)
+      .addNode("ai", (s) => ({ messages: [new AIMessage({ content: `reply ${s.messages.length}`, id: `ai-${s.messages.length}` })] }))
+      .addEdge(START, "ai")
+      .addEdge("ai", END)
+      .compile({ checkpointer: saver });
+    for (let i = 0; i < 3; i++) await graph.invoke({ messages: [new HumanMessage({ content: `hello ${i}`, id: `h-${i}` })] }, cfg("c"));
+    const state = await graph.getState(cfg("c"));
+    const blobs = async () =>
+      (await db.pool.query("SELECT channel, version, type, value FROM compactable.checkpoint_blobs ORDER BY thread_id, checkpoint_ns, channel, version")).rows;
+    const before = await blobs();
+    const lists = before.filter((b) => b.channel === "messages" && b.type !== "empty").length;
+
+    const dry = await runCli(["compact", ...pg("compactable"), "--dry-run", "--json"]);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout) as CompactResult).toMatchObject({ dryRun: true, threads: 1, threadsCompacted: 1, lists, elementRows: 6, listsSkipped: 0 });
+    expect(await blobs()).toEqual(before);
+
+    const real = await runCli(["compact", ...pg("compactable"), "--thread", "c"]);
+    expect(real.code, real.stderr).toBe(0);
+    expect(real.stdout).toMatch(new RegExp(`^Rewrote ${lists} list\\(s\\) in 1 of 1 thread\\(s\\), adding 6 element row\\(s\\): \\S+ \\S* ?of list values become \\S+ \\S* ?in schema "compactable" of `));
+    expect(real.stdout).toMatch(/A release before element storage cannot read these threads/);
+    const after = await blobs();
+    expect(after.filter((b) => b.channel === "messages" && b.type === "pg:refs")).toHaveLength(lists);
+    expect(after.filter((b) => b.channel === "__elements__")).toHaveLength(6);
+    expect((await graph.getState(cfg("c"))).values).toStrictEqual(state.values);
+
+    const again = await runCli(["compact", ...pg("compactable"), "--json"]);
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.stdout) as CompactResult).toMatchObject({ dryRun: false, threads: 1, lists: 0, elementRows: 0 });
   });
 
   it("threads delete: --dry-run lists what would go; an unknown thread deletes nothing; then the thread is gone, others stay", async () => {

@@ -1,0 +1,256 @@
+/**
+ * compact (src/ops/compact.ts, issue #21): threads written with whole list
+ * values, converted into element storage, read back exactly as before (from a
+ * saver with element storage and from one without), each message stored once
+ * per thread and namespace, fewer bytes; a dry run changes nothing and counts
+ * the same; a second run changes nothing; the thread goes on; prune keeps
+ * what the remaining checkpoints need.
+ */
+import { randomBytes } from "node:crypto";
+import { AIMessage, HumanMessage } from "@langchain/core/messages";
+import type { RunnableConfig } from "@langchain/core/runnables";
+import { Annotation, END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
+import type { BaseCheckpointSaver, CheckpointTuple } from "@langchain/langgraph-checkpoint";
+import { beforeAll, describe, expect, it } from "vitest";
+import { compact, EncryptedSerializer, InvalidOptionsError, migrate, PostgresSaver, prune, type CompactResult } from "../../src/index.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { tid } from "../helpers/graphs.js";
+
+const db = withTestDatabase("compact");
+let whole: PostgresSaver;
+let elements: PostgresSaver;
+
+beforeAll(async () => {
+  await migrate({ pool: db.pool });
+  whole = new PostgresSaver(db.pool);
+  elements = new PostgresSaver(db.pool, { elementStorage: true });
+});
+
+const cfg = (thread_id: string): RunnableConfig => ({ configurable: { thread_id } });
+
+/** A chat with a counter (not a list) and a list channel that stays empty. */
+const State = Annotation.Root({
+  ...MessagesAnnotation.spec,
+  turns: Annotation<number>({ reducer: (_, b) => b, default: () => 0 }),
+  empty: Annotation<string[]>({ reducer: (_, b) => b, default: () => [] }),
+});
+
+function chat(checkpointer: BaseCheckpointSaver) {
+  return new StateGraph(State)
+    .addNode("ai", (s) => ({
+      messages: [new AIMessage({ content: `reply to ${String(s.messages.at(-1)!.content).slice(0, 30)} ${"text ".repeat(60)}`, id: `ai-${s.messages.at(-1)!.id}` })],
+      turns: s.turns + 1,
+      empty: [],
+    }))
+    .addEdge(START, "ai")
+    .addEdge("ai", END)
+    .compile({ checkpointer });
+}
+
+const human = (i: number) => new HumanMessage({ content: `turn ${i}: ${"words ".repeat(50)}`, id: `h-${i}` });
+
+/** A thread of `turns` turns written by the default saver (whole values): 2 x turns messages. */
+async function wholeThread(prefix: string, turns: number): Promise<string> {
+  const thread = tid(prefix);
+  const graph = chat(whole);
+  for (let i = 0; i < turns; i++) await graph.invoke({ messages: [human(i)] }, cfg(thread));
+  return thread;
+}
+
+/** Everything a saver reads of a thread: list(), getTuple() of each checkpoint and of the head, getStateHistory(). */
+async function readAll(saver: PostgresSaver, thread: string) {
+  const listed: CheckpointTuple[] = [];
+  for await (const t of saver.list(cfg(thread))) listed.push(t);
+  const byId = await Promise.all(listed.map((t) => saver.getTuple(t.config)));
+  const head = await saver.getTuple(cfg(thread));
+  const history = [];
+  for await (const s of chat(saver).getStateHistory(cfg(thread))) history.push(s);
+  return { listed, byId, head, history };
+}
+
+async function blobBytes(threads: string[]): Promise<number> {
+  const { rows } = await db.pool.query<{ n: string }>("SELECT coalesce(sum(octet_length(value)), 0)::bigint AS n FROM checkpoint_blobs WHERE thread_id = ANY($1)", [threads]);
+  return Number(rows[0]!.n);
+}
+
+/** Element rows per namespace: elements and chunks. */
+async function elementRows(thread: string): Promise<{ ns: string; elements: number; chunks: number }[]> {
+  const { rows } = await db.pool.query<{ ns: string; elements: number; chunks: number }>(
+    `SELECT checkpoint_ns AS ns, count(*) FILTER (WHERE type <> 'pg:refs')::int AS elements, count(*) FILTER (WHERE type = 'pg:refs')::int AS chunks
+       FROM checkpoint_blobs WHERE thread_id = $1 AND channel = '__elements__' GROUP BY 1 ORDER BY 1`,
+    [thread],
+  );
+  return rows;
+}
+
+/** Every blob row of the threads, every column, as text: what a dry run must leave as it is. */
+async function blobDump(threads: string[]): Promise<string> {
+  const { rows } = await db.pool.query<{ d: string | null }>(
+    "SELECT string_agg(to_jsonb(b)::text, E'\\n' ORDER BY thread_id, checkpoint_ns, channel, version) AS d FROM checkpoint_blobs b WHERE thread_id = ANY($1)",
+    [threads],
+  );
+  return rows[0]!.d ?? "";
+}
+
+const counts = (r: CompactResult) => ({ threads: r.threads, threadsCompacted: r.threadsCompacted, lists: r.lists, elementRows: r.elementRows, bytesBefore: r.bytesBefore, bytesAfter: r.bytesAfter, listsSkipped: r.listsSkipped });
+
+describe("compact converts lists stored whole", () => {
+  it("reads back exactly as before, each message once, fewer bytes; a dry run counts the same and changes nothing; a second run changes nothing", async () => {
+    // 20 turns: 40 messages (more than a chunk of 32), over 41 checkpoints; and a short thread.
+    const threads = [await wholeThread("long", 20), await wholeThread("short", 2)];
+    const before = await Promise.all(threads.map((t) => readAll(whole, t)));
+    expect(before[0]!.head!.checkpoint.channel_values.messages).toHaveLength(40);
+    expect(before[0]!.head!.checkpoint.channel_values.empty).toEqual([]);
+    expect(before[0]!.head!.checkpoint.channel_values.turns).toBe(20);
+    expect(await elementRows(threads[0]!)).toEqual([]);
+    const bytesBefore = await blobBytes(threads);
+    const dump = await blobDump(threads);
+
+    const dry = await compact({ pool: db.pool, threadIds: threads, dryRun: true, batchSize: 7 });
+    expect(dry.dryRun).toBe(true);
+    expect(await blobDump(threads)).toBe(dump);
+    expect(dry.lists).toBeGreaterThan(20);
+
+    const progress: number[] = [];
+    const done = await compact({ pool: db.pool, threadIds: threads, batchSize: 7, onProgress: (p) => void progress.push(p.lists) });
+    expect(done.dryRun).toBe(false);
+    expect(counts(done)).toEqual(counts(dry));
+    expect(done).toMatchObject({ threads: 2, threadsCompacted: 2, listsSkipped: 0 });
+    expect(progress.at(-1)).toBe(done.lists);
+
+    // Every messages version is now refs; the counter and the empty list are as they were.
+    const { rows: types } = await db.pool.query<{ channel: string; type: string; n: number }>(
+      "SELECT channel, type, count(*)::int AS n FROM checkpoint_blobs WHERE thread_id = ANY($1) AND channel IN ('messages', 'turns', 'empty') GROUP BY 1, 2 ORDER BY 1, 2",
+      [threads],
+    );
+    expect(types.filter((r) => r.channel === "messages").map((r) => r.type)).toEqual(["pg:refs"]);
+    expect(types.find((r) => r.channel === "messages")!.n).toBe(done.lists);
+    expect(types.filter((r) => r.channel !== "messages").every((r) => r.type === "msgpack")).toBe(true);
+
+    // Each message once per thread and namespace; the 32 first in one chunk.
+    expect(await elementRows(threads[0]!)).toEqual([{ ns: "", elements: 40, chunks: 1 }]);
+    expect(await elementRows(threads[1]!)).toEqual([{ ns: "", elements: 4, chunks: 0 }]);
+    expect(done.elementRows).toBe(40 + 1 + 4);
+
+    // The bytes compact reports, and what the table holds.
+    const bytesAfter = await blobBytes(threads);
+    expect(done.bytesAfter).toBeLessThan(done.bytesBefore);
+    expect(bytesBefore - bytesAfter).toBe(done.bytesBefore - done.bytesAfter);
+    expect(bytesAfter).toBeLessThan(bytesBefore / 3);
+
+    // The same reads, from a saver with element storage and from one without.
+    for (const saver of [whole, elements, new PostgresSaver(db.pool, { elementStorage: true })]) {
+      const after = await Promise.all(threads.map((t) => readAll(saver, t)));
+      expect(after).toStrictEqual(before);
+    }
+
+    const again = await compact({ pool: db.pool, threadIds: threads });
+    expect(again).toMatchObject({ threads: 2, threadsCompacted: 0, lists: 0, elementRows: 0, bytesBefore: 0, bytesAfter: 0 });
+    const dryAgain = await compact({ pool: db.pool, threadIds: threads, dryRun: true });
+    expect(dryAgain).toMatchObject({ lists: 0, elementRows: 0 });
+  });
+
+  it("readers running meanwhile see each list whole: before or after, never half converted", async () => {
+    const thread = await wholeThread("readers", 12);
+    const expected = new Map<string, number>();
+    for await (const t of whole.list(cfg(thread))) expected.set(t.checkpoint.id, (t.checkpoint.channel_values.messages as unknown[] | undefined)?.length ?? 0);
+    let done = false;
+    let reads = 0;
+    const reader = async (saver: PostgresSaver) => {
+      while (!done) {
+        for await (const t of saver.list(cfg(thread))) {
+          expect((t.checkpoint.channel_values.messages as unknown[] | undefined)?.length ?? 0).toBe(expected.get(t.checkpoint.id));
+        }
+        reads += 1;
+      }
+    };
+    const readers = [reader(whole), reader(elements)];
+    // One list per transaction: many commits for the readers to fall between.
+    const result = await compact({ pool: db.pool, threadIds: [thread], batchSize: 1 }).finally(() => (done = true));
+    await Promise.all(readers);
+    expect(result.lists).toBe(24);
+    expect(reads).toBeGreaterThan(1);
+  });
+
+  it("every thread of the schema when no threadIds are given; a thread of another schema is left alone", async () => {
+    await migrate({ pool: db.pool, schema: "other" });
+    const other = new PostgresSaver(db.pool, { schema: "other" });
+    const thread = tid("other");
+    for (let i = 0; i < 3; i++) await chat(other).invoke({ messages: [human(i)] }, cfg(thread));
+    const mine = await wholeThread("all", 3);
+    const result = await compact({ pool: db.pool });
+    expect(result.threads).toBeGreaterThanOrEqual(2);
+    expect(result.threadsCompacted).toBeGreaterThanOrEqual(1);
+    expect((await elementRows(mine))[0]!.elements).toBe(6);
+    const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM other.checkpoint_blobs WHERE channel = '__elements__' OR type = 'pg:refs'");
+    expect(rows[0].n).toBe(0);
+    expect(await compact({ pool: db.pool })).toMatchObject({ lists: 0, elementRows: 0 });
+    const inOther = await compact({ pool: db.pool, schema: "other", dryRun: true });
+    expect(inOther).toMatchObject({ threads: 1, threadsCompacted: 1 });
+    expect(inOther.lists).toBeGreaterThan(0);
+  });
+
+  it("a converted thread goes on, with and without element storage, and reads as a thread never converted", async () => {
+    const converted = await wholeThread("goes-on", 5);
+    const reference = await wholeThread("reference", 5);
+    await compact({ pool: db.pool, threadIds: [converted] });
+    await chat(elements).invoke({ messages: [human(5)] }, cfg(converted));
+    await chat(whole).invoke({ messages: [human(6)] }, cfg(converted));
+    await chat(whole).invoke({ messages: [human(5)] }, cfg(reference));
+    await chat(whole).invoke({ messages: [human(6)] }, cfg(reference));
+    const [a, b] = [await chat(whole).getState(cfg(converted)), await chat(whole).getState(cfg(reference))];
+    expect(a.values.messages).toHaveLength(14);
+    expect(a.values).toStrictEqual(b.values);
+    // The put with element storage stored only the two new messages.
+    expect((await elementRows(converted))[0]!.elements).toBe(12);
+    // The default saver's two versions after it are whole again, and convert.
+    expect((await compact({ pool: db.pool, threadIds: [converted] })).lists).toBe(2);
+    expect((await elementRows(converted))[0]!.elements).toBe(14);
+    expect((await chat(elements).getState(cfg(converted))).values).toStrictEqual(b.values);
+  });
+
+  it("prune after compact keeps every element the remaining checkpoints name; what they read is intact", async () => {
+    const thread = await wholeThread("prune", 20);
+    const before = await readAll(whole, thread);
+    await compact({ pool: db.pool, threadIds: [thread] });
+    const result = await prune({ pool: db.pool, threadIds: [thread], keepLast: 5, grace: 0 });
+    expect(result.checkpoints).toBe(before.listed.length - 5);
+    const after = await readAll(elements, thread);
+    expect(after.listed).toHaveLength(5);
+    expect(after.listed).toStrictEqual(before.listed.slice(0, 5));
+    expect(after.head).toStrictEqual(before.head);
+    // Every remaining list holds all 40 messages (the checkpoints pruned named no others): none went.
+    expect((await elementRows(thread))[0]!.elements).toBe(40);
+    await chat(elements).invoke({ messages: [human(20)] }, cfg(thread));
+    expect((await chat(whole).getState(cfg(thread))).values.messages).toHaveLength(42);
+  });
+
+  it("refuses a serializer that binds values to their rows, and bad options, before any SQL", async () => {
+    const noSql = { query: () => Promise.reject(new Error("no SQL may run")) } as never;
+    const encrypted = new EncryptedSerializer({ keys: { k1: randomBytes(32) }, current: "k1" });
+    const cases: [Parameters<typeof compact>[0], string][] = [
+      [{ pool: noSql, serde: encrypted }, "serde"],
+      [{ pool: noSql, serde: {} as never }, "serde"],
+      [{ pool: noSql, batchSize: 0 }, "batchSize"],
+      [{ pool: noSql, batchSize: 1.5 }, "batchSize"],
+      [{ pool: noSql, threadIds: [] }, "threadIds"],
+      [{ pool: noSql, threadIds: "t" as never }, "threadIds"],
+      [{ pool: noSql, threadIds: ["ok", "nul\u0000"] }, "threadIds[1]"],
+      [{ pool: noSql, schema: "" }, "schema"],
+      [{ pool: noSql, dryRun: "yes" as never }, "dryRun"],
+      [{ pool: noSql, onProgress: 1 as never }, "onProgress"],
+      [{ pool: noSql, connectionString: db.url }, "pool/connectionString"],
+      [{}, "pool/connectionString"],
+      [{ pool: {} as never }, "pool"],
+      [null as never, "options"],
+    ];
+    for (const [options, option] of cases) {
+      const err = await compact(options).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err, option).toBeInstanceOf(InvalidOptionsError);
+      expect((err as InvalidOptionsError).option).toBe(option);
+    }
+  });
+});

@@ -1,0 +1,202 @@
+/**
+ * Issue 21: the operations tools on lists stored by their elements
+ * (saver/elements.ts, `elementStorage: true`). A chat thread of more than 32 messages (so chunks
+ * exist) written through a real StateGraph: `show` decodes the whole list and
+ * never shows element rows as channels; export carries the element rows and
+ * imports back to the same tuples; rollback to the official saver stores the
+ * whole list again; reencrypt rewrites element rows and leaves refs alone.
+ */
+import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
+import type { RunnableConfig } from "@langchain/core/runnables";
+import type { BaseCheckpointSaver, CheckpointTuple } from "@langchain/langgraph-checkpoint";
+import { PostgresSaver as OfficialSaver } from "@langchain/langgraph-checkpoint-postgres";
+import { randomBytes } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { EncryptedSerializer, exportThread, importThread, migrate, PostgresSaver, reencrypt, rollbackAdoption, show, type BlobRecord } from "../../src/index.js";
+import { ELEMENTS_CHANNEL, REFS_TYPE } from "../../src/saver/elements.js";
+import { runCli } from "../helpers/cli.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { chatGraph, tid } from "../helpers/graphs.js";
+
+const db = withTestDatabase("elements");
+const cfg = (thread_id: string): RunnableConfig => ({ configurable: { thread_id, checkpoint_ns: "" } });
+
+/** `n` human messages (the bot answers the last one). */
+const humans = (n: number, from = 0): BaseMessage[] => Array.from({ length: n }, (_, i) => new HumanMessage({ id: `h${from + i}`, content: `question ${from + i}` }));
+
+/** A chat of 42 messages in two runs: 39 + answer, then 1 + answer (the second run's list shares the first's elements and chunk). */
+async function longChat(saver: BaseCheckpointSaver, thread: string): Promise<void> {
+  await chatGraph(saver).invoke({ messages: humans(39) }, cfg(thread));
+  await chatGraph(saver).invoke({ messages: humans(1, 39) }, cfg(thread));
+}
+
+async function listAll(saver: BaseCheckpointSaver, thread: string): Promise<CheckpointTuple[]> {
+  const out: CheckpointTuple[] = [];
+  for await (const t of saver.list(cfg(thread))) out.push(t);
+  return out;
+}
+
+/** The thread's element rows by type: element values and chunks. */
+async function elementRows(schema: string, thread: string): Promise<{ elements: number; chunks: number }> {
+  const { rows } = await db.pool.query(
+    `SELECT count(*) FILTER (WHERE type <> $3)::int AS elements, count(*) FILTER (WHERE type = $3)::int AS chunks
+       FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel = $2`,
+    [thread, ELEMENTS_CHANNEL, REFS_TYPE],
+  );
+  return rows[0];
+}
+
+describe("operations tools on lists stored by their elements", () => {
+  it("show: the messages channel is the whole list, decoded; element rows are not channels", async () => {
+    const schema = "el_show";
+    await migrate({ pool: db.pool, schema });
+    const saver = new PostgresSaver(db.pool, { schema, elementStorage: true });
+    const thread = tid("show");
+    await longChat(saver, thread);
+    // Stored by elements, with a chunk (the test means nothing otherwise).
+    expect(await elementRows(schema, thread)).toEqual({ elements: 42, chunks: 1 });
+    const head = (await saver.getTuple(cfg(thread)))!;
+    const messages = head.checkpoint.channel_values.messages as BaseMessage[];
+    expect(messages).toHaveLength(42);
+
+    const shown = (await show({ pool: db.pool, schema, threadId: thread }))!;
+    expect(shown.channels.map((c) => c.channel)).not.toContain(ELEMENTS_CHANNEL);
+    const channel = shown.channels.find((c) => c.channel === "messages")!;
+    expect(channel.type).toBe(REFS_TYPE);
+    expect(channel.value).toEqual(messages);
+    // An earlier checkpoint (39 + 1 messages: one full chunk and 8 more) reads the same as the saver reads it.
+    const first = (await listAll(saver, thread)).find((t) => (t.checkpoint.channel_values.messages as unknown[] | undefined)?.length === 40)!;
+    const earlier = (await show({ pool: db.pool, schema, threadId: thread, checkpointId: first.checkpoint.id }))!;
+    expect(earlier.channels.find((c) => c.channel === "messages")!.value).toEqual(first.checkpoint.channel_values.messages);
+    // The CLI prints the same list.
+    const cli = await runCli(["show", thread, "--database-url", db.url, "--schema", schema, "--json"]);
+    expect(cli.code, cli.stderr).toBe(0);
+    const printed = (JSON.parse(cli.stdout) as { channels: { channel: string; value: { kwargs: { content: string } }[] }[] }).channels;
+    expect(printed.map((c) => c.channel)).not.toContain(ELEMENTS_CHANNEL);
+    expect(printed.find((c) => c.channel === "messages")!.value.map((m) => m.kwargs.content)).toEqual(messages.map((m) => m.content));
+
+    // A missing element makes the list undecodable, never shorter.
+    await db.pool.query(`DELETE FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel = $2 AND type <> $3 AND version = (
+                           SELECT min(version) FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel = $2 AND type <> $3)`, [thread, ELEMENTS_CHANNEL, REFS_TYPE]);
+    const broken = (await show({ pool: db.pool, schema, threadId: thread }))!;
+    expect(broken.channels.find((c) => c.channel === "messages")!.value).toMatchObject({ $type: "undecodable", error: expect.stringMatching(/element [0-9a-f]{32} is not stored/) });
+  });
+
+  it("export carries the element rows (lists decoded whole, chunks marked); export -> delete -> import reads back identical", async () => {
+    const schema = "el_export";
+    await migrate({ pool: db.pool, schema });
+    const saver = new PostgresSaver(db.pool, { schema, elementStorage: true });
+    const thread = tid("export");
+    await longChat(saver, thread);
+    const before = await listAll(saver, thread);
+    const head = before[0]!;
+
+    const records = await exportThread({ pool: db.pool, schema, threadId: thread });
+    const blobs = records.filter((r): r is BlobRecord => r.kind === "blob");
+    const elements = blobs.filter((b) => b.channel === ELEMENTS_CHANNEL);
+    expect({ elements: elements.filter((b) => b.type !== REFS_TYPE).length, chunks: elements.filter((b) => b.type === REFS_TYPE).length }).toEqual(
+      await elementRows(schema, thread),
+    );
+    // An element decodes to its message; a chunk to its 32 hashes, marked; the list to the whole list.
+    expect(elements.find((b) => b.type !== REFS_TYPE)!.decoded).toMatchObject({ $type: "lc", kwargs: { content: expect.stringMatching(/^(question|echo)/) } });
+    const chunk = elements.find((b) => b.type === REFS_TYPE)!;
+    expect(chunk.decoded).toEqual({ $type: REFS_TYPE, hashes: expect.arrayContaining([expect.stringMatching(/^[0-9a-f]{32}$/)]) });
+    expect((chunk.decoded as { hashes: string[] }).hashes).toHaveLength(32);
+    const list = blobs.find((b) => b.channel === "messages" && b.version === String(head.checkpoint.channel_versions.messages))!;
+    expect(list.type).toBe(REFS_TYPE);
+    expect(list.decoded).toHaveLength(42);
+    expect((list.decoded as { kwargs: { content: string } }[]).map((m) => m.kwargs.content)).toEqual(
+      (head.checkpoint.channel_values.messages as BaseMessage[]).map((m) => m.content),
+    );
+    expect(records.at(-1)).toMatchObject({ kind: "end", blobs: blobs.length });
+
+    await saver.deleteThread(thread);
+    expect(await saver.getTuple(cfg(thread))).toBeUndefined();
+    await importThread({ pool: db.pool, schema, records });
+    // A new saver (nothing remembered) and the one that wrote it read the same tuples.
+    expect(await listAll(new PostgresSaver(db.pool, { schema }), thread)).toEqual(before);
+    expect(await saver.getTuple(cfg(thread))).toEqual(head);
+    // And the imported thread goes on.
+    await chatGraph(saver).invoke({ messages: humans(1, 40) }, cfg(thread));
+    expect((await saver.getTuple(cfg(thread)))!.checkpoint.channel_values.messages).toHaveLength(44);
+  });
+
+  it("reencrypt: element rows written before encryption are encrypted bound to their own rows; refs values are left as they are", async () => {
+    const schema = "el_reencrypt";
+    await migrate({ pool: db.pool, schema });
+    const thread = tid("reencrypt");
+    await longChat(new PostgresSaver(db.pool, { schema, elementStorage: true }), thread);
+    const plain = await listAll(new PostgresSaver(db.pool, { schema, elementStorage: true }), thread);
+    const counts = await elementRows(schema, thread);
+    const refs = async () =>
+      (await db.pool.query(`SELECT channel, version, value FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND type = $2 ORDER BY 1, 2`, [thread, REFS_TYPE])).rows;
+    const refsBefore = await refs();
+    expect(refsBefore.length).toBeGreaterThan(counts.chunks);
+    const { rows: valued } = await db.pool.query(
+      `SELECT count(*)::int AS n FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND type NOT IN ('empty', $2) AND value IS NOT NULL`,
+      [thread, REFS_TYPE],
+    );
+
+    const k1 = randomBytes(32);
+    const migrating = new EncryptedSerializer({ keys: { k1 }, current: "k1", allowPlaintext: true });
+    expect((await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true })).blobs).toBe(valued[0].n);
+    expect((await reencrypt({ pool: db.pool, schema, serde: migrating })).blobs).toBe(valued[0].n);
+    const { rows: types } = await db.pool.query(
+      `SELECT DISTINCT channel = $2 AS element, type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL ORDER BY 1, 2`,
+      [thread, ELEMENTS_CHANNEL],
+    );
+    expect(types).toEqual([
+      { element: false, type: "enc:k1:msgpack" },
+      { element: false, type: REFS_TYPE },
+      { element: true, type: "enc:k1:msgpack" },
+      { element: true, type: REFS_TYPE },
+    ]);
+    expect(await refs()).toEqual(refsBefore);
+
+    // Read without plaintext: the same tuples; show and export decode the lists too; nothing left to rewrite.
+    const strict = new EncryptedSerializer({ keys: { k1 }, current: "k1" });
+    expect(await listAll(new PostgresSaver(db.pool, { schema, serde: strict }), thread)).toEqual(plain);
+    const shown = (await show({ pool: db.pool, schema, threadId: thread, serde: strict }))!;
+    expect(shown.channels.find((c) => c.channel === "messages")!.value).toEqual(plain[0]!.checkpoint.channel_values.messages);
+    const records = await exportThread({ pool: db.pool, schema, threadId: thread, serde: strict });
+    expect(JSON.stringify(records)).not.toContain("undecodable");
+    expect(await reencrypt({ pool: db.pool, schema, serde: strict })).toMatchObject({ blobs: 0, writes: 0, checkpoints: 0 });
+  });
+  // Last: the official tables it makes stand in the way of migrating another schema without `adopt`.
+  it("rollback: a chat continued by this package (elements) is whole again in the official tables, and the official saver goes on", async () => {
+    const from = "el_official";
+    const schema = "el_adopted";
+    const official = new OfficialSaver(db.pool, undefined, { schema: from });
+    await official.setup();
+    const thread = tid("rollback");
+    // Begun by the official saver, adopted, continued here past one chunk.
+    await chatGraph(official).invoke({ messages: humans(1, 100) }, cfg(thread));
+    await migrate({ pool: db.pool, schema, adopt: { from } });
+    const ours = new PostgresSaver(db.pool, { schema, elementStorage: true });
+    await longChat(ours, thread);
+    expect((await elementRows(schema, thread)).chunks).toBeGreaterThan(0);
+    const want = await listAll(ours, thread);
+    expect(want[0]!.checkpoint.channel_values.messages).toHaveLength(44);
+
+    const result = await rollbackAdoption({ pool: db.pool, schema });
+    expect(result).toMatchObject({ rolledBack: true });
+    expect(result.blobs).toBeGreaterThan(0);
+    // No element row went over as a channel; every list is one whole value.
+    const { rows } = await db.pool.query(`SELECT DISTINCT channel, type FROM ${from}.checkpoint_blobs WHERE thread_id = $1 ORDER BY 1, 2`, [thread]);
+    expect(rows.map((r) => r.channel)).not.toContain(ELEMENTS_CHANNEL);
+    expect(rows.map((r) => r.type)).not.toContain(REFS_TYPE);
+
+    const got = await listAll(official, thread);
+    expect(got.map((t) => t.checkpoint.id)).toEqual(want.map((t) => t.checkpoint.id));
+    got.forEach((t, i) => {
+      const w = want[i]!;
+      const versioned = Object.fromEntries(Object.entries(w.checkpoint.channel_values).filter(([ch]) => ch in w.checkpoint.channel_versions));
+      expect(t.checkpoint.channel_values, t.checkpoint.id).toEqual(versioned);
+      expect(t.pendingWrites).toEqual(w.pendingWrites);
+    });
+    await chatGraph(official).invoke({ messages: humans(1, 200) }, cfg(thread));
+    const messages = (await official.getTuple(cfg(thread)))!.checkpoint.channel_values.messages as BaseMessage[];
+    expect(messages).toHaveLength(46);
+    expect(messages.at(-1)).toBeInstanceOf(AIMessage);
+  });
+});

@@ -1,0 +1,25 @@
+/**
+ * The official conformance suite, in full, plus its delta-channel suite, with
+ * lists stored by their elements (`elementStorage: true`, see elements.ts).
+ */
+import { deltaChannelHistoryTests, validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
+import { migrate, PostgresSaver } from "../../src/index.js";
+import { withTestDatabase } from "../helpers/db.js";
+
+const db = withTestDatabase("conformance_elements");
+
+const initializer: CheckpointSaverTestInitializer<PostgresSaver> = {
+  checkpointerName: "langgraph-checkpoint-pg (elements)",
+  beforeAllTimeout: 60_000,
+  async beforeAll() {
+    await migrate({ pool: db.pool });
+  },
+  async createCheckpointer() {
+    // One live checkpointer at a time (the suite's contract): a clean slate each time.
+    await db.pool.query("TRUNCATE checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads");
+    return new PostgresSaver(db.pool, { elementStorage: true });
+  },
+};
+
+validate(initializer);
+deltaChannelHistoryTests(initializer);

@@ -1,0 +1,252 @@
+/**
+ * List channels stored by their elements (src/saver/elements.ts, issue #21):
+ * each message once per thread, reads exactly what was written, a put sends
+ * only what its parent does not refer to, prune keeps what remaining lists
+ * name. Compared with MemorySaver where a graph runs.
+ */
+import { randomBytes } from "node:crypto";
+import { AIMessage, HumanMessage, RemoveMessage, type BaseMessage } from "@langchain/core/messages";
+import type { RunnableConfig } from "@langchain/core/runnables";
+import { END, MemorySaver, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
+import { type BaseCheckpointSaver, type Checkpoint, emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
+import pg from "pg";
+import { beforeAll, describe, expect, it } from "vitest";
+import { DeserializationError, EncryptedSerializer, InvalidInputError, migrate, PostgresSaver, prune } from "../../src/index.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { tid } from "../helpers/graphs.js";
+
+const db = withTestDatabase("elements");
+/** Opt-in (see README "Lists stored by their elements"). */
+const ON = { elementStorage: true } as const;
+let saver: PostgresSaver;
+
+beforeAll(async () => {
+  await migrate({ pool: db.pool });
+  saver = new PostgresSaver(db.pool, ON);
+});
+
+const cfg = (thread_id: string): RunnableConfig => ({ configurable: { thread_id } });
+
+/** A chat graph: each turn's input gets one AI reply that names it. */
+function chat(checkpointer: BaseCheckpointSaver) {
+  return new StateGraph(MessagesAnnotation)
+    .addNode("ai", (s) => ({ messages: [new AIMessage({ content: `reply to ${String(s.messages.at(-1)!.content).slice(0, 40)}`, id: `ai-${s.messages.at(-1)!.id}` })] }))
+    .addEdge(START, "ai")
+    .addEdge("ai", END)
+    .compile({ checkpointer });
+}
+
+const human = (i: number) => new HumanMessage({ content: `turn ${i}: ${"words ".repeat(40)}`, id: `h-${i}` });
+const plain = (messages: BaseMessage[]) => messages.map((m) => ({ type: m.getType(), id: m.id, content: m.content }));
+
+/** Element rows of a thread, chunks (rows of 32 hashes) not counted. */
+async function elementRows(threadId: string): Promise<number> {
+  const { rows } = await db.pool.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM checkpoint_blobs WHERE thread_id = $1 AND channel = '__elements__' AND type <> 'pg:refs'",
+    [threadId],
+  );
+  return rows[0]!.n;
+}
+
+/** Bytes of every put statement's values while `fn` runs, on a saver of its own whose pool records them. */
+async function recordingSaver(): Promise<{ saver: PostgresSaver; sent: number[]; pool: pg.Pool }> {
+  const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+  const sent: number[] = [];
+  pool.on("connect", (client) => {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      const q = args[0] as { text?: string; values?: unknown[] } | string;
+      const text = typeof q === "string" ? q : q.text ?? "";
+      const values = (typeof q === "object" && q.values) || (Array.isArray(args[1]) ? (args[1] as unknown[]) : undefined);
+      if (/INSERT INTO .*checkpoint_heads/s.test(text) && values) {
+        sent.push(values.reduce<number>((n, v) => n + (Buffer.isBuffer(v) ? v.byteLength : 0), 0));
+      }
+      return query(...args);
+    };
+  });
+  return { saver: new PostgresSaver(pool, ON), sent, pool };
+}
+
+describe("a conversation stores each message once", () => {
+  it("200 messages read back exactly as on MemorySaver, with one element row per message", async () => {
+    const thread = tid("chat");
+    const memory = new MemorySaver();
+    const [ours, theirs] = [chat(saver), chat(memory)];
+    for (let i = 0; i < 100; i++) {
+      await ours.invoke({ messages: [human(i)] }, cfg(thread));
+      await theirs.invoke({ messages: [human(i)] }, cfg("m"));
+    }
+    const [a, b] = [await ours.getState(cfg(thread)), await theirs.getState(cfg("m"))];
+    expect(a.values.messages).toHaveLength(200);
+    expect(plain(a.values.messages)).toEqual(plain(b.values.messages));
+    expect(await elementRows(thread)).toBe(200);
+    // Every checkpoint in the history reads back as on MemorySaver (time travel).
+    const ours10: unknown[] = [];
+    const theirs10: unknown[] = [];
+    for await (const s of ours.getStateHistory(cfg(thread), { limit: 10 })) ours10.push(plain(s.values.messages ?? []));
+    for await (const s of theirs.getStateHistory(cfg("m"), { limit: 10 })) theirs10.push(plain(s.values.messages ?? []));
+    expect(ours10).toEqual(theirs10);
+  });
+
+  it("a put sends only the messages its parent does not hold, also from a saver that only read the thread (a restarted process)", async () => {
+    const thread = tid("sent");
+    const big = (i: number) => new HumanMessage({ content: `turn ${i} ${randomBytes(3000).toString("hex")}`, id: `big-${i}` });
+    const first = await recordingSaver();
+    const graph = chat(first.saver);
+    for (let i = 0; i < 20; i++) await graph.invoke({ messages: [big(i)] }, cfg(thread));
+    const early = first.sent.slice(0, 6);
+    const late = first.sent.slice(-6);
+    // Each put carries its new message (6 kB), never the thread's whole history (20 x 6 kB).
+    expect(Math.max(...late)).toBeLessThan(20_000);
+    expect(Math.max(...late)).toBeLessThan(Math.max(...early) * 2);
+    await first.pool.end();
+    const second = await recordingSaver();
+    await chat(second.saver).invoke({ messages: [big(20)] }, cfg(thread));
+    expect(Math.max(...second.sent)).toBeLessThan(20_000);
+    expect((await chat(saver).getState(cfg(thread))).values.messages).toHaveLength(42);
+    await second.pool.end();
+  });
+
+  it("a message changed in place and handed back (as LangGraph's own tests do) is stored as changed", async () => {
+    const thread = tid("mutate");
+    const graph = chat(saver);
+    await graph.invoke({ messages: [human(1)] }, cfg(thread));
+    const state = await graph.getState(cfg(thread));
+    const reply = state.values.messages.at(-1) as AIMessage;
+    reply.content = "edited in place";
+    await graph.updateState(cfg(thread), { messages: [reply] });
+    const back = await new PostgresSaver(db.pool, ON).getTuple(cfg(thread));
+    expect((back!.checkpoint.channel_values.messages as BaseMessage[]).at(-1)!.content).toBe("edited in place");
+  });
+
+  it("an image in each message is stored once, not once per step", async () => {
+    const thread = tid("image");
+    const images = Array.from({ length: 5 }, () => `data:image/png;base64,${randomBytes(75_000).toString("base64")}`);
+    const image = (i: number) => images[i]!;
+    const graph = chat(saver);
+    for (let i = 0; i < 5; i++) {
+      await graph.invoke({ messages: [new HumanMessage({ id: `img-${i}`, content: [{ type: "text", text: `look ${i}` }, { type: "image_url", image_url: { url: image(i) } }] })] }, cfg(thread));
+    }
+    // Rows holding each image: its message's element row, and the input channel of its own turn. The
+    // first image lived through five turns and is in no more rows than the last.
+    for (const i of [0, 4]) {
+      const marker = image(i).slice(22, 86);
+      const { rows } = await db.pool.query<{ channel: string }>(
+        "SELECT channel FROM checkpoint_blobs WHERE thread_id = $1 AND position(convert_to($2, 'UTF8') in value) > 0 ORDER BY channel",
+        [thread, marker],
+      );
+      expect(rows.map((r) => r.channel)).toEqual(["__elements__", "__start__"]);
+    }
+    const state = await graph.getState(cfg(thread));
+    expect(state.values.messages).toHaveLength(10);
+  });
+});
+
+describe("what lists are put back from", () => {
+  const list = (n: number, tag: string) => Array.from({ length: n }, (_, i) => ({ n: i, tag, text: `item ${i} of ${tag}` }));
+
+  async function putList(s: BaseCheckpointSaver, thread: string, value: unknown[], parent?: string, version = 1): Promise<RunnableConfig> {
+    const cp: Checkpoint = { ...emptyCheckpoint(), id: uuid6(-1), channel_values: { items: value }, channel_versions: { items: version } };
+    const config = { configurable: { thread_id: thread, checkpoint_ns: "", ...(parent ? { checkpoint_id: parent } : {}) } };
+    return s.put(config, cp, { source: "loop", step: version, parents: {} }, { items: version });
+  }
+
+  it("lists across chunk boundaries (0, 1, 31, 32, 33, 70 elements), repeated elements, and a first element removed, read back exactly", async () => {
+    const thread = tid("chunks");
+    let parent: string | undefined;
+    let version = 1;
+    for (const value of [list(1, "a"), list(31, "a"), list(32, "a"), list(33, "a"), list(70, "a"), list(70, "a").slice(1), [...list(3, "r"), ...list(3, "r")], []]) {
+      const next = await putList(saver, thread, value, parent, version++);
+      parent = next.configurable!.checkpoint_id as string;
+      const back = await new PostgresSaver(db.pool, ON).getTuple(next);
+      expect(back!.checkpoint.channel_values.items).toEqual(value);
+    }
+  });
+
+  it("a fork from an older checkpoint, and a put whose parent is gone, read back exactly", async () => {
+    const thread = tid("fork");
+    const one = await putList(saver, thread, list(40, "x"));
+    const two = await putList(saver, thread, [...list(40, "x"), ...list(5, "y")], one.configurable!.checkpoint_id as string, 2);
+    const fork = await putList(saver, thread, [...list(40, "x"), ...list(2, "z")], one.configurable!.checkpoint_id as string, 3);
+    expect((await saver.getTuple(two))!.checkpoint.channel_values.items).toHaveLength(45);
+    expect((await saver.getTuple(fork))!.checkpoint.channel_values.items).toEqual([...list(40, "x"), ...list(2, "z")]);
+    // The thread deleted, then a put naming the checkpoint this saver wrote last: it must send every element again.
+    await saver.deleteThread(thread);
+    const again = await putList(saver, thread, [...list(40, "x"), ...list(3, "w")], fork.configurable!.checkpoint_id as string, 4);
+    expect((await new PostgresSaver(db.pool, ON).getTuple(again))!.checkpoint.channel_values.items).toEqual([...list(40, "x"), ...list(3, "w")]);
+  });
+
+  it("a missing element row is an error naming the thread, the channel and the hash, never a shorter list", async () => {
+    const thread = tid("missing");
+    const put = await putList(saver, thread, list(3, "m"));
+    await db.pool.query("DELETE FROM checkpoint_blobs WHERE ctid IN (SELECT ctid FROM checkpoint_blobs WHERE thread_id = $1 AND channel = '__elements__' LIMIT 1)", [thread]);
+    const err = await new PostgresSaver(db.pool, ON).getTuple(put).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DeserializationError);
+    expect((err as Error).message).toMatch(new RegExp(`channel "items".*thread "${thread}".*element [0-9a-f]{32} is not stored`));
+  });
+
+  it("getDeltaChannelHistory puts a list seed back together", async () => {
+    const thread = tid("delta");
+    const one = await putList(saver, thread, list(35, "d"));
+    const cp: Checkpoint = { ...emptyCheckpoint(), id: uuid6(-1), channel_values: {}, channel_versions: { items: 1 } };
+    const two = await saver.put(one, cp, { source: "loop", step: 2, parents: {} }, {});
+    const history = await saver.getDeltaChannelHistory({ config: two, channels: ["items"] });
+    expect(history.items!.seed).toEqual(list(35, "d"));
+  });
+
+  it("the reserved channel name is refused before any SQL", async () => {
+    const cp: Checkpoint = { ...emptyCheckpoint(), id: uuid6(-1), channel_values: { __elements__: [1] }, channel_versions: { __elements__: 1 } };
+    const err = await saver.put(cfg(tid("reserved")), cp, { source: "loop", step: 1, parents: {} }, { __elements__: 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidInputError);
+    expect((err as Error).message).toMatch(/__elements__/);
+  });
+
+  it("whole values by default, and with an encrypting serializer (which binds each value to its row)", async () => {
+    const encrypted = new EncryptedSerializer({ keys: { k1: randomBytes(32) }, current: "k1" });
+    for (const s of [new PostgresSaver(db.pool), new PostgresSaver(db.pool, { elementStorage: false }), new PostgresSaver(db.pool, { ...ON, serde: encrypted })]) {
+      const thread = tid("whole");
+      const put = await putList(s, thread, list(40, "w"));
+      expect(await elementRows(thread)).toBe(0);
+      expect((await s.getTuple(put))!.checkpoint.channel_values.items).toEqual(list(40, "w"));
+    }
+    expect(() => new PostgresSaver(db.pool, { elementStorage: "yes" as unknown as boolean })).toThrow(/elementStorage/);
+  });
+
+  it("whole values, and a warning, with a serializer that gives one value different bytes each time", async () => {
+    const inner = new PostgresSaver(db.pool).serde;
+    // Appends a random byte (as an encrypting wrapper's random IV would change every byte).
+    const noisy = {
+      dumpsTyped: async (v: unknown): Promise<[string, Uint8Array]> => {
+        const [t, b] = await inner.dumpsTyped(v);
+        return [`noisy:${t}`, Buffer.concat([b, randomBytes(1)])];
+      },
+      loadsTyped: (t: string, b: Uint8Array) => inner.loadsTyped(t.slice("noisy:".length), b.subarray(0, b.byteLength - 1)),
+    };
+    const warned = new Promise<Error>((resolve) => process.once("warning", resolve));
+    const s = new PostgresSaver(db.pool, { ...ON, serde: noisy });
+    const thread = tid("noisy");
+    const put = await putList(s, thread, list(40, "n"));
+    expect((await warned).message).toMatch(/elementStorage: the serializer gives the same value different bytes/);
+    expect(await elementRows(thread)).toBe(0);
+    expect((await s.getTuple(put))!.checkpoint.channel_values.items).toEqual(list(40, "n"));
+  });
+});
+
+describe("prune and element rows", () => {
+  it("removes the elements no remaining checkpoint names, keeps the others; the thread reads back", async () => {
+    const thread = tid("prune");
+    const graph = chat(saver);
+    for (let i = 0; i < 10; i++) await graph.invoke({ messages: [human(i)] }, cfg(thread));
+    // Drop the first four messages from the state: only older checkpoints name them.
+    const before = await graph.getState(cfg(thread));
+    await graph.updateState(cfg(thread), { messages: before.values.messages.slice(0, 4).map((m: BaseMessage) => new RemoveMessage({ id: m.id! })) });
+    expect(await elementRows(thread)).toBe(20);
+    await prune({ pool: db.pool, keepLast: 1, grace: 0, threadIds: [thread] });
+    expect(await elementRows(thread)).toBe(16);
+    const after = await new PostgresSaver(db.pool, ON).getTuple(cfg(thread));
+    expect(plain(after!.checkpoint.channel_values.messages as BaseMessage[])).toEqual(plain(before.values.messages.slice(4)));
+    // The next turn continues from what is left.
+    await chat(new PostgresSaver(db.pool, ON)).invoke({ messages: [human(10)] }, cfg(thread));
+    expect((await graph.getState(cfg(thread))).values.messages).toHaveLength(18);
+  });
+});
