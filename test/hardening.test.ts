@@ -18,7 +18,7 @@ import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { CheckpointConflictError, DatabaseOperationError, history, HistoryCorruptError, InvalidInputError, InvalidOptionsError, migrate, MsgpackSerializer, PayloadTooLargeError, PostgresSaver, prune, type SaverEvent } from "../src/index.js";
 import { makeCheckpoint, meta } from "./helpers/checkpoints.js";
 import { runScript } from "./helpers/cli.js";
-import { withTestDatabase } from "./helpers/db.js";
+import { testPool, withTestDatabase } from "./helpers/db.js";
 
 const db = withTestDatabase("hardening");
 let saver: PostgresSaver;
@@ -304,7 +304,7 @@ describe("row 9: walks over parent links are bounded; a cycle or a missing paren
   let pool: pg.Pool;
   let walker: PostgresSaver;
   beforeAll(() => {
-    pool = new pg.Pool({ connectionString: db.url, statement_timeout: 20_000, max: 2 });
+    pool = testPool({ connectionString: db.url, statement_timeout: 20_000, max: 2 });
     walker = new PostgresSaver(pool);
   });
   afterAll(async () => {
@@ -380,7 +380,7 @@ describe("row 12: linear mode, a run that failed on a transient database error r
   it("new input is accepted right after the failure, not after runLeaseMs", async () => {
     const thread = `lease-${uuid6(-3)}`;
     // Lock waits give up after 300 ms: the failure under test is a lock timeout (55P03, retryable).
-    const pool = new pg.Pool({ connectionString: db.url, lock_timeout: 300, max: 4 });
+    const pool = testPool({ connectionString: db.url, lock_timeout: 300, max: 4 });
     const holder = await db.pool.connect();
     const events: SaverEvent[] = [];
     try {

@@ -9,7 +9,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CheckpointConflictError, grantStatements, InvalidOptionsError, migrate, MigrationError, PostgresSaver } from "../../src/index.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
-import { withTestDatabase } from "../helpers/db.js";
+import { testPool, withTestDatabase } from "../helpers/db.js";
 import { addressGraph, approvalGraph, tid } from "../helpers/graphs.js";
 import { Command } from "@langchain/langgraph";
 
@@ -37,8 +37,8 @@ beforeAll(async () => {
   await db.pool.query(`CREATE ROLE ${pg.escapeIdentifier(APP)} LOGIN PASSWORD '${PASSWORD}'`);
   // The owner may create schemas in this database; the app role gets nothing but CONNECT (PUBLIC's default).
   await db.pool.query(`GRANT CREATE ON DATABASE ${pg.escapeIdentifier(dbName)} TO ${pg.escapeIdentifier(OWNER)}`);
-  ownerPool = new pg.Pool({ connectionString: urlAs(OWNER), max: 2 });
-  appPool = new pg.Pool({ connectionString: urlAs(APP), max: 4, application_name: "privileges-app" });
+  ownerPool = testPool({ connectionString: urlAs(OWNER), max: 2 });
+  appPool = testPool({ connectionString: urlAs(APP), max: 4, application_name: "privileges-app" });
   await migrate({ pool: ownerPool, schema: SCHEMA });
   for (const sql of grantStatements({ schema: SCHEMA, role: APP })) await ownerPool.query(sql);
 });

@@ -27,7 +27,7 @@ import {
 } from "../../src/index.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { ROOT } from "../helpers/cli.js";
-import { withTestDatabase } from "../helpers/db.js";
+import { testPool, withTestDatabase } from "../helpers/db.js";
 
 const db = withTestDatabase("trust");
 const suffix = randomBytes(4).toString("hex");
@@ -40,7 +40,8 @@ beforeAll(async () => {
   const u = new URL(db.url);
   u.username = ATTACKER;
   u.password = PASSWORD;
-  attacker = new pg.Pool({ connectionString: u.toString(), max: 1 });
+  // Its connections are still closing when the database is dropped WITH (FORCE) after the file.
+  attacker = testPool({ connectionString: u.toString(), max: 1 }, "attacker");
 });
 
 afterAll(async () => {
@@ -176,7 +177,7 @@ describe("built-ins in run-time SQL are schema-qualified", () => {
     expect(planted).toBeGreaterThan(10);
     // The application's connections search the attacker's schema (pg_catalog still comes first, implicitly).
     const u = new URL(db.url);
-    const app = new pg.Pool({ connectionString: u.toString(), options: "-c search_path=trap", max: 2 });
+    const app = testPool({ connectionString: u.toString(), options: "-c search_path=trap", max: 2 }, "app");
     try {
       const saver = new PostgresSaver(app, { schema: "rt", lineage: "linear" });
       await saver.setup();

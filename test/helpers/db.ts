@@ -40,13 +40,7 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
   const dbUrl = new URL(adminUrl);
   dbUrl.pathname = `/${name}`;
   const url = dbUrl.toString();
-  const pool = new pg.Pool({ connectionString: url, application_name: `test:${slug}` });
-  // pool.end() resolves before its clients' sockets are closed; the FORCE drop below can then
-  // terminate one mid-close, and a client without a listener would raise an uncaught 'error'.
-  pool.on("connect", (client) => client.on("error", () => undefined));
-  // An idle client terminated by the server (a test that kills backends, the FORCE drop) is
-  // dropped by the pool; say so instead of crashing the run with an unhandled 'error' event.
-  pool.on("error", (err) => console.warn(`[test db ${name}] idle connection closed: ${err.message}`));
+  const pool = testPool({ connectionString: url, application_name: `test:${slug}` }, `test db ${name}`);
 
   let dropped = false;
   return {
@@ -60,6 +54,20 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
       await withAdmin(adminUrl, (admin) => admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`));
     },
   };
+}
+
+/**
+ * A pool on a test database that survives the database's FORCE drop. pool.end() resolves before
+ * its clients' sockets are closed; the drop can then terminate one mid-close, and a client or a
+ * pool without a listener would raise an uncaught 'error' that fails the whole run. An idle client
+ * terminated by the server (a test that kills backends, the drop) is dropped by the pool: said on
+ * stderr instead.
+ */
+export function testPool(config: pg.PoolConfig, label = "test pool"): pg.Pool {
+  const pool = new pg.Pool(config);
+  pool.on("connect", (client) => client.on("error", () => undefined));
+  pool.on("error", (err) => console.warn(`[${label}] idle connection closed: ${err.message}`));
+  return pool;
 }
 
 /**

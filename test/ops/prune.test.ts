@@ -23,7 +23,7 @@ import {
   type PruneResult,
 } from "../../src/index.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
-import { withTestDatabase } from "../helpers/db.js";
+import { testPool, withTestDatabase } from "../helpers/db.js";
 import { approvalGraph, chatGraph, logGraph, mapReduceGraph, nestedGraph, parallelInterruptGraph, plainValues, tid } from "../helpers/graphs.js";
 
 const db = withTestDatabase("prune");
@@ -573,8 +573,8 @@ describe("concurrency", () => {
   let graphPool: pg.Pool;
   let prunePool: pg.Pool;
   beforeAll(() => {
-    graphPool = new pg.Pool({ connectionString: db.url, max: 16 });
-    prunePool = new pg.Pool({ connectionString: db.url, max: 8 });
+    graphPool = testPool({ connectionString: db.url, max: 16 });
+    prunePool = testPool({ connectionString: db.url, max: 8 });
   });
   afterAll(async () => {
     await graphPool.end();
@@ -725,7 +725,7 @@ describe("operations", () => {
     const threads = Array.from({ length: 12 }, () => tid("twice"));
     for (const t of threads) for (const word of ["a", "b", "c", "d"]) await logGraph(saver).invoke({ word }, cfg(t));
     const dry = await prune({ pool: db.pool, keepLast: 2, grace: 0, threadIds: threads, dryRun: true });
-    const pools = [new pg.Pool({ connectionString: db.url }), new pg.Pool({ connectionString: db.url })];
+    const pools = [testPool({ connectionString: db.url }), testPool({ connectionString: db.url })];
     try {
       const rs = await Promise.all(pools.map((pool) => prune({ pool, keepLast: 2, grace: 0, threadIds: threads, batchSize: 2, chunkSize: 3 })));
       const again = await prune({ pool: db.pool, keepLast: 2, grace: 0, threadIds: threads });

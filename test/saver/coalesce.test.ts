@@ -14,7 +14,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { migrate, PostgresSaver } from "../../src/index.js";
 import { MAX_WAIT_MS } from "../../src/saver/coalesce.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
-import { withTestDatabase } from "../helpers/db.js";
+import { testPool, withTestDatabase } from "../helpers/db.js";
 import { tid } from "../helpers/graphs.js";
 
 const db = withTestDatabase("coalesce");
@@ -25,7 +25,7 @@ let statements = 0;
 
 beforeAll(async () => {
   await migrate({ pool: db.pool });
-  pool = new pg.Pool({ connectionString: db.url, max: 10 });
+  pool = testPool({ connectionString: db.url, max: 10 });
   pool.on("acquire", () => statements++);
   saver = new PostgresSaver(pool);
 });

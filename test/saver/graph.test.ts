@@ -11,7 +11,7 @@ import type { BaseCheckpointSaver, Checkpoint, CheckpointTuple } from "@langchai
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CheckpointConflictError, migrate, PostgresSaver } from "../../src/index.js";
-import { withTestDatabase } from "../helpers/db.js";
+import { testPool, withTestDatabase } from "../helpers/db.js";
 import {
   addressGraph,
   approvalGraph,
@@ -43,7 +43,7 @@ let saverB: PostgresSaver;
 beforeAll(async () => {
   await migrate({ pool: db.pool });
   saver = new PostgresSaver(db.pool);
-  poolB = new pg.Pool({ connectionString: db.url });
+  poolB = testPool({ connectionString: db.url });
   saverB = new PostgresSaver(poolB);
 });
 afterAll(async () => {

@@ -16,14 +16,14 @@ import {
   type SaverEvent,
 } from "../../src/index.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
-import { withTestDatabase } from "../helpers/db.js";
+import { testPool, withTestDatabase } from "../helpers/db.js";
 
 const db = withTestDatabase("lineage");
 let pool: pg.Pool;
 
 beforeAll(async () => {
   await migrate({ pool: db.pool });
-  pool = new pg.Pool({ connectionString: db.url, max: 20, application_name: "lineage-writers" });
+  pool = testPool({ connectionString: db.url, max: 20, application_name: "lineage-writers" });
 });
 afterAll(async () => {
   await pool.end();
