@@ -42,7 +42,7 @@ import { pack } from "../saver/encode.js";
 import { loadsForRow } from "../serde/rowserde.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
-import { checkThreadId } from "./prune-options.js";
+import { checkConnection, checkThreadId } from "./prune-options.js";
 import { pruneLockName } from "./prune-sql.js";
 
 /** Options of {@link compact}. */
@@ -126,16 +126,7 @@ const MSGPACK_ARRAY_STARTS = [...Array.from({ length: 15 }, (_, i) => 0x91 + i),
 export async function compact(options: CompactOptions): Promise<CompactResult> {
   if (options === null || typeof options !== "object") throw new InvalidOptionsError("options", "expected { pool, serde?, threadIds?, ... }");
   const o = options;
-  if (o.pool !== undefined && o.connectionString !== undefined) throw new InvalidOptionsError("pool/connectionString", "give one of them, not both");
-  if (o.pool === undefined && o.connectionString === undefined) {
-    throw new InvalidOptionsError("pool/connectionString", "neither was given; pass a pg.Pool, a pg.Client, a PGlite instance or a postgres:// URL");
-  }
-  if (o.pool !== undefined && (typeof o.pool !== "object" || o.pool === null || typeof (o.pool as pg.Pool).query !== "function")) {
-    throw new InvalidOptionsError("pool", "expected a pg.Pool, a pg.Client or a PGlite instance");
-  }
-  if (o.connectionString !== undefined && (typeof o.connectionString !== "string" || o.connectionString === "")) {
-    throw new InvalidOptionsError("connectionString", "expected a postgres:// URL");
-  }
+  checkConnection(o);
   const schema = checkSchemaName(o.schema ?? "public");
   const serde = o.serde ?? new MsgpackSerializer();
   if (serde === null || typeof serde !== "object" || typeof serde.dumpsTyped !== "function" || typeof serde.loadsTyped !== "function") {

@@ -169,9 +169,8 @@ export interface Settings {
 // Options: every check before any SQL, each error naming its option.
 // ---------------------------------------------------------------------------
 
-export function readOptions(options: PruneOptions): Settings {
-  if (options === null || typeof options !== "object") throw new InvalidOptionsError("options", "expected { pool, keepLast?, olderThan?, idleFor?, ... }");
-  const o = options;
+/** A tool's `pool` or `connectionString` (exactly one), checked before any SQL (prune, compact). */
+export function checkConnection(o: { pool?: unknown; connectionString?: unknown }): void {
   if (o.pool !== undefined && o.connectionString !== undefined) {
     throw new InvalidOptionsError("pool/connectionString", "give one of them, not both");
   }
@@ -184,6 +183,12 @@ export function readOptions(options: PruneOptions): Settings {
   if (o.connectionString !== undefined && (typeof o.connectionString !== "string" || o.connectionString === "")) {
     throw new InvalidOptionsError("connectionString", "expected a postgres:// URL");
   }
+}
+
+export function readOptions(options: PruneOptions): Settings {
+  if (options === null || typeof options !== "object") throw new InvalidOptionsError("options", "expected { pool, keepLast?, olderThan?, idleFor?, ... }");
+  const o = options;
+  checkConnection(o);
   const schema = checkSchemaName(o.schema ?? "public");
 
   let keepLast: number | undefined;
