@@ -10,11 +10,10 @@ import { CheckpointerError, DatabaseOperationError, InvalidInputError, sqlStateO
 import { latestVersion } from "../db/migrate.js";
 import type { ValueRow } from "../serde/rowserde.js";
 import { checkKey, LIMITS, quoteIdent } from "../validate.js";
-import { elementKey } from "../saver/elements.js";
+import { ELEMENTS_CHANNEL, elementKey } from "../saver/elements.js";
 import { decodeMetadataRaw, decodeSafe, toJsonSafe, type Elements } from "./decode.js";
 import { open, run, type InspectOptions } from "./inspect.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
-import { ELEMENTS_CHANNEL } from "../saver/elements.js";
 
 /** Name and version of the export format (the first line of an export file). */
 export const EXPORT_FORMAT = "langgraph-checkpoint-pg/export";
