@@ -103,18 +103,26 @@ export class SchemaNotMigratedError extends CheckpointerError {
   readonly appliedVersion: number;
   /** How many this code ships (7 when its last is `0006_unversioned_values`). */
   readonly requiredVersion: number;
-  constructor(schema: string, appliedVersion: number, requiredVersion: number, options?: { cause?: unknown }) {
+  /** Whose migrations: the checkpointer's, or the store's (`PostgresStore`, migrations/store/). */
+  readonly track: "checkpointer" | "store";
+  constructor(schema: string, appliedVersion: number, requiredVersion: number, options?: { cause?: unknown; track?: "checkpointer" | "store" }) {
+    const track = options?.track ?? "checkpointer";
+    const run =
+      track === "store"
+        ? `Run the store's migrations first: \`npx langgraph-checkpoint-pg migrate --store --schema ${JSON.stringify(schema)}\`, ` +
+          "`await migrate({ pool, schema, store: true })` in a deploy step, or `await store.setup()`."
+        : `Run the migrations first: \`npx langgraph-checkpoint-pg migrate --schema ${JSON.stringify(schema)}\`, ` +
+          "`await migrate({ pool, schema })` in a deploy step, or `await saver.setup()`.";
     super(
       "SCHEMA_NOT_MIGRATED",
-      `Schema "${schema}" ${appliedVersion > 0 ? `is at checkpointer migration ${migrationNumber(appliedVersion)}` : "has no checkpointer migration"}, ` +
-        `this code needs migrations up to ${migrationNumber(requiredVersion)}. ` +
-        `Run the migrations first: \`npx langgraph-checkpoint-pg migrate --schema ${JSON.stringify(schema)}\`, ` +
-        "`await migrate({ pool, schema })` in a deploy step, or `await saver.setup()`.",
-      options,
+      `Schema "${schema}" ${appliedVersion > 0 ? `is at ${track} migration ${migrationNumber(appliedVersion)}` : `has no ${track} migration`}, ` +
+        `this code needs migrations up to ${migrationNumber(requiredVersion)}. ${run}`,
+      options?.cause === undefined ? undefined : { cause: options.cause },
     );
     this.schema = schema;
     this.appliedVersion = appliedVersion;
     this.requiredVersion = requiredVersion;
+    this.track = track;
   }
 }
 
@@ -140,18 +148,28 @@ export class SchemaTooNewError extends CheckpointerError {
    * migration did not record one.
    */
   readonly compatibleFrom: number;
-  constructor(schema: string, appliedVersion: number, knownVersion: number, compatibleFrom = appliedVersion, options?: { cause?: unknown }) {
+  /** Whose migrations: the checkpointer's, or the store's. */
+  readonly track: "checkpointer" | "store";
+  constructor(
+    schema: string,
+    appliedVersion: number,
+    knownVersion: number,
+    compatibleFrom = appliedVersion,
+    options?: { cause?: unknown; track?: "checkpointer" | "store" },
+  ) {
+    const track = options?.track ?? "checkpointer";
     super(
       "SCHEMA_TOO_NEW",
-      `Schema "${schema}" is at checkpointer migration ${migrationNumber(appliedVersion)}, newer than this code knows (${migrationNumber(knownVersion)}), ` +
+      `Schema "${schema}" is at ${track} migration ${migrationNumber(appliedVersion)}, newer than this code knows (${migrationNumber(knownVersion)}), ` +
         `and works only with code that knows migration ${migrationNumber(compatibleFrom)} or later: this code refuses to use it. ` +
         "Upgrade the package; never point older code at a newer schema.",
-      options,
+      options?.cause === undefined ? undefined : { cause: options.cause },
     );
     this.schema = schema;
     this.appliedVersion = appliedVersion;
     this.knownVersion = knownVersion;
     this.compatibleFrom = compatibleFrom;
+    this.track = track;
   }
 }
 
