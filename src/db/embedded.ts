@@ -124,6 +124,8 @@ export interface OpenEmbeddedOptions {
    * PGlite version. Returning `undefined` runs initdb.
    */
   loadDataDir?: () => Uint8Array | undefined | Promise<Uint8Array | undefined>;
+  /** PGlite extensions to load (`{ vector }` from `@electric-sql/pglite-pgvector`), as PGlite's own option takes them. */
+  extensions?: Record<string, unknown>;
 }
 
 /**
@@ -193,7 +195,7 @@ export async function openEmbedded(dataDir: string = DEFAULT_DATA_DIR, options: 
     throw new InvalidOptionsError("loadDataDir", "expected a function returning the tar's bytes (or undefined)");
   }
   const dir = resolve(dataDir);
-  let mod: { PGlite: new (dir: string) => PGliteLike & { waitReady: Promise<void> } };
+  let mod: { PGlite: new (dir: string, options?: { extensions?: Record<string, unknown> }) => PGliteLike & { waitReady: Promise<void> } };
   try {
     mod = (await import("@electric-sql/pglite")) as unknown as typeof mod;
   } catch {
@@ -210,7 +212,7 @@ export async function openEmbedded(dataDir: string = DEFAULT_DATA_DIR, options: 
       const tar = await options.loadDataDir();
       if (tar !== undefined) extractDataDir(tar, pgdata);
     }
-    const db = new mod.PGlite(pgdata);
+    const db = new mod.PGlite(pgdata, options.extensions ? { extensions: options.extensions } : undefined);
     await db.waitReady;
     return {
       db,
@@ -227,4 +229,58 @@ export async function openEmbedded(dataDir: string = DEFAULT_DATA_DIR, options: 
     release();
     throw err;
   }
+}
+
+/** Embedded databases this process has open through {@link shareEmbedded}, by folder. */
+const shared = new Map<string, { open: Promise<EmbeddedDatabase>; users: number }>();
+
+/**
+ * The embedded database in `dataDir` for one more user in this process: a
+ * saver and a store (`PostgresSaver.open()`, `PostgresStore.open()`) share
+ * one PGlite instance and its folder lock, which admits one process, not one
+ * opener. The database closes when its last user closes it. pgvector is
+ * loaded when `@electric-sql/pglite-pgvector` is installed, so a store with
+ * vector search can share the database with a saver opened first.
+ *
+ * @example
+ * ```ts
+ * const a = await shareEmbedded(".langgraph-pg");
+ * const b = await shareEmbedded(".langgraph-pg"); // the same db
+ * await a.close(); await b.close(); // closed now
+ * ```
+ */
+export async function shareEmbedded(dataDir: string = DEFAULT_DATA_DIR): Promise<EmbeddedDatabase> {
+  if (typeof dataDir !== "string" || dataDir === "") throw new InvalidOptionsError("dataDir", "expected a folder path");
+  const dir = resolve(dataDir);
+  let entry = shared.get(dir);
+  if (!entry) {
+    const open = (async () => {
+      const vector = await import("@electric-sql/pglite-pgvector" as string).then((m: { vector?: unknown }) => m.vector).catch(() => undefined);
+      return openEmbedded(dir, vector ? { extensions: { vector } } : {});
+    })();
+    entry = { open, users: 0 };
+    shared.set(dir, entry);
+    open.catch(() => shared.delete(dir));
+  }
+  entry.users++;
+  const current = entry;
+  let embedded: EmbeddedDatabase;
+  try {
+    embedded = await current.open;
+  } catch (err) {
+    current.users--;
+    throw err;
+  }
+  let closed = false;
+  return {
+    db: embedded.db,
+    dataDir: embedded.dataDir,
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (--current.users > 0) return;
+      shared.delete(dir);
+      await embedded.close();
+    },
+  };
 }

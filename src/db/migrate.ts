@@ -235,8 +235,8 @@ function checkRetry(retry: RetryOptions | false | undefined): Required<RetryOpti
   return r;
 }
 
-/** Run `fn` until it succeeds, fails for good, or runs out of attempts; report each retry. */
-async function withRetry<T>(
+/** Run `fn` until it succeeds, fails for good, or runs out of attempts; report each retry (the store's migrations use it too). */
+export async function withRetry<T>(
   { operation, schema, retry, onEvent }: { operation: "setup" | "migrate"; schema: string; retry: RetryOptions | false | undefined; onEvent: EventHandler | undefined },
   fn: () => Promise<T>,
 ): Promise<T> {

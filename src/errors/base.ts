@@ -23,7 +23,9 @@ export type CheckpointerErrorCode =
   | "ADOPTION_REQUIRED"
   | "ADOPTION_ROLLED_BACK"
   | "HISTORY_CORRUPT"
-  | "UNSAFE_SCHEMA";
+  | "UNSAFE_SCHEMA"
+  | "VECTOR_EXTENSION_MISSING"
+  | "STORE_INDEX_MISMATCH";
 
 /**
  * Base class of every error thrown by this package.

@@ -20,7 +20,7 @@ import {
 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { isPGlite, pgliteDb, poolDb, type PGliteLike } from "../db/db.js";
-import { DEFAULT_DATA_DIR, openEmbedded } from "../db/embedded.js";
+import { DEFAULT_DATA_DIR, shareEmbedded } from "../db/embedded.js";
 import { runMigrations, type MigrateResult } from "../db/migrate.js";
 import { InvalidInputError, InvalidOptionsError } from "../errors.js";
 import { emit, guard } from "../events.js";
@@ -190,7 +190,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (url) {
       saver = PostgresSaver.fromConnString(url, { ...saverOptions, pool });
     } else {
-      const embedded = await openEmbedded(dataDir ?? DEFAULT_DATA_DIR);
+      // Shared with a PostgresStore.open() of this process: the folder admits one process, not one opener.
+      const embedded = await shareEmbedded(dataDir ?? DEFAULT_DATA_DIR);
       saver = PostgresSaver.#owning(embedded.db, saverOptions, embedded.close);
     }
     if (migrate !== false) {

@@ -1,0 +1,23 @@
+/**
+ * The store: LangGraph's long-term memory (`BaseStore`) in the same Postgres
+ * as the checkpointer, a drop-in for the official `PostgresStore`. The class
+ * is in store.ts; its options in options.ts; its input checks in input.ts;
+ * its statements in queries.ts, built with sql.ts, their filters compiled by
+ * filter.ts; TTL and the sweeper in ttl.ts; vector search (pgvector) in
+ * vector.ts; its table in schema.ts and its migrations (a track of their
+ * own) in migrations.ts and migrate.ts; switching from the official store in
+ * adopt.ts. This file is what the package exports from the folder, also as
+ * `langgraph-checkpoint-pg/store`.
+ *
+ * @example
+ * ```ts
+ * import { PostgresStore } from "langgraph-checkpoint-pg/store";
+ * ```
+ */
+export { PostgresStore, type SearchMode, type StoreSearchOptions, type StoreStats } from "./store.js";
+export type { PostgresStoreConfig, PostgresStoreOptions, StoreSetupOptions, TTLConfig } from "./options.js";
+export type { DistanceMetric, Embeddings, EmbeddingsFunc, IndexConfig, VectorIndexType } from "./vector.js";
+export { migrateStore, type MigrateStoreOptions, type MigrateStoreResult } from "./migrate.js";
+export { STORE_COMPATIBILITY, STORE_MIGRATIONS_TABLE } from "./migrations.js";
+export type { StoreAdoptOption, StoreAdoptionSummary } from "./adopt.js";
+export { StoreAdoptionRequiredError, StoreIndexMismatchError, VectorExtensionMissingError, type VectorIndexShape } from "../errors.js";

@@ -1,0 +1,51 @@
+/**
+ * The store's table, in drizzle: the one definition that `migrations/store/`
+ * is generated from (`npm run generate`; a test fails when the two drift)
+ * and that the store's statements take their names from (queries.ts).
+ * Kept apart from src/db/schema.ts: a checkpointer-only user never gets it,
+ * and the store's migrations are numbered on their own (see migrations.ts).
+ *
+ * The vector table is not here: its column type depends on the configured
+ * dimensions and needs the pgvector extension, so vector.ts creates it when
+ * a store with `index` is set up.
+ *
+ * @example
+ * ```ts
+ * import { storeItems } from "./schema.js";
+ * await db.select({ key: storeItems.key }).from(storeItems); // drizzle, on the store's schema (search_path)
+ * ```
+ */
+import { customType, doublePrecision, index, jsonb, pgTable, primaryKey, timestamp } from "drizzle-orm/pg-core";
+
+/** Byte-wise ordering whatever the database locale: prefix ranges and listing order match JavaScript's. */
+const key = customType<{ data: string }>({ dataType: () => 'text COLLATE "C"' });
+
+/**
+ * A namespace as its labels, one array element each: any label text (dots,
+ * colons, `%`, `_`, backslashes) round-trips, and a prefix is a prefix of
+ * whole labels (`["a"]` never matches `["ab"]`).
+ */
+const labels = customType<{ data: string[] }>({ dataType: () => 'text ARRAY COLLATE "C"' });
+
+/**
+ * One item: namespace -> key -> JSON value, with its times. `expires_at` is
+ * NULL for an item without TTL; `ttl_minutes` is the TTL it was put with, so
+ * a read refreshes it by that item's own TTL.
+ */
+export const storeItems = pgTable(
+  "store_items",
+  {
+    namespace: labels("namespace").notNull(),
+    key: key("key").notNull(),
+    value: jsonb("value").$type<Record<string, unknown>>().notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+    expiresAt: timestamp("expires_at", { withTimezone: true }),
+    ttlMinutes: doublePrecision("ttl_minutes"),
+  },
+  (t) => [
+    primaryKey({ name: "store_items_pkey", columns: [t.namespace, t.key] }),
+    /** For the sweeper: expired items are a range read, not a scan. */
+    index("store_items_expires_at").on(t.expiresAt),
+  ],
+);

@@ -1,0 +1,644 @@
+/**
+ * PostgresStore: LangGraph's `BaseStore` (long-term memory shared across
+ * threads) on one table of this package's schema, a drop-in for the official
+ * `PostgresStore` of `@langchain/langgraph-checkpoint-postgres/store`. This
+ * file is the class: it checks input before any SQL, embeds what is to be
+ * embedded before a connection is taken, and runs one statement per
+ * operation (for a batch, one per kind of operation: reads see the store as
+ * it was before the batch, and of several puts of one item the last wins, as
+ * in LangGraph's InMemoryStore). SQL lives in queries.ts and vector.ts.
+ */
+import { createHash } from "node:crypto";
+import {
+  BaseStore,
+  type GetOperation,
+  type Item,
+  type ListNamespacesOperation,
+  type MatchCondition,
+  type Operation,
+  type OperationResults,
+  type PutOperation,
+  type SearchItem,
+  type SearchOperation,
+} from "@langchain/langgraph-checkpoint";
+import pg from "pg";
+import { isPGlite, pgliteDb, poolDb, type Db, type PGliteLike } from "../db/db.js";
+import { DEFAULT_DATA_DIR, shareEmbedded } from "../db/embedded.js";
+import { assertSchemaCurrent, schemaLevel, latestVersion } from "../db/migrate.js";
+import { CheckpointerError, DatabaseOperationError, InvalidInputError, InvalidOptionsError, SchemaNotMigratedError, sqlStateOf } from "../errors.js";
+import { emit, guard, type EventHandler } from "../events.js";
+import { checkCount, checkItemKey, checkNamespace, checkTtl, encodeValue } from "./input.js";
+import { compileFilter } from "./filter.js";
+import { runStoreMigrations, type MigrateStoreResult } from "./migrate.js";
+import { STORE_TRACK } from "./migrations.js";
+import { checkStoreOptions, type CheckedStoreOptions, type PostgresStoreConfig, type PostgresStoreOptions, type StoreSetupOptions } from "./options.js";
+import { storeQueries, type ItemRow, type StoreQueries, type VectorRow, type WriteRow } from "./queries.js";
+import { Params } from "./sql.js";
+import { SWEEP_BATCH, Sweeper, sweepSql } from "./ttl.js";
+import { embedDocuments, embedQuery, inExtension, textsToEmbed, vectorSearchSql, vectorText, type DistanceMetric } from "./vector.js";
+
+/** Search modes, as the official store names them. */
+export type SearchMode = "auto" | "text" | "vector" | "hybrid";
+
+/**
+ * Options of {@link PostgresStore.search}: the base class's, and the official store's.
+ *
+ * @example
+ * ```ts
+ * await store.search(["docs"], { query: "pasta", mode: "hybrid", vectorWeight: 0.7, filter: { lang: "it" }, limit: 5 });
+ * ```
+ */
+export interface StoreSearchOptions {
+  filter?: Record<string, unknown>;
+  query?: string;
+  limit?: number;
+  offset?: number;
+  mode?: SearchMode;
+  /** Move the returned items' expiry to now + their TTL. Default: the store's `ttl.refreshOnRead`. */
+  refreshTtl?: boolean;
+  /** Vector and hybrid search: only items scoring at least this (cosine similarity, 1 / (1 + l2 distance), or inner product). */
+  similarityThreshold?: number;
+  /** Vector search: the metric to rank by (default: the index's). */
+  distanceMetric?: DistanceMetric;
+  /** Hybrid search: the weight of the vector score against the text rank, 0 to 1. Default 0.7. */
+  vectorWeight?: number;
+}
+
+/** What {@link PostgresStore.getStats} reports. */
+export interface StoreStats {
+  totalItems: number;
+  expiredItems: number;
+  namespaceCount: number;
+  oldestItem: Date | null;
+  newestItem: Date | null;
+}
+
+const POOL_DEFAULTS: pg.PoolConfig = { application_name: "langgraph-checkpoint-pg:store" };
+
+type Read = { kind: "get"; i: number; namespace: string[]; key: string } | { kind: "search"; i: number; sql: (params: Params, op: number) => string; refresh: boolean; scored: boolean } | { kind: "list"; i: number; op: ListNamespacesOperation; conditions: { matchType: "prefix" | "suffix"; path: string[] }[] };
+
+/**
+ * LangGraph long-term memory in Postgres.
+ *
+ * @example
+ * ```ts
+ * import { PostgresStore } from "langgraph-checkpoint-pg/store";
+ * const store = PostgresStore.fromConnString(process.env.DATABASE_URL!);
+ * await store.setup();
+ * await store.put(["users", "u1", "memories"], "m1", { text: "likes pasta" });
+ * const hits = await store.search(["users", "u1"], { query: "food", mode: "text" });
+ * await store.stop();
+ * ```
+ */
+export class PostgresStore extends BaseStore {
+  readonly schema: string;
+  readonly #db: Db;
+  readonly #opts: CheckedStoreOptions;
+  readonly #q: StoreQueries;
+  readonly #onEvent: EventHandler | undefined;
+  readonly #sweeper = new Sweeper();
+  readonly #names = new Map<string, string>();
+  #close: (() => Promise<void>) | undefined;
+  #ready: Promise<void> | undefined;
+  /** The schema pgvector's type and operators live in (read once). */
+  #extSchema: string | undefined;
+  #stopped = false;
+
+  /**
+   * @param target The official store's config (`{ connectionOptions, schema, ensureTables, ttl, index, textSearchLanguage }`:
+   *   the store opens a pool and `stop()` ends it), or a `pg.Pool` / PGlite instance you own (never ended by the store).
+   *
+   * @example
+   * ```ts
+   * const store = new PostgresStore(pool, { schema: "memory" }); // your pool
+   * const official = new PostgresStore({ connectionOptions: url, ttl: { defaultTtl: 60 } }); // the official shape
+   * ```
+   */
+  constructor(config: PostgresStoreConfig);
+  constructor(pool: pg.Pool | PGliteLike, options?: PostgresStoreOptions);
+  constructor(target: PostgresStoreConfig | pg.Pool | PGliteLike, options: PostgresStoreOptions = {}) {
+    super();
+    let db: Db;
+    let opts: CheckedStoreOptions;
+    let onEvent: EventHandler | undefined;
+    if (isPGlite(target) || target instanceof pg.Pool || (typeof target === "object" && target !== null && typeof (target as { connect?: unknown }).connect === "function")) {
+      opts = checkStoreOptions(options ?? {}, false);
+      onEvent = guard(options?.onEvent, "onEvent", options?.onHandlerError);
+      if (isPGlite(target)) db = pgliteDb(target);
+      else {
+        const pool = target as pg.Pool;
+        db = poolDb(pool);
+        // An idle client dying makes pg.Pool emit 'error'; with no listener that crashes the process.
+        if (pool.listenerCount("error") === 0) pool.on("error", (err) => emit(onEvent, { type: "connectionError", message: err.message }));
+      }
+    } else {
+      if (target === null || typeof target !== "object" || !("connectionOptions" in target)) {
+        throw new InvalidOptionsError("connectionOptions", "expected { connectionOptions, ... }, a pg.Pool or a PGlite instance");
+      }
+      const { connectionOptions, ...rest } = target;
+      opts = checkStoreOptions(rest, true);
+      onEvent = guard(rest.onEvent, "onEvent", rest.onHandlerError);
+      if (typeof connectionOptions !== "string" && (connectionOptions === null || typeof connectionOptions !== "object")) {
+        throw new InvalidOptionsError("connectionOptions", "expected a postgres:// URL or a pg.PoolConfig");
+      }
+      const pool = new pg.Pool(typeof connectionOptions === "string" ? { ...POOL_DEFAULTS, connectionString: connectionOptions } : { ...POOL_DEFAULTS, ...connectionOptions });
+      pool.on("error", (err) => emit(onEvent, { type: "connectionError", message: err.message }));
+      db = poolDb(pool);
+      this.#close = () => pool.end();
+    }
+    this.#db = db;
+    this.#opts = opts;
+    this.#onEvent = onEvent;
+    this.schema = opts.schema;
+    this.#q = storeQueries(opts.schema);
+  }
+
+  /**
+   * A store on a new pool that it owns (`stop()` ends it), as the official store's.
+   *
+   * @example
+   * ```ts
+   * const store = PostgresStore.fromConnString(process.env.DATABASE_URL!, { schema: "memory" });
+   * ```
+   */
+  static fromConnString(connectionString: string, options: PostgresStoreOptions = {}): PostgresStore {
+    if (typeof connectionString !== "string" || connectionString === "") throw new InvalidOptionsError("connectionString", "expected a postgres:// URL");
+    return new PostgresStore({ ...options, connectionOptions: connectionString });
+  }
+
+  /**
+   * A store on `databaseUrl` (default `DATABASE_URL`) or, without one, on the
+   * embedded database in `dataDir` (default `./.langgraph-pg`): the same one a
+   * `PostgresSaver.open()` of this process uses. Set up unless `migrate: false`.
+   *
+   * @example
+   * ```ts
+   * const checkpointer = await PostgresSaver.open();
+   * const store = await PostgresStore.open(); // the same embedded database
+   * const graph = builder.compile({ checkpointer, store });
+   * ```
+   */
+  static async open(options: PostgresStoreOptions & StoreSetupOptions & { databaseUrl?: string; dataDir?: string; migrate?: boolean } = {}): Promise<PostgresStore> {
+    const { databaseUrl, dataDir, migrate, adopt, retry, ...rest } = options;
+    const url = databaseUrl ?? process.env.DATABASE_URL;
+    let store: PostgresStore;
+    if (url) store = PostgresStore.fromConnString(url, { ensureTables: false, ...rest });
+    else {
+      const embedded = await shareEmbedded(dataDir ?? DEFAULT_DATA_DIR);
+      try {
+        store = new PostgresStore(embedded.db, rest);
+      } catch (err) {
+        await embedded.close();
+        throw err;
+      }
+      store.#close = () => embedded.close();
+    }
+    if (migrate !== false) {
+      try {
+        await store.setup({ adopt, retry });
+      } catch (err) {
+        await store.stop();
+        throw err;
+      }
+    }
+    return store;
+  }
+
+  /**
+   * Create or upgrade the store's tables (and the vector table, with
+   * `index`), under the migration lock; starts the TTL sweeper when
+   * configured. Never touches the checkpointer's tables.
+   *
+   * @example
+   * ```ts
+   * await store.setup();
+   * await store.setup({ adopt: { from: "public" } }); // copy the official store's items
+   * ```
+   */
+  async setup(options: StoreSetupOptions = {}): Promise<MigrateStoreResult> {
+    if (options === null || typeof options !== "object") throw new InvalidOptionsError("setup options", "expected { adopt?, retry? }");
+    for (const key of Object.keys(options)) if (key !== "adopt" && key !== "retry") throw new InvalidOptionsError(key, "is not a setup() option (adopt, retry)");
+    const result = await runStoreMigrations(this.#db, this.schema, { index: this.#opts.index, adopt: options.adopt, retry: options.retry, onEvent: this.#onEvent });
+    this.#ready = this.#check();
+    await this.#ready;
+    this.#startSweeper();
+    return result;
+  }
+
+  /** LangGraph calls this before use: `setup()` when `ensureTables`, and the sweeper. */
+  override async start(): Promise<void> {
+    await this.#ensureReady();
+    this.#startSweeper();
+  }
+
+  /** Stop the sweeper and end what the store opened (a pool you passed in stays open). */
+  override async stop(): Promise<void> {
+    await this.#sweeper.stop();
+    if (this.#stopped) return;
+    this.#stopped = true;
+    const close = this.#close;
+    this.#close = undefined;
+    await close?.();
+  }
+
+  #startSweeper(): void {
+    const minutes = this.#opts.sweepMinutes;
+    if (minutes === undefined || this.#sweeper.started || this.#stopped) return;
+    this.#sweeper.start(minutes, () => this.#sweep(false), (err) => emit(this.#onEvent, { type: "connectionError", message: `TTL sweep failed: ${err instanceof Error ? err.message : String(err)}` }));
+  }
+
+  /** Once per store: set up (ensureTables) or check that the schema is migrated; find pgvector. */
+  #ensureReady(): Promise<void> {
+    if (!this.#ready) {
+      this.#ready = this.#opts.ensureTables ? this.setup().then(() => undefined) : this.#check();
+      this.#ready.catch(() => (this.#ready = undefined));
+    }
+    return this.#ready;
+  }
+
+  async #check(): Promise<void> {
+    await assertSchemaCurrent(this.#db, this.schema, "store", this.#onEvent, STORE_TRACK);
+    if (this.#opts.index && this.#extSchema === undefined) {
+      const { rows } = await this.#db.query<{ schema: string }>(
+        "SELECT n.nspname AS schema FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'",
+      );
+      if (!rows[0]) throw new SchemaNotMigratedError(this.schema, 0, latestVersion(STORE_TRACK), { track: "store" });
+      this.#extSchema = rows[0].schema;
+    }
+  }
+
+  async #run<R extends ItemRow | Record<string, unknown>>(text: string, values: unknown[], what: string): Promise<{ rows: R[]; rowCount?: number }> {
+    await this.#ensureReady();
+    let name = this.#names.get(text);
+    if (name === undefined) {
+      name = `lgst_${createHash("sha1").update(text).digest("hex").slice(0, 16)}`;
+      this.#names.set(text, name);
+    }
+    try {
+      return (await this.#db.run(text, values, name)) as { rows: R[]; rowCount?: number };
+    } catch (err) {
+      throw await this.#failure(err, what);
+    }
+  }
+
+  async #failure(err: unknown, what: string): Promise<CheckpointerError> {
+    if (err instanceof CheckpointerError) return err;
+    const state = sqlStateOf(err);
+    if (state === "42P01" || state === "3F000") {
+      this.#ready = undefined;
+      const level = await schemaLevel(this.#db, this.schema, STORE_TRACK).catch(() => undefined);
+      return new SchemaNotMigratedError(this.schema, level?.version ?? 0, latestVersion(STORE_TRACK), { cause: err, track: "store" });
+    }
+    return new DatabaseOperationError(what, err);
+  }
+
+  /**
+   * Run operations: gets, searches and namespace listings read the store as
+   * it was before the batch (one statement per kind); then all puts and
+   * deletes in one statement, the last one of each item winning.
+   *
+   * @example
+   * ```ts
+   * const [item, , hits] = await store.batch([{ namespace: ["a"], key: "k" }, { namespace: ["a"], key: "j", value: { x: 1 } }, { namespacePrefix: ["a"], limit: 10, offset: 0 }]);
+   * ```
+   */
+  async batch<Op extends readonly Operation[]>(operations: Op): Promise<OperationResults<Op>> {
+    if (!Array.isArray(operations)) throw new InvalidInputError("batch operations", "expected an array of operations");
+    const results: unknown[] = new Array(operations.length).fill(null);
+    const reads: Read[] = [];
+    const writes = new Map<string, { op: PutOperation & { options?: { ttl?: number } }; field: string }>();
+    operations.forEach((op, i) => {
+      const field = `batch operations[${i}]`;
+      if (op === null || typeof op !== "object") throw new InvalidInputError(field, "expected an operation object");
+      if ("namespacePrefix" in op) reads.push(this.#searchRead(i, op as SearchOperation, {}, field));
+      else if ("value" in op) {
+        const put = op as PutOperation & { options?: { ttl?: number } };
+        const namespace = checkNamespace(`${field}.namespace`, put.namespace);
+        const key = checkItemKey(`${field}.key`, put.key);
+        writes.set(JSON.stringify([namespace, key]), { op: put, field });
+        results[i] = undefined;
+      } else if ("key" in op) {
+        const get = op as GetOperation;
+        reads.push({ kind: "get", i, namespace: checkNamespace(`${field}.namespace`, get.namespace), key: checkItemKey(`${field}.key`, get.key) });
+      } else if ("matchConditions" in op || "limit" in op) {
+        reads.push(this.#listRead(i, op as ListNamespacesOperation, field));
+      } else throw new InvalidInputError(field, "is not a get, put, search or listNamespaces operation");
+    });
+    const write = writes.size > 0 ? await this.#prepareWrite([...writes.values()]) : undefined;
+    const gets = reads.filter((r): r is Extract<Read, { kind: "get" }> => r.kind === "get");
+    if (gets.length > 0) {
+      const refresh = this.#opts.refreshOnRead;
+      const res = await this.#run<ItemRow>(this.#q.getMany(refresh), [JSON.stringify(gets.map((g) => [g.namespace, g.key]))], "batch get");
+      for (const row of res.rows) results[gets[row.op!]!.i] = toItem(row);
+    }
+    const searches = reads.filter((r): r is Extract<Read, { kind: "search" }> => r.kind === "search");
+    if (searches.length > 0) {
+      for (const s of searches) results[s.i] = [];
+      for (const row of await this.#searchRows(searches)) (results[searches[row.op!]!.i] as SearchItem[]).push(toSearchItem(row, searches[row.op!]!.scored));
+    }
+    const lists = reads.filter((r): r is Extract<Read, { kind: "list" }> => r.kind === "list");
+    if (lists.length > 0) {
+      for (const l of lists) results[l.i] = [];
+      const params = new Params();
+      const parts = lists.map((l, op) => this.#q.listNamespaces(op, { conditions: l.conditions, maxDepth: l.op.maxDepth, limit: l.op.limit, offset: l.op.offset }, params));
+      const text = parts.length === 1 ? parts[0]! : parts.map((p) => `(${p})`).join(" UNION ALL ");
+      const res = await this.#run<{ op: number; namespace: string[] }>(`SELECT * FROM (${text}) l ORDER BY op, namespace`, params.values, "batch listNamespaces");
+      for (const row of res.rows) (results[lists[row.op]!.i] as string[][]).push(row.namespace);
+    }
+    if (write) await this.#run(write.text, write.values, "batch put");
+    return results as OperationResults<Op>;
+  }
+
+  /**
+   * One item, or null (also when it expired). With `ttl.refreshOnRead` its expiry moves, in the same statement.
+   *
+   * @example
+   * ```ts
+   * const item = await store.get(["users", "u1"], "prefs");
+   * ```
+   */
+  override async get(namespace: string[], key: string): Promise<Item | null> {
+    const ns = checkNamespace("get namespace", namespace);
+    const k = checkItemKey("get key", key);
+    const res = await this.#run<ItemRow>(this.#q.get(this.#opts.refreshOnRead), [ns, k], "get");
+    return res.rows[0] ? toItem(res.rows[0]) : null;
+  }
+
+  /**
+   * Store an item (replacing its value), one statement. `index`: `false` stores no
+   * embedding, a list of paths embeds those fields instead of the store's. `options.ttl`: minutes.
+   *
+   * @example
+   * ```ts
+   * await store.put(["docs"], "d1", { title: "Guide", body: "..." }, ["title"], { ttl: 60 });
+   * ```
+   */
+  override async put(namespace: string[], key: string, value: Record<string, unknown>, index?: false | string[], options?: { ttl?: number }): Promise<void> {
+    const ns = checkNamespace("put namespace", namespace);
+    const k = checkItemKey("put key", key);
+    if (value === null) return this.delete(ns, k);
+    if (this.#opts.index) {
+      const write = await this.#prepareWrite([{ op: { namespace: ns, key: k, value, index, options }, field: "put" }]);
+      await this.#run(write.text, write.values, "put");
+      return;
+    }
+    const json = encodeValue("put value", value);
+    if (index !== undefined && index !== false && !Array.isArray(index)) throw new InvalidInputError("put index", "expected false or an array of field paths");
+    const ttl = checkTtl("put options.ttl", options?.ttl) ?? this.#opts.defaultTtl ?? null;
+    await this.#run(this.#q.put, [ns, k, json, ttl], "put");
+  }
+
+  /**
+   * Delete an item (its embeddings go with it), one statement.
+   *
+   * @example
+   * ```ts
+   * await store.delete(["docs"], "d1");
+   * ```
+   */
+  override async delete(namespace: string[], key: string): Promise<void> {
+    const ns = checkNamespace("delete namespace", namespace);
+    const k = checkItemKey("delete key", key);
+    await this.#run(this.#q.delete, [ns, k], "delete");
+  }
+
+  /**
+   * Items under a namespace prefix (`[]`: all), filtered, newest update first; with `query`,
+   * ranked by text (`mode: "text"`), vectors (`"vector"`) or both (`"hybrid"`; `"auto"`:
+   * vectors when the store has an index). One statement.
+   *
+   * @example
+   * ```ts
+   * await store.search(["docs"], { filter: { status: "active", score: { $gte: 4 } }, limit: 20 });
+   * ```
+   */
+  override async search(namespacePrefix: string[], options: StoreSearchOptions = {}): Promise<SearchItem[]> {
+    if (options === null || typeof options !== "object") throw new InvalidInputError("search options", "expected an object");
+    const read = this.#searchRead(0, { namespacePrefix, filter: options.filter, query: options.query, limit: options.limit ?? 10, offset: options.offset ?? 0 }, options, "search");
+    const rows = await this.#searchRows([read]);
+    return rows.map((row) => toSearchItem(row, read.scored));
+  }
+
+  /**
+   * Namespaces, optionally matching a prefix and/or suffix (`"*"` matches any label), truncated
+   * to `maxDepth` labels, distinct, sorted, then paged. One statement.
+   *
+   * @example
+   * ```ts
+   * await store.listNamespaces({ prefix: ["users"], maxDepth: 2, limit: 50 });
+   * ```
+   */
+  override async listNamespaces(options: { prefix?: string[]; suffix?: string[]; maxDepth?: number; limit?: number; offset?: number } = {}): Promise<string[][]> {
+    if (options === null || typeof options !== "object") throw new InvalidInputError("listNamespaces options", "expected an object");
+    const matchConditions: MatchCondition[] = [];
+    if (options.prefix !== undefined) matchConditions.push({ matchType: "prefix", path: options.prefix });
+    if (options.suffix !== undefined) matchConditions.push({ matchType: "suffix", path: options.suffix });
+    const [result] = await this.batch([{ matchConditions, maxDepth: options.maxDepth, limit: options.limit ?? 100, offset: options.offset ?? 0 }] as [ListNamespacesOperation]);
+    return result;
+  }
+
+  /**
+   * Delete expired items now (in batches); returns how many. Waits for a sweep another process is running.
+   *
+   * @example
+   * ```ts
+   * const deleted = await store.sweepExpiredItems();
+   * ```
+   */
+  async sweepExpiredItems(): Promise<number> {
+    return this.#sweep(true);
+  }
+
+  async #sweep(wait: boolean): Promise<number> {
+    const text = sweepSql(this.schema, wait);
+    let total = 0;
+    for (;;) {
+      const res = await this.#run<{ got: boolean; n: number }>(text, [this.schema, SWEEP_BATCH], "sweepExpiredItems");
+      const { got, n } = res.rows[0]!;
+      total += n;
+      if (!got || n < SWEEP_BATCH) return total;
+    }
+  }
+
+  /**
+   * Counts and times over the whole store (expired items included until swept).
+   *
+   * @example
+   * ```ts
+   * const { totalItems, namespaceCount } = await store.getStats();
+   * ```
+   */
+  async getStats(): Promise<StoreStats> {
+    const res = await this.#run<{ total_items: string; expired_items: string; namespace_count: string; oldest_item: Date | null; newest_item: Date | null }>(
+      this.#q.stats,
+      [],
+      "getStats",
+    );
+    const r = res.rows[0]!;
+    return {
+      totalItems: Number(r.total_items),
+      expiredItems: Number(r.expired_items),
+      namespaceCount: Number(r.namespace_count),
+      oldestItem: r.oldest_item,
+      newestItem: r.newest_item,
+    };
+  }
+
+  /**
+   * Make the embeddings that are missing (after a change of `dims`, or an adoption whose
+   * embeddings had other dimensions) with the store's embedder, `batchSize` texts per call.
+   *
+   * @example
+   * ```ts
+   * const { embedded } = await store.reindex({ batchSize: 100 });
+   * ```
+   */
+  async reindex(options: { batchSize?: number } = {}): Promise<{ embedded: number }> {
+    const index = this.#opts.index;
+    if (!index) throw new InvalidOptionsError("index", "reindex needs the store's index option (dims, embed)");
+    const batchSize = options.batchSize ?? 100;
+    if (!Number.isInteger(batchSize) || batchSize < 1) throw new InvalidOptionsError("batchSize", "expected a positive integer");
+    await this.#ensureReady();
+    const vec = inExtension(this.#extSchema!, "vector");
+    let embedded = 0;
+    for (;;) {
+      const res = await this.#run<{ namespace: string[]; key: string; field_path: string; text_content: string }>(
+        `SELECT namespace, key, field_path, text_content FROM ${this.#q.vectors} WHERE embedding IS NULL ORDER BY namespace, key, field_path LIMIT $1`,
+        [batchSize],
+        "reindex",
+      );
+      if (res.rows.length === 0) return { embedded };
+      const vectors = await embedDocuments(index, res.rows.map((r) => r.text_content));
+      const rows = res.rows.map((r, i) => ({ ns: r.namespace, key: r.key, field: r.field_path, embedding: vectorText(vectors[i]!) }));
+      await this.#run(
+        `UPDATE ${this.#q.vectors} v SET embedding = (x ->> 'embedding')::${vec}
+           FROM pg_catalog.jsonb_array_elements($1::jsonb) AS r(x)
+          WHERE v.namespace = ARRAY(SELECT pg_catalog.jsonb_array_elements_text(x -> 'ns')) AND v.key = x ->> 'key' AND v.field_path = x ->> 'field'`,
+        [JSON.stringify(rows)],
+        "reindex",
+      );
+      embedded += rows.length;
+    }
+  }
+
+  /** The write statement of some puts and deletes (embedded first, before any SQL). */
+  async #prepareWrite(puts: { op: PutOperation & { options?: { ttl?: number } }; field: string }[]): Promise<{ text: string; values: unknown[] }> {
+    const index = this.#opts.index;
+    const rows: WriteRow[] = [];
+    const toEmbed: { ns: string[]; key: string; field: string; text: string }[] = [];
+    for (const { op, field } of puts) {
+      const ns = op.namespace;
+      if (op.value === null) {
+        rows.push({ ns, key: op.key });
+        continue;
+      }
+      const value = encodeValue(`${field}.value`, op.value);
+      const ttl = checkTtl(`${field}.options.ttl`, op.options?.ttl) ?? this.#opts.defaultTtl;
+      rows.push(ttl === undefined ? { ns, key: op.key, value } : { ns, key: op.key, value, ttl });
+      const fields = op.index;
+      if (fields !== undefined && fields !== false && (!Array.isArray(fields) || fields.some((f) => typeof f !== "string"))) {
+        throw new InvalidInputError(`${field}.index`, "expected false or an array of field paths");
+      }
+      if (index && fields !== false) {
+        for (const t of textsToEmbed(op.value, fields ?? index.fields)) toEmbed.push({ ns, key: op.key, ...t });
+      }
+    }
+    if (!index) return { text: this.#q.write(false), values: [JSON.stringify(rows)] };
+    const vectors = await embedDocuments(index, toEmbed.map((t) => t.text));
+    const vrows: VectorRow[] = toEmbed.map((t, i) => ({ ns: t.ns, key: t.key, field: t.field, text: t.text, embedding: vectorText(vectors[i]!) }));
+    await this.#ensureReady();
+    const text = this.#q.write(true).replace("@VECTOR@", inExtension(this.#extSchema!, "vector"));
+    return { text, values: [JSON.stringify(rows), JSON.stringify(vrows)] };
+  }
+
+  /** Check a search and say how to build its SQL (the query embedded later, in #searchRows). */
+  #searchRead(i: number, op: SearchOperation, extra: StoreSearchOptions, field: string): Extract<Read, { kind: "search" }> & { embedText?: string } {
+    const prefix = checkNamespace(`${field} namespacePrefix`, op.namespacePrefix, { allowEmpty: true, wildcards: true });
+    const limit = checkCount(`${field} limit`, op.limit, 10);
+    const offset = checkCount(`${field} offset`, op.offset, 0);
+    const query = op.query;
+    if (query !== undefined && query !== null && typeof query !== "string") throw new InvalidInputError(`${field} query`, "expected a string");
+    const mode = extra.mode ?? "auto";
+    if (!["auto", "text", "vector", "hybrid"].includes(mode)) throw new InvalidInputError(`${field} options.mode`, `Unknown search mode: ${String(mode)} (auto, text, vector, hybrid)`);
+    const index = this.#opts.index;
+    if (mode === "vector" && !index) throw new InvalidInputError(`${field} options.mode`, "Vector search requested but not configured: give the store an index ({ dims, embed })");
+    if (mode === "hybrid" && !index) throw new InvalidInputError(`${field} options.mode`, "Hybrid search requested but vector search not configured: give the store an index ({ dims, embed })");
+    const refresh = extra.refreshTtl ?? this.#opts.refreshOnRead;
+    if (typeof refresh !== "boolean") throw new InvalidInputError(`${field} options.refreshTtl`, "expected true or false");
+    const threshold = extra.similarityThreshold;
+    if (threshold !== undefined && (typeof threshold !== "number" || !Number.isFinite(threshold))) throw new InvalidInputError(`${field} options.similarityThreshold`, "expected a number");
+    const weight = extra.vectorWeight ?? 0.7;
+    if (typeof weight !== "number" || !(weight >= 0 && weight <= 1)) throw new InvalidInputError(`${field} options.vectorWeight`, "expected a number from 0 to 1");
+    const metric = extra.distanceMetric ?? index?.distanceMetric ?? "cosine";
+    if (!["cosine", "l2", "inner_product"].includes(metric)) throw new InvalidInputError(`${field} options.distanceMetric`, "expected cosine, l2 or inner_product");
+    // Compiled once now, to refuse a bad filter before any SQL; compiled again into the statement's numbering.
+    compileFilter(op.filter, "it.value", new Params(), `${field} filter`);
+    const text = query ? query : undefined;
+    const vector = text !== undefined && index !== undefined && (mode === "vector" || mode === "hybrid" || mode === "auto");
+    const language = this.#opts.language;
+    const read: Extract<Read, { kind: "search" }> & { embedText?: string; embedding?: number[] } = {
+      kind: "search",
+      i,
+      refresh,
+      scored: text !== undefined,
+      sql: (params, n) => {
+        const filter = compileFilter(op.filter, "it.value", params, `${field} filter`);
+        if (!vector) return this.#q.search(n, { prefix, filter, text: text === undefined ? undefined : { query: text, language }, limit, offset }, params);
+        return vectorSearchSql(this.schema, this.#extSchema!, n, {
+          prefix,
+          filter,
+          query: read.embedding!,
+          metric: metric as DistanceMetric,
+          threshold,
+          hybrid: mode === "hybrid" ? { text: text!, language, weight } : undefined,
+          limit,
+          offset,
+        }, params);
+      },
+    };
+    if (vector) read.embedText = text;
+    return read;
+  }
+
+  /** One statement for all the searches (query embeddings made first). */
+  async #searchRows(searches: (Extract<Read, { kind: "search" }> & { embedText?: string; embedding?: number[] })[]): Promise<ItemRow[]> {
+    const index = this.#opts.index;
+    for (const s of searches) if (s.embedText !== undefined) s.embedding = await embedQuery(index!, s.embedText);
+    await this.#ensureReady();
+    const params = new Params();
+    const parts = searches.map((s, n) => s.sql(params, n));
+    let text = parts.length === 1 ? parts[0]! : `SELECT * FROM (${parts.map((p) => `(SELECT q.*, pg_catalog.row_number() OVER () AS rn FROM (${p}) q)`).join(" UNION ALL ")}) b ORDER BY op, rn`;
+    const refreshing = searches.map((s, n) => (s.refresh ? n : -1)).filter((n) => n >= 0);
+    if (refreshing.length > 0) text = this.#q.refreshFound(text, params.add(refreshing, "int[]"));
+    const res = await this.#run<ItemRow>(text, params.values, "search");
+    return res.rows;
+  }
+
+  #listRead(i: number, op: ListNamespacesOperation, field: string): Extract<Read, { kind: "list" }> {
+    const conditions = (op.matchConditions ?? []).map((c, j) => {
+      if (c === null || typeof c !== "object" || (c.matchType !== "prefix" && c.matchType !== "suffix")) {
+        throw new InvalidInputError(`${field}.matchConditions[${j}]`, 'expected { matchType: "prefix" | "suffix", path }');
+      }
+      return { matchType: c.matchType, path: checkNamespace(`${field}.matchConditions[${j}].path`, c.path, { allowEmpty: true, wildcards: true }) };
+    });
+    if (op.maxDepth !== undefined && op.maxDepth !== null && (!Number.isInteger(op.maxDepth) || op.maxDepth < 1)) {
+      throw new InvalidInputError(`${field}.maxDepth`, "expected a positive integer");
+    }
+    return {
+      kind: "list",
+      i,
+      op: { ...op, maxDepth: op.maxDepth ?? undefined, limit: checkCount(`${field}.limit`, op.limit, 100), offset: checkCount(`${field}.offset`, op.offset, 0) },
+      conditions,
+    };
+  }
+}
+
+function toItem(row: ItemRow): Item {
+  return { namespace: row.namespace, key: row.key, value: row.value, createdAt: row.created_at, updatedAt: row.updated_at };
+}
+
+function toSearchItem(row: ItemRow, scored: boolean): SearchItem {
+  const item: SearchItem = toItem(row);
+  if (scored) item.score = row.score === null || row.score === undefined ? undefined : Number(row.score);
+  return item;
+}
