@@ -7,7 +7,7 @@ import { existsSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import pg from "pg";
 import type { PGliteLike } from "../db/db.js";
-import { DEFAULT_DATA_DIR, openEmbedded, type OpenEmbeddedOptions } from "../db/embedded.js";
+import { DEFAULT_DATA_DIR, embeddedExtensions, openEmbedded, type OpenEmbeddedOptions } from "../db/embedded.js";
 import { CheckpointerError } from "../errors.js";
 import { NoEmbeddedDatabaseError } from "./exit.js";
 import { maskUrl, resolveUrl, scrub } from "./mask.js";
@@ -37,7 +37,11 @@ export class ConnectError extends CheckpointerError {
  * Open the target. `create: false` refuses to create an embedded folder that
  * does not exist (read commands must not leave a database behind).
  */
-export async function connect(target: Target, options: { create: boolean; applicationName: string; loadDataDir?: OpenEmbeddedOptions["loadDataDir"] }): Promise<Connection> {
+export async function connect(
+  target: Target,
+  // vector: load pgvector into the embedded database when it is installed (the store's --dims).
+  options: { create: boolean; applicationName: string; loadDataDir?: OpenEmbeddedOptions["loadDataDir"]; vector?: boolean },
+): Promise<Connection> {
   const url = resolveUrl(target);
   if (url) {
     const label = maskUrl(url);
@@ -56,6 +60,7 @@ export async function connect(target: Target, options: { create: boolean; applic
   const shown = relative(process.cwd(), dir) || ".";
   const label = `embedded database in ${shown.startsWith("..") ? dir : `./${shown}`}`;
   if (!options.create && !existsSync(join(dir, "pgdata"))) throw new NoEmbeddedDatabaseError(dir);
-  const embedded = await openEmbedded(dir, options.loadDataDir ? { loadDataDir: options.loadDataDir } : {});
+  const extensions = options.vector ? await embeddedExtensions() : undefined;
+  const embedded = await openEmbedded(dir, { ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}), ...(extensions ? { extensions } : {}) });
   return { pool: embedded.db, driver: "pglite", label, close: embedded.close };
 }

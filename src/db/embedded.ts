@@ -254,10 +254,7 @@ export async function shareEmbedded(dataDir: string = DEFAULT_DATA_DIR): Promise
   const dir = resolve(dataDir);
   let entry = shared.get(dir);
   if (!entry) {
-    const open = (async () => {
-      const vector = await import("@electric-sql/pglite-pgvector" as string).then((m: { vector?: unknown }) => m.vector).catch(() => undefined);
-      return openEmbedded(dir, vector ? { extensions: { vector } } : {});
-    })();
+    const open = (async () => openEmbedded(dir, { extensions: await embeddedExtensions() }))();
     entry = { open, users: 0 };
     shared.set(dir, entry);
     open.catch(() => shared.delete(dir));
@@ -283,4 +280,19 @@ export async function shareEmbedded(dataDir: string = DEFAULT_DATA_DIR): Promise
       await embedded.close();
     },
   };
+}
+
+/**
+ * The PGlite extensions the embedded database loads: pgvector when the
+ * optional package `@electric-sql/pglite-pgvector` is installed (the store's
+ * vector search needs it), else none.
+ *
+ * @example
+ * ```ts
+ * const { db } = await openEmbedded(dir, { extensions: await embeddedExtensions() });
+ * ```
+ */
+export async function embeddedExtensions(): Promise<Record<string, unknown> | undefined> {
+  const vector = await import("@electric-sql/pglite-pgvector" as string).then((m: { vector?: unknown }) => m.vector).catch(() => undefined);
+  return vector ? { vector } : undefined;
 }

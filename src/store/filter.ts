@@ -65,7 +65,8 @@ function operatorCondition(op: Operator, item: string, operand: unknown, params:
     case "$lt":
     case "$lte": {
       if (typeof operand === "number" && Number.isFinite(operand)) {
-        return `(pg_catalog.jsonb_typeof(${item}) = 'number' AND ${item}::numeric ${COMPARE[op]} ${params.add(operand, "numeric")})`;
+        // CASE, not AND: SQL does not promise to test the type before casting.
+        return `CASE WHEN pg_catalog.jsonb_typeof(${item}) = 'number' THEN ${item}::numeric ${COMPARE[op]} ${params.add(operand, "numeric")} ELSE false END`;
       }
       if (typeof operand === "string") {
         return `(pg_catalog.jsonb_typeof(${item}) = 'string' AND (${item} #>> '{}') COLLATE "C" ${COMPARE[op]} ${params.add(operand, "text")})`;

@@ -114,7 +114,9 @@ async function migrateStoreOnce(db: Db, schema: string, settings: Settings): Pro
             );
           }
         }
-        const adoptFrom = hasTable ? undefined : await officialStoreDecision(tx, schema, settings.adopt);
+        // A first setup decides about the official store's tables; later, only an explicit adopt copies again (what changed since).
+        const adopting = !hasTable || (settings.adopt !== undefined && settings.adopt !== false);
+        const adoptFrom = adopting ? await officialStoreDecision(tx, schema, settings.adopt) : undefined;
         const { fromVersion, toVersion, pending } = await applyTrack(tx, schema, STORE_TRACK, { trust, hasTable, dryRun, progress });
         const out: MigrateStoreResult = { schema, fromVersion, toVersion, applied: pending.map((m) => ({ version: m.version, name: m.name, sql: m.sql })) };
         if (settings.index) out.vector = await vectorStep(tx, db.driver, schema, settings.index, { trust, dryRun, changeIndex: settings.changeIndex });
