@@ -3,7 +3,7 @@
  * store's table (never changed in place: the official tables keep working
  * for official instances until they are replaced). Its `namespace_path`
  * (labels joined by ":") is split on ":" as the official store itself reads
- * it; an item's TTL is what its expiry says (`expires_at - updated_at`).
+ * it (each ":" becomes a label boundary of our key); an item's TTL is what its expiry says (`expires_at - updated_at`).
  * Copying again later takes each official item updated since (the newer
  * `updated_at` wins): deletions made by official instances in between are
  * not copied, which the README's runbook accounts for.
@@ -83,13 +83,13 @@ export async function adoptStore(tx: Queryable, schema: string, from: string, { 
   const s = quoteIdent(schema);
   const f = quoteIdent(from);
   const sql = [
-    `INSERT INTO ${s}.store_items AS it (namespace, key, value, created_at, updated_at, expires_at, ttl_minutes)
-     SELECT pg_catalog.string_to_array(o.namespace_path, ':'), o.key, o.value,
+    `INSERT INTO ${s}.store_items AS it (ns_key, key, value, created_at, updated_at, expires_at, ttl_minutes)
+     SELECT pg_catalog.replace(o.namespace_path, ':', pg_catalog.chr(1)), o.key, o.value,
             coalesce(o.created_at, pg_catalog.now()), coalesce(o.updated_at, o.created_at, pg_catalog.now()), o.expires_at,
             CASE WHEN o.expires_at IS NOT NULL AND o.updated_at IS NOT NULL AND o.expires_at > o.updated_at
                  THEN pg_catalog.date_part('epoch', o.expires_at - o.updated_at) / 60 END
        FROM ${f}.store o
-     ON CONFLICT (namespace, key) DO UPDATE
+     ON CONFLICT (ns_key, key) DO UPDATE
        SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at, ttl_minutes = EXCLUDED.ttl_minutes
      WHERE it.updated_at < EXCLUDED.updated_at`,
   ];
@@ -105,11 +105,11 @@ export async function adoptStore(tx: Queryable, schema: string, from: string, { 
     // Embeddings of other dimensions cannot be copied: their texts are, to be embedded again (store.reindex()).
     const embedding = ours.rows[0]?.dims === official.rows[0].dims ? "o.embedding::text" : "NULL";
     sql.push(
-      `INSERT INTO ${s}.${VECTOR_TABLE} AS v (namespace, key, field_path, text_content, embedding)
-       SELECT pg_catalog.string_to_array(o.namespace_path, ':'), o.key, o.field_path, o.text_content, ${embedding}
+      `INSERT INTO ${s}.${VECTOR_TABLE} AS v (ns_key, key, field_path, text_content, embedding)
+       SELECT pg_catalog.replace(o.namespace_path, ':', pg_catalog.chr(1)), o.key, o.field_path, o.text_content, ${embedding}
          FROM ${f}.store_vectors o
-        WHERE EXISTS (SELECT 1 FROM ${s}.store_items it WHERE it.namespace = pg_catalog.string_to_array(o.namespace_path, ':') AND it.key = o.key)
-       ON CONFLICT (namespace, key, field_path) DO UPDATE SET text_content = EXCLUDED.text_content, embedding = EXCLUDED.embedding`,
+        WHERE EXISTS (SELECT 1 FROM ${s}.store_items it WHERE it.ns_key = pg_catalog.replace(o.namespace_path, ':', pg_catalog.chr(1)) AND it.key = o.key)
+       ON CONFLICT (ns_key, key, field_path) DO UPDATE SET text_content = EXCLUDED.text_content, embedding = EXCLUDED.embedding`,
     );
   }
   let items = 0;

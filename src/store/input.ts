@@ -1,9 +1,9 @@
 /**
  * The store's input checks, run before any SQL: namespaces, keys, values,
  * pages and TTLs. Each failure is an `InvalidInputError` naming the field.
- * Namespace labels may hold any character Postgres text can (dots, colons,
- * `%`, `_`, backslashes): they are stored as array elements, never joined
- * into one string or matched with LIKE.
+ * Namespace labels may hold any character (dots, colons, `%`, `_`,
+ * backslashes) except U+0000, which Postgres text cannot hold, and U+0001,
+ * the separator of the stored key (see schema.ts); nothing is matched with LIKE.
  */
 import { InvalidInputError } from "../errors.js";
 import { LONE_SURROGATE, checkKey } from "../validate.js";
@@ -16,6 +16,12 @@ import { LONE_SURROGATE, checkKey } from "../validate.js";
 export const STORE_LIMITS = { namespaceBytes: 1024, labels: 64, key: 512, fieldPath: 256 } as const;
 
 const encoder = new TextEncoder();
+
+/** Joins the labels of a stored namespace key (see schema.ts): below every character a label may hold. */
+export const SEPARATOR = "\u0001";
+
+/** The stored key of a namespace (its labels joined by U+0001). */
+export const nsKey = (labels: readonly string[]): string => labels.join(SEPARATOR);
 
 /**
  * A namespace: an array of non-empty strings (the first not "langgraph",
@@ -34,6 +40,7 @@ export function checkNamespace(field: string, namespace: unknown, opts: { allowE
     }
     if (label === "") throw new InvalidInputError(`${field}[${i}]`, "Namespace labels cannot be empty strings.");
     if (label.includes("\u0000")) throw new InvalidInputError(`${field}[${i}]`, "must not contain NUL (\\u0000) characters");
+    if (label.includes(SEPARATOR)) throw new InvalidInputError(`${field}[${i}]`, "must not contain U+0001, which separates the labels of a stored namespace");
     if (LONE_SURROGATE.test(label)) throw new InvalidInputError(`${field}[${i}]`, "is not valid Unicode (a lone surrogate: half of a character)");
     bytes += label.length * 3 > 255 ? encoder.encode(label).length : label.length * 3;
   });

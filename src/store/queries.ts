@@ -7,6 +7,7 @@
  */
 import type { Table } from "drizzle-orm";
 import { quoteIdent } from "../validate.js";
+import { STORE_LIMITS } from "./input.js";
 import { LIVE, Params, matchCondition, prefixCondition } from "./sql.js";
 import type { storeItems } from "./schema.js";
 
@@ -15,7 +16,7 @@ type Names<T extends Table> = { readonly table: T["_"]["name"] } & { readonly [K
 /** The SQL names of the store's table and columns. */
 export const ITEMS = {
   table: "store_items",
-  namespace: "namespace",
+  nsKey: "ns_key",
   key: "key",
   value: "value",
   createdAt: "created_at",
@@ -26,7 +27,8 @@ export const ITEMS = {
 
 /** What every read returns of an item. */
 export interface ItemRow {
-  namespace: string[];
+  /** The namespace's labels joined by U+0001 (input.ts nsKey). */
+  ns_key: string;
   key: string;
   value: Record<string, unknown>;
   created_at: Date;
@@ -36,14 +38,15 @@ export interface ItemRow {
   op?: number;
 }
 
-const COLUMNS = (a: string) => `${a}.namespace, ${a}.key, ${a}.value, ${a}.created_at, ${a}.updated_at`;
+const COLUMNS = (a: string) => `${a}.ns_key, ${a}.key, ${a}.value, ${a}.created_at, ${a}.updated_at`;
 
 /** A TTL (minutes) from now, or NULL. */
 const EXPIRES = (ttl: string) => `CASE WHEN ${ttl} IS NULL THEN NULL ELSE pg_catalog.now() + pg_catalog.make_interval(secs => ${ttl} * 60) END`;
 
 /** One put or delete of a batch, as the write statement takes it (JSON). */
 export interface WriteRow {
-  ns: string[];
+  /** The namespace's key (input.ts nsKey). */
+  ns: string;
   key: string;
   /** JSON text of the value; absent: delete. */
   value?: string;
@@ -53,7 +56,7 @@ export interface WriteRow {
 
 /** The vector rows a put writes (the item's rows not named here are deleted). */
 export interface VectorRow {
-  ns: string[];
+  ns: string;
   key: string;
   field: string;
   text: string;
@@ -73,26 +76,28 @@ export function storeQueries(schema: string) {
   const refreshing = (hits: string, columns: string) =>
     `WITH hit AS MATERIALIZED (${hits}),
      touch AS (UPDATE ${items} it SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => it.ttl_minutes * 60)
-                 FROM hit WHERE it.namespace = hit.namespace AND it.key = hit.key AND it.ttl_minutes IS NOT NULL)
+                 FROM hit WHERE it.ns_key = hit.ns_key AND it.key = hit.key AND it.ttl_minutes IS NOT NULL)
      SELECT ${columns} FROM hit`;
 
   return {
     items,
     vectors,
 
-    /** One item by namespace and key. */
+    /** One item by namespace key and key. */
     get(refresh: boolean): string {
-      const hit = `SELECT ${COLUMNS("it")} FROM ${items} it WHERE it.namespace = $1::text[] AND it.key = $2 AND ${LIVE("it")}`;
-      return refresh ? refreshing(hit, "hit.namespace, hit.key, hit.value, hit.created_at, hit.updated_at") : hit;
+      const hit = `SELECT ${COLUMNS("it")} FROM ${items} it WHERE it.ns_key = $1 AND it.key = $2 AND ${LIVE("it")}`;
+      return refresh ? refreshing(hit, "hit.ns_key, hit.key, hit.value, hit.created_at, hit.updated_at") : hit;
     },
 
-    /** Several items: `$1` is a JSON array of `[namespace, key]`; each row says which (`op`, 0-based). */
+    /** Several items: `$1` is a JSON array of `[namespace key, key]`; each row says which (`op`, 0-based). */
     getMany(refresh: boolean): string {
+      // LATERAL ... LIMIT 1: one primary-key probe per request, never a hash join over the whole table.
       const hit = `SELECT r.ord::int - 1 AS op, ${COLUMNS("it")}
                      FROM pg_catalog.jsonb_array_elements($1::jsonb) WITH ORDINALITY AS r(x, ord)
-                     JOIN ${items} it ON it.namespace = ARRAY(SELECT pg_catalog.jsonb_array_elements_text(r.x -> 0)) AND it.key = r.x ->> 1
-                    WHERE ${LIVE("it")}`;
-      return refresh ? refreshing(hit, "hit.op, hit.namespace, hit.key, hit.value, hit.created_at, hit.updated_at") : hit;
+                     CROSS JOIN LATERAL (SELECT * FROM ${items} i
+                                          WHERE i.ns_key = r.x ->> 0 AND i.key = r.x ->> 1 AND ${LIVE("i")}
+                                          LIMIT 1) it`;
+      return refresh ? refreshing(hit, "hit.op, hit.ns_key, hit.key, hit.value, hit.created_at, hit.updated_at") : hit;
     },
 
     /**
@@ -100,13 +105,13 @@ export function storeQueries(schema: string) {
      * moves forward by at least a millisecond, so that two puts are never
      * equal at the precision of a JavaScript Date.
      */
-    put: `INSERT INTO ${items} AS it (namespace, key, value, expires_at, ttl_minutes)
-          VALUES ($1::text[], $2, $3::jsonb, ${EXPIRES("$4::float8")}, $4::float8)
-          ON CONFLICT (namespace, key) DO UPDATE
+    put: `INSERT INTO ${items} AS it (ns_key, key, value, expires_at, ttl_minutes)
+          VALUES ($1, $2, $3::jsonb, ${EXPIRES("$4::float8")}, $4::float8)
+          ON CONFLICT (ns_key, key) DO UPDATE
             SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at, ttl_minutes = EXCLUDED.ttl_minutes,
                 updated_at = GREATEST(pg_catalog.now(), it.updated_at + interval '1 millisecond')`,
 
-    delete: `DELETE FROM ${items} WHERE namespace = $1::text[] AND key = $2`,
+    delete: `DELETE FROM ${items} WHERE ns_key = $1 AND key = $2`,
 
     /**
      * The puts and deletes of a batch (one per item, the last one called),
@@ -115,45 +120,50 @@ export function storeQueries(schema: string) {
      * replaced (those put; a delete takes its vectors along, ON DELETE CASCADE).
      */
     write(withVectors: boolean): string {
-      const req = `SELECT ARRAY(SELECT pg_catalog.jsonb_array_elements_text(r.x -> 'ns')) AS namespace, r.x ->> 'key' AS key,
+      const req = `SELECT r.x ->> 'ns' AS ns_key, r.x ->> 'key' AS key,
                           r.x ->> 'value' AS value, (r.x ->> 'ttl')::float8 AS ttl
                      FROM pg_catalog.jsonb_array_elements($1::jsonb) AS r(x)`;
       const parts = [
         `req AS MATERIALIZED (${req})`,
-        `del AS (DELETE FROM ${items} it USING req WHERE req.value IS NULL AND it.namespace = req.namespace AND it.key = req.key)`,
-        `ins AS (INSERT INTO ${items} AS it (namespace, key, value, expires_at, ttl_minutes)
-                 SELECT namespace, key, value::jsonb, ${EXPIRES("ttl")}, ttl FROM req WHERE value IS NOT NULL
-                 ON CONFLICT (namespace, key) DO UPDATE
+        `del AS (DELETE FROM ${items} it USING req WHERE req.value IS NULL AND it.ns_key = req.ns_key AND it.key = req.key)`,
+        `ins AS (INSERT INTO ${items} AS it (ns_key, key, value, expires_at, ttl_minutes)
+                 SELECT ns_key, key, value::jsonb, ${EXPIRES("ttl")}, ttl FROM req WHERE value IS NOT NULL
+                 ON CONFLICT (ns_key, key) DO UPDATE
                    SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at, ttl_minutes = EXCLUDED.ttl_minutes,
                        updated_at = GREATEST(pg_catalog.now(), it.updated_at + interval '1 millisecond'))`,
       ];
       if (withVectors) {
         parts.push(
-          `vec AS MATERIALIZED (SELECT ARRAY(SELECT pg_catalog.jsonb_array_elements_text(v.x -> 'ns')) AS namespace, v.x ->> 'key' AS key,
+          `vec AS MATERIALIZED (SELECT v.x ->> 'ns' AS ns_key, v.x ->> 'key' AS key,
                                        v.x ->> 'field' AS field_path, v.x ->> 'text' AS text_content, v.x ->> 'embedding' AS embedding
                                   FROM pg_catalog.jsonb_array_elements($2::jsonb) AS v(x))`,
           `vdel AS (DELETE FROM ${vectors} v USING req
-                     WHERE req.value IS NOT NULL AND v.namespace = req.namespace AND v.key = req.key
-                       AND NOT EXISTS (SELECT 1 FROM vec WHERE vec.namespace = v.namespace AND vec.key = v.key AND vec.field_path = v.field_path))`,
-          `vins AS (INSERT INTO ${vectors} (namespace, key, field_path, text_content, embedding)
-                    SELECT namespace, key, field_path, text_content, embedding::@VECTOR@ FROM vec
-                    ON CONFLICT (namespace, key, field_path) DO UPDATE SET text_content = EXCLUDED.text_content, embedding = EXCLUDED.embedding)`,
+                     WHERE req.value IS NOT NULL AND v.ns_key = req.ns_key AND v.key = req.key
+                       AND NOT EXISTS (SELECT 1 FROM vec WHERE vec.ns_key = v.ns_key AND vec.key = v.key AND vec.field_path = v.field_path))`,
+          `vins AS (INSERT INTO ${vectors} (ns_key, key, field_path, text_content, embedding)
+                    SELECT ns_key, key, field_path, text_content, embedding::@VECTOR@ FROM vec
+                    ON CONFLICT (ns_key, key, field_path) DO UPDATE SET text_content = EXCLUDED.text_content, embedding = EXCLUDED.embedding)`,
         );
       }
       return `WITH ${parts.join(",\n")} SELECT 1 AS done`;
     },
 
     /**
-     * Namespaces (truncated to `maxDepth` labels), distinct, in byte-wise
-     * label order, matched and paged after truncation. One part per
-     * listing of a batch (`op` says which).
+     * Namespaces (truncated to `maxDepth` labels), distinct, in label order,
+     * matched and paged after truncation: the distinct stored keys first (a
+     * hash over text), truncated and made distinct again (few rows by then).
+     * One part per listing of a batch (`op`).
      */
     listNamespaces(op: number, where: { conditions: { matchType: "prefix" | "suffix"; path: string[] }[]; maxDepth?: number; limit: number; offset: number }, params: Params): string {
-      const conds = [LIVE("it"), ...where.conditions.map((c) => matchCondition("it.namespace", c, params)).filter((c): c is string => c !== undefined)];
-      const ns = where.maxDepth === undefined ? "it.namespace" : `it.namespace[1:${params.add(where.maxDepth, "int")}]`;
-      return `SELECT ${op} AS op, n.namespace FROM (
-                SELECT DISTINCT ${ns} AS namespace FROM ${items} it WHERE ${conds.join(" AND ")}
-                ORDER BY 1 LIMIT ${params.add(where.limit, "bigint")} OFFSET ${params.add(where.offset, "bigint")}) n`;
+      const conds = [LIVE("it"), ...where.conditions.map((c) => matchCondition("it", c, params)).filter((c): c is string => c !== undefined)];
+      const distinct = `SELECT DISTINCT it.ns_key FROM ${items} it WHERE ${conds.join(" AND ")}`;
+      const from =
+        where.maxDepth === undefined
+          ? `(${distinct}) d`
+          : // The first maxDepth labels: up to the maxDepth-th separator.
+            `(SELECT DISTINCT pg_catalog.substring(d.ns_key, ${params.add(`^[^\u0001]*(?:\u0001[^\u0001]*){0,${Math.min(where.maxDepth, STORE_LIMITS.labels) - 1}}`, "text")}) COLLATE "C" AS ns_key
+                FROM (${distinct}) d) d`;
+      return `SELECT ${op} AS op, d.ns_key FROM ${from} ORDER BY d.ns_key LIMIT ${params.add(where.limit, "bigint")} OFFSET ${params.add(where.offset, "bigint")}`;
     },
 
     /**
@@ -166,9 +176,9 @@ export function storeQueries(schema: string) {
       where: { prefix: string[]; filter?: string; text?: { query: string; language: string }; limit: number; offset: number },
       params: Params,
     ): string {
-      const conds = [LIVE("it"), prefixCondition("it.namespace", where.prefix, params), where.filter].filter((c): c is string => c !== undefined);
+      const conds = [LIVE("it"), prefixCondition("it.ns_key", where.prefix, params), where.filter].filter((c): c is string => c !== undefined);
       let score = "NULL::float8";
-      let order = "it.updated_at DESC, it.namespace, it.key";
+      let order = "it.updated_at DESC, it.ns_key, it.key";
       if (where.text) {
         const lang = params.add(where.text.language, "regconfig");
         const query = params.add(where.text.query, "text");
@@ -189,12 +199,12 @@ export function storeQueries(schema: string) {
     refreshFound: (found: string, ops: string) =>
       `WITH found AS MATERIALIZED (${found}),
        touch AS (UPDATE ${items} it SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => it.ttl_minutes * 60)
-                   FROM found WHERE found.op = ANY (${ops}) AND it.namespace = found.namespace AND it.key = found.key AND it.ttl_minutes IS NOT NULL)
+                   FROM found WHERE found.op = ANY (${ops}) AND it.ns_key = found.ns_key AND it.key = found.key AND it.ttl_minutes IS NOT NULL)
        SELECT * FROM found`,
 
     stats: `SELECT pg_catalog.count(*)::bigint AS total_items,
                    pg_catalog.count(*) FILTER (WHERE expires_at IS NOT NULL AND expires_at <= pg_catalog.now())::bigint AS expired_items,
-                   pg_catalog.count(DISTINCT namespace)::bigint AS namespace_count,
+                   pg_catalog.count(DISTINCT ns_key)::bigint AS namespace_count,
                    pg_catalog.min(created_at) AS oldest_item, pg_catalog.max(created_at) AS newest_item
               FROM ${items}`,
   };

@@ -3,6 +3,7 @@
  * of a batch (several searches in one statement) never share a number, and
  * the namespace conditions every read shares.
  */
+import { nsKey } from "./input.js";
 
 /** Collects parameter values and hands out their `$n` placeholders. */
 export class Params {
@@ -16,27 +17,26 @@ export class Params {
 
 /**
  * Items whose namespace starts with the labels of `prefix` (whole labels:
- * `["a"]` never matches `["ab"]`). The range lets the primary key's btree
- * find them; the slice comparison is the exact test. An element that
- * follows `last` byte-wise and starts with it is `last` + U+0001 (text
- * cannot hold U+0000), so every namespace with the prefix is below it.
+ * `["a"]` never matches `["ab"]`): the keys from the prefix's key to it +
+ * U+0002, one range of the primary key (see schema.ts).
  */
-export function prefixCondition(column: string, prefix: readonly string[], params: Params): string | undefined {
+export function prefixCondition(keyColumn: string, prefix: readonly string[], params: Params): string | undefined {
   if (prefix.length === 0) return undefined;
-  const upper = [...prefix.slice(0, -1), `${prefix[prefix.length - 1]}\u0001`];
-  const p = params.add(prefix, "text[]");
-  return `${column} >= ${p} AND ${column} < ${params.add(upper, "text[]")} AND ${column}[1:${prefix.length}] = ${p}`;
+  const key = nsKey(prefix);
+  return `${keyColumn} >= ${params.add(key, "text")} AND ${keyColumn} < ${params.add(`${key}\u0002`, "text")}`;
 }
 
 /**
  * Namespaces matching a LangGraph match condition: labels at the start
- * (prefix) or the end (suffix), `"*"` matching any one label.
+ * (prefix) or the end (suffix), `"*"` matching any one label. `alias` is the
+ * items' alias: a plain prefix is a key range, others read the labels.
  */
-export function matchCondition(column: string, condition: { matchType: "prefix" | "suffix"; path: readonly string[] }, params: Params): string | undefined {
+export function matchCondition(alias: string, condition: { matchType: "prefix" | "suffix"; path: readonly string[] }, params: Params): string | undefined {
   const { matchType, path } = condition;
   if (path.length === 0) return undefined;
+  if (matchType === "prefix" && !path.includes("*")) return prefixCondition(`${alias}.ns_key`, path, params);
+  const column = `(pg_catalog.string_to_array(${alias}.ns_key, pg_catalog.chr(1)))`;
   const parts = [`pg_catalog.cardinality(${column}) >= ${path.length}`];
-  if (matchType === "prefix" && !path.includes("*")) return prefixCondition(column, path, params);
   path.forEach((label, i) => {
     if (label === "*") return;
     const at = matchType === "prefix" ? `${i + 1}` : `pg_catalog.cardinality(${column}) - ${path.length - 1 - i}`;

@@ -27,7 +27,7 @@ import { DEFAULT_DATA_DIR, shareEmbedded } from "../db/embedded.js";
 import { assertSchemaCurrent, schemaLevel, latestVersion } from "../db/migrate.js";
 import { CheckpointerError, DatabaseOperationError, InvalidInputError, InvalidOptionsError, SchemaNotMigratedError, sqlStateOf } from "../errors.js";
 import { emit, guard, type EventHandler } from "../events.js";
-import { checkCount, checkItemKey, checkNamespace, checkTtl, encodeValue } from "./input.js";
+import { SEPARATOR, checkCount, checkItemKey, checkNamespace, checkTtl, encodeValue, nsKey } from "./input.js";
 import { compileFilter } from "./filter.js";
 import { runStoreMigrations, type MigrateStoreResult } from "./migrate.js";
 import { STORE_TRACK } from "./migrations.js";
@@ -267,10 +267,15 @@ export class PostgresStore extends BaseStore {
     }
   }
 
-  async #run<R extends ItemRow | Record<string, unknown>>(text: string, values: unknown[], what: string): Promise<{ rows: R[]; rowCount?: number }> {
+  /**
+   * One statement: prepared under a name (parsed once per connection) unless `plan: "each"`, for the
+   * statements whose best plan depends on the values (namespace ranges, filters): a prepared statement
+   * switches to one generic plan after five runs, which for a range guesses a handful of rows.
+   */
+  async #run<R extends ItemRow | Record<string, unknown>>(text: string, values: unknown[], what: string, options: { plan?: "each" } = {}): Promise<{ rows: R[]; rowCount?: number }> {
     await this.#ensureReady();
-    let name = this.#names.get(text);
-    if (name === undefined) {
+    let name = options.plan === "each" ? undefined : this.#names.get(text);
+    if (name === undefined && options.plan !== "each") {
       name = `lgst_${createHash("sha1").update(text).digest("hex").slice(0, 16)}`;
       this.#names.set(text, name);
     }
@@ -328,7 +333,7 @@ export class PostgresStore extends BaseStore {
     const gets = reads.filter((r): r is Extract<Read, { kind: "get" }> => r.kind === "get");
     if (gets.length > 0) {
       const refresh = this.#opts.refreshOnRead;
-      const res = await this.#run<ItemRow>(this.#q.getMany(refresh), [JSON.stringify(gets.map((g) => [g.namespace, g.key]))], "batch get");
+      const res = await this.#run<ItemRow>(this.#q.getMany(refresh), [JSON.stringify(gets.map((g) => [nsKey(g.namespace), g.key]))], "batch get");
       for (const row of res.rows) results[gets[row.op!]!.i] = toItem(row);
     }
     const searches = reads.filter((r): r is Extract<Read, { kind: "search" }> => r.kind === "search");
@@ -341,9 +346,9 @@ export class PostgresStore extends BaseStore {
       for (const l of lists) results[l.i] = [];
       const params = new Params();
       const parts = lists.map((l, op) => this.#q.listNamespaces(op, { conditions: l.conditions, maxDepth: l.op.maxDepth, limit: l.op.limit, offset: l.op.offset }, params));
-      const text = parts.length === 1 ? parts[0]! : parts.map((p) => `(${p})`).join(" UNION ALL ");
-      const res = await this.#run<{ op: number; namespace: string[] }>(`SELECT * FROM (${text}) l ORDER BY op, namespace`, params.values, "batch listNamespaces");
-      for (const row of res.rows) (results[lists[row.op]!.i] as string[][]).push(row.namespace);
+      const text = parts.length === 1 ? parts[0]! : `SELECT * FROM (${parts.map((p) => `(${p})`).join(" UNION ALL ")}) l ORDER BY op, ns_key`;
+      const res = await this.#run<{ op: number; ns_key: string }>(text, params.values, "batch listNamespaces", { plan: "each" });
+      for (const row of res.rows) (results[lists[row.op]!.i] as string[][]).push(row.ns_key.split(SEPARATOR));
     }
     if (write) await this.#run(write.text, write.values, "batch put");
     return results as OperationResults<Op>;
@@ -360,7 +365,7 @@ export class PostgresStore extends BaseStore {
   override async get(namespace: string[], key: string): Promise<Item | null> {
     const ns = checkNamespace("get namespace", namespace);
     const k = checkItemKey("get key", key);
-    const res = await this.#run<ItemRow>(this.#q.get(this.#opts.refreshOnRead), [ns, k], "get");
+    const res = await this.#run<ItemRow>(this.#q.get(this.#opts.refreshOnRead), [nsKey(ns), k], "get");
     return res.rows[0] ? toItem(res.rows[0]) : null;
   }
 
@@ -385,7 +390,7 @@ export class PostgresStore extends BaseStore {
     const json = encodeValue("put value", value);
     if (index !== undefined && index !== false && !Array.isArray(index)) throw new InvalidInputError("put index", "expected false or an array of field paths");
     const ttl = checkTtl("put options.ttl", options?.ttl) ?? this.#opts.defaultTtl ?? null;
-    await this.#run(this.#q.put, [ns, k, json, ttl], "put");
+    await this.#run(this.#q.put, [nsKey(ns), k, json, ttl], "put");
   }
 
   /**
@@ -399,7 +404,7 @@ export class PostgresStore extends BaseStore {
   override async delete(namespace: string[], key: string): Promise<void> {
     const ns = checkNamespace("delete namespace", namespace);
     const k = checkItemKey("delete key", key);
-    await this.#run(this.#q.delete, [ns, k], "delete");
+    await this.#run(this.#q.delete, [nsKey(ns), k], "delete");
   }
 
   /**
@@ -502,18 +507,18 @@ export class PostgresStore extends BaseStore {
     const vec = inExtension(this.#extSchema!, "vector");
     let embedded = 0;
     for (;;) {
-      const res = await this.#run<{ namespace: string[]; key: string; field_path: string; text_content: string }>(
-        `SELECT namespace, key, field_path, text_content FROM ${this.#q.vectors} WHERE embedding IS NULL ORDER BY namespace, key, field_path LIMIT $1`,
+      const res = await this.#run<{ ns_key: string; key: string; field_path: string; text_content: string }>(
+        `SELECT ns_key, key, field_path, text_content FROM ${this.#q.vectors} WHERE embedding IS NULL ORDER BY ns_key, key, field_path LIMIT $1`,
         [batchSize],
         "reindex",
       );
       if (res.rows.length === 0) return { embedded };
       const vectors = await embedDocuments(index, res.rows.map((r) => r.text_content));
-      const rows = res.rows.map((r, i) => ({ ns: r.namespace, key: r.key, field: r.field_path, embedding: vectorText(vectors[i]!) }));
+      const rows = res.rows.map((r, i) => ({ ns: r.ns_key, key: r.key, field: r.field_path, embedding: vectorText(vectors[i]!) }));
       await this.#run(
         `UPDATE ${this.#q.vectors} v SET embedding = (x ->> 'embedding')::${vec}
            FROM pg_catalog.jsonb_array_elements($1::jsonb) AS r(x)
-          WHERE v.namespace = ARRAY(SELECT pg_catalog.jsonb_array_elements_text(x -> 'ns')) AND v.key = x ->> 'key' AND v.field_path = x ->> 'field'`,
+          WHERE v.ns_key = x ->> 'ns' AND v.key = x ->> 'key' AND v.field_path = x ->> 'field'`,
         [JSON.stringify(rows)],
         "reindex",
       );
@@ -525,9 +530,9 @@ export class PostgresStore extends BaseStore {
   async #prepareWrite(puts: { op: PutOperation & { options?: { ttl?: number } }; field: string }[]): Promise<{ text: string; values: unknown[] }> {
     const index = this.#opts.index;
     const rows: WriteRow[] = [];
-    const toEmbed: { ns: string[]; key: string; field: string; text: string }[] = [];
+    const toEmbed: { ns: string; key: string; field: string; text: string }[] = [];
     for (const { op, field } of puts) {
-      const ns = op.namespace;
+      const ns = nsKey(op.namespace);
       if (op.value === null) {
         rows.push({ ns, key: op.key });
         continue;
@@ -610,7 +615,7 @@ export class PostgresStore extends BaseStore {
     let text = parts.length === 1 ? parts[0]! : `SELECT * FROM (${parts.map((p) => `(SELECT q.*, pg_catalog.row_number() OVER () AS rn FROM (${p}) q)`).join(" UNION ALL ")}) b ORDER BY op, rn`;
     const refreshing = searches.map((s, n) => (s.refresh ? n : -1)).filter((n) => n >= 0);
     if (refreshing.length > 0) text = this.#q.refreshFound(text, params.add(refreshing, "int[]"));
-    const res = await this.#run<ItemRow>(text, params.values, "search");
+    const res = await this.#run<ItemRow>(text, params.values, "search", { plan: "each" });
     return res.rows;
   }
 
@@ -634,7 +639,7 @@ export class PostgresStore extends BaseStore {
 }
 
 function toItem(row: ItemRow): Item {
-  return { namespace: row.namespace, key: row.key, value: row.value, createdAt: row.created_at, updatedAt: row.updated_at };
+  return { namespace: row.ns_key.split(SEPARATOR), key: row.key, value: row.value, createdAt: row.created_at, updatedAt: row.updated_at };
 }
 
 function toSearchItem(row: ItemRow, scored: boolean): SearchItem {

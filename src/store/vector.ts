@@ -2,8 +2,8 @@
  * Vector search with pgvector: the index configuration (the official store's
  * `index` option), the texts a put embeds, calling the embedder, and the
  * table and SQL that store and rank the vectors. The table
- * `store_item_vectors` holds one row per embedded text of an item (its field
- * path, its text, its embedding), deleted with the item. Its column type
+ * `store_item_vectors` holds one row per embedded text of an item (its
+ * namespace key and key, its field path, its text, its embedding), deleted with the item. Its column type
  * depends on `dims`, so it is made here, when a store with `index` is set up,
  * not by a numbered migration; changing `dims`, the metric or the index type
  * is a migration of its own (see migrate.ts), never done silently.
@@ -190,13 +190,13 @@ export function vectorTableDdl(schema: string, extSchema: string, index: VectorI
   const s = quoteIdent(schema);
   return [
     `CREATE TABLE ${s}.${VECTOR_TABLE} (
-       namespace text ARRAY COLLATE "C" NOT NULL,
+       ns_key text COLLATE "C" NOT NULL,
        key text COLLATE "C" NOT NULL,
        field_path text COLLATE "C" NOT NULL,
        text_content text NOT NULL,
        embedding ${inExtension(extSchema, "vector")}(${index.dims}),
-       CONSTRAINT ${VECTOR_TABLE}_pkey PRIMARY KEY (namespace, key, field_path),
-       CONSTRAINT ${VECTOR_TABLE}_item_fkey FOREIGN KEY (namespace, key) REFERENCES ${s}.store_items (namespace, key) ON DELETE CASCADE
+       CONSTRAINT ${VECTOR_TABLE}_pkey PRIMARY KEY (ns_key, key, field_path),
+       CONSTRAINT ${VECTOR_TABLE}_item_fkey FOREIGN KEY (ns_key, key) REFERENCES ${s}.store_items (ns_key, key) ON DELETE CASCADE
      )`,
     vectorIndexDdl(schema, extSchema, index),
   ];
@@ -240,19 +240,19 @@ export function vectorSearchSql(
   const s = quoteIdent(schema);
   const q = params.add(vectorText(where.query), inExtension(extSchema, "vector"));
   const distance = `(v.embedding ${op(extSchema, where.metric)} ${q})`;
-  const vconds = ["v.embedding IS NOT NULL", prefixCondition("v.namespace", where.prefix, params)].filter(Boolean);
-  const best = `SELECT v.namespace, v.key, pg_catalog.max(${SCORE[where.metric](distance)})::float8 AS vscore
-                  FROM ${s}.${VECTOR_TABLE} v WHERE ${vconds.join(" AND ")} GROUP BY v.namespace, v.key`;
+  const vconds = ["v.embedding IS NOT NULL", prefixCondition("v.ns_key", where.prefix, params)].filter(Boolean);
+  const best = `SELECT v.ns_key, v.key, pg_catalog.max(${SCORE[where.metric](distance)})::float8 AS vscore
+                  FROM ${s}.${VECTOR_TABLE} v WHERE ${vconds.join(" AND ")} GROUP BY v.ns_key, v.key`;
   const conds = [LIVE("it"), where.filter].filter((c): c is string => c !== undefined);
   let score = "b.vscore";
-  let from = `(${best}) b JOIN ${s}.store_items it ON it.namespace = b.namespace AND it.key = b.key`;
+  let from = `(${best}) b JOIN ${s}.store_items it ON it.ns_key = b.ns_key AND it.key = b.key`;
   if (where.hybrid) {
     const lang = params.add(where.hybrid.language, "regconfig");
     const tsq = `pg_catalog.plainto_tsquery(${lang}, ${params.add(where.hybrid.text, "text")})`;
     const doc = `pg_catalog.jsonb_to_tsvector(${lang}, it.value, '["string"]')`;
     const w = params.add(where.hybrid.weight, "float8");
-    from = `${s}.store_items it LEFT JOIN (${best}) b ON it.namespace = b.namespace AND it.key = b.key`;
-    const prefix = prefixCondition("it.namespace", where.prefix, params);
+    from = `${s}.store_items it LEFT JOIN (${best}) b ON it.ns_key = b.ns_key AND it.key = b.key`;
+    const prefix = prefixCondition("it.ns_key", where.prefix, params);
     if (prefix) conds.push(prefix);
     const t = where.threshold === undefined ? "b.vscore IS NOT NULL" : `b.vscore >= ${params.add(where.threshold, "float8")}`;
     conds.push(`(${t} OR ${doc} @@ ${tsq})`);
@@ -260,7 +260,7 @@ export function vectorSearchSql(
   } else if (where.threshold !== undefined) {
     conds.push(`b.vscore >= ${params.add(where.threshold, "float8")}`);
   }
-  return `SELECT ${op_} AS op, it.namespace, it.key, it.value, it.created_at, it.updated_at, ${score} AS score
+  return `SELECT ${op_} AS op, it.ns_key, it.key, it.value, it.created_at, it.updated_at, ${score} AS score
             FROM ${from} WHERE ${conds.join(" AND ")}
-           ORDER BY score DESC, it.namespace, it.key LIMIT ${params.add(where.limit, "bigint")} OFFSET ${params.add(where.offset, "bigint")}`;
+           ORDER BY score DESC, it.ns_key, it.key LIMIT ${params.add(where.limit, "bigint")} OFFSET ${params.add(where.offset, "bigint")}`;
 }

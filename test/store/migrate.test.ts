@@ -109,7 +109,7 @@ describe("adopting the official store", () => {
     expect(result.adoption).toMatchObject({ from, items: 2 });
     expect((await store.get(["users", "u1"], "prefs"))?.value).toEqual({ theme: "dark" });
     expect(await store.listNamespaces()).toEqual([["users", "u1"], ["users", "u2"]]);
-    const ttl = (await db.pool.query(`SELECT ttl_minutes FROM ${schema}.store_items WHERE namespace = '{users,u2}'`)).rows[0].ttl_minutes as number;
+    const ttl = (await db.pool.query(`SELECT ttl_minutes FROM ${schema}.store_items WHERE ns_key = E'users\\x01u2'`)).rows[0].ttl_minutes as number;
     expect(Math.round(ttl)).toBe(60);
     // The official tables are unchanged: official instances keep working until replaced.
     expect((await official.get(["users", "u1"], "prefs"))?.value).toEqual({ theme: "dark" });

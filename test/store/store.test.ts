@@ -240,6 +240,7 @@ describe("input is refused before any SQL, naming the field", () => {
     ["key not a string", () => nowhere.get(["a"], 5 as unknown as string), "get key"],
     ["NUL in a key", () => nowhere.put(["a"], "k\u0000", { v: 1 }), "put key"],
     ["NUL in a label", () => nowhere.get(["a\u0000"], "k"), "get namespace[0]"],
+    ["U+0001 (the stored key's label separator) in a label", () => nowhere.put(["ok", "a\u0001b"], "k", { v: 1 }), "put namespace[1]"],
     ["a value that is an array", () => nowhere.put(["a"], "k", [1] as unknown as Record<string, unknown>), "put value"],
     ["NUL inside a value", () => nowhere.put(["a"], "k", { text: "a\u0000b" }), "put value"],
     ["a lone surrogate inside a value", () => nowhere.put(["a"], "k", { text: "\ud800" }), "put value"],
