@@ -7,7 +7,7 @@
  */
 import type { Table } from "drizzle-orm";
 import { quoteIdent } from "../validate.js";
-import { STORE_LIMITS } from "./input.js";
+import { STORE_LIMITS, nsKey } from "./input.js";
 import { LIVE, Params, matchCondition, prefixCondition } from "./sql.js";
 import type { storeItems } from "./schema.js";
 
@@ -150,20 +150,40 @@ export function storeQueries(schema: string) {
 
     /**
      * Namespaces (truncated to `maxDepth` labels), distinct, in label order,
-     * matched and paged after truncation: the distinct stored keys first (a
-     * hash over text), truncated and made distinct again (few rows by then).
-     * One part per listing of a batch (`op`).
+     * matched and paged after truncation, read from the primary key in its
+     * order. One part per listing of a batch (`op`).
      */
     listNamespaces(op: number, where: { conditions: { matchType: "prefix" | "suffix"; path: string[] }[]; maxDepth?: number; limit: number; offset: number }, params: Params): string {
-      const conds = [LIVE("it"), ...where.conditions.map((c) => matchCondition("it", c, params)).filter((c): c is string => c !== undefined)];
-      const distinct = `SELECT DISTINCT it.ns_key FROM ${items} it WHERE ${conds.join(" AND ")}`;
-      const from =
-        where.maxDepth === undefined
-          ? `(${distinct}) d`
-          : // The first maxDepth labels: up to the maxDepth-th separator.
-            `(SELECT DISTINCT pg_catalog.substring(d.ns_key, ${params.add(`^[^\u0001]*(?:\u0001[^\u0001]*){0,${Math.min(where.maxDepth, STORE_LIMITS.labels) - 1}}`, "text")}) COLLATE "C" AS ns_key
-                FROM (${distinct}) d) d`;
-      return `SELECT ${op} AS op, d.ns_key FROM ${from} ORDER BY d.ns_key LIMIT ${params.add(where.limit, "bigint")} OFFSET ${params.add(where.offset, "bigint")}`;
+      // No expiry test: the primary key alone answers. A namespace whose items all expired is listed until the
+      // sweep deletes them, as in the official store.
+      const page = `LIMIT ${params.add(where.limit, "bigint")} OFFSET ${params.add(where.offset, "bigint")}`;
+      if (where.maxDepth === undefined) {
+        // The keys in primary-key order, distinct as they come (an index-only scan), stopping at the page's end.
+        const conds = where.conditions.map((c) => matchCondition("it", c, params)).filter((c): c is string => c !== undefined);
+        return `SELECT DISTINCT ${op} AS op, it.ns_key FROM ${items} it ${conds.length ? `WHERE ${conds.join(" AND ")}` : ""} ORDER BY it.ns_key ${page}`;
+      }
+      // With maxDepth: a walk over the primary key, one probe per namespace listed, each jumping past every key
+      // that truncates to the one just found; a plain prefix bounds it, other conditions filter the probes.
+      const prefix = where.conditions.find((c) => c.matchType === "prefix" && c.path.length > 0 && !c.path.includes("*"));
+      const conds = where.conditions.filter((c) => c !== prefix).map((c) => matchCondition("it", c, params)).filter((c): c is string => c !== undefined);
+      const depth = Math.min(where.maxDepth, STORE_LIMITS.labels);
+      // The first `depth` labels of a key: up to its depth-th separator.
+      const first = params.add(`^[^\u0001]*(?:\u0001[^\u0001]*){0,${depth - 1}}`, "text");
+      const start = prefix ? params.add(nsKey(prefix.path), "text") : "''::text";
+      const inside = (x: string) => (prefix ? ` AND ${x} < ${params.add(`${nsKey(prefix.path)}\u0002`, "text")}` : "");
+      const t = `pg_catalog.substring(w.ns, ${first})`;
+      // Past the namespace found: its children first when it has fewer labels than maxDepth (they truncate to
+      // themselves), else past everything that starts with its truncation (U+0002 follows the separator).
+      const labels = "(pg_catalog.length(w.ns) - pg_catalog.length(pg_catalog.replace(w.ns, pg_catalog.chr(1), '')) + 1)";
+      const bound = `CASE WHEN ${labels} < ${depth} THEN w.ns || pg_catalog.chr(1) ELSE ${t} || pg_catalog.chr(2) END`;
+      const probe = (from: string) => `SELECT it.ns_key FROM ${items} it WHERE ${[`it.ns_key >= ${from}`, ...conds].join(" AND ")} ORDER BY it.ns_key LIMIT 1`;
+      return `SELECT ${op} AS op, pg_catalog.substring(walk.ns, ${first}) COLLATE "C" AS ns_key FROM (
+                WITH RECURSIVE walk(ns) AS (
+                  SELECT (${probe(start)})
+                  UNION ALL
+                  SELECT (${probe(bound)}) FROM walk w WHERE w.ns IS NOT NULL${inside("w.ns")})
+                SELECT ns FROM walk) walk
+               WHERE walk.ns IS NOT NULL${inside("walk.ns")} ${page}`;
     },
 
     /**

@@ -267,15 +267,11 @@ export class PostgresStore extends BaseStore {
     }
   }
 
-  /**
-   * One statement: prepared under a name (parsed once per connection) unless `plan: "each"`, for the
-   * statements whose best plan depends on the values (namespace ranges, filters): a prepared statement
-   * switches to one generic plan after five runs, which for a range guesses a handful of rows.
-   */
-  async #run<R extends ItemRow | Record<string, unknown>>(text: string, values: unknown[], what: string, options: { plan?: "each" } = {}): Promise<{ rows: R[]; rowCount?: number }> {
+  /** One statement, prepared under a name (parsed and planned once per connection). */
+  async #run<R extends ItemRow | Record<string, unknown>>(text: string, values: unknown[], what: string): Promise<{ rows: R[]; rowCount?: number }> {
     await this.#ensureReady();
-    let name = options.plan === "each" ? undefined : this.#names.get(text);
-    if (name === undefined && options.plan !== "each") {
+    let name = this.#names.get(text);
+    if (name === undefined) {
       name = `lgst_${createHash("sha1").update(text).digest("hex").slice(0, 16)}`;
       this.#names.set(text, name);
     }
@@ -347,7 +343,7 @@ export class PostgresStore extends BaseStore {
       const params = new Params();
       const parts = lists.map((l, op) => this.#q.listNamespaces(op, { conditions: l.conditions, maxDepth: l.op.maxDepth, limit: l.op.limit, offset: l.op.offset }, params));
       const text = parts.length === 1 ? parts[0]! : `SELECT * FROM (${parts.map((p) => `(${p})`).join(" UNION ALL ")}) l ORDER BY op, ns_key`;
-      const res = await this.#run<{ op: number; ns_key: string }>(text, params.values, "batch listNamespaces", { plan: "each" });
+      const res = await this.#run<{ op: number; ns_key: string }>(text, params.values, "batch listNamespaces");
       for (const row of res.rows) (results[lists[row.op]!.i] as string[][]).push(row.ns_key.split(SEPARATOR));
     }
     if (write) await this.#run(write.text, write.values, "batch put");
@@ -615,7 +611,7 @@ export class PostgresStore extends BaseStore {
     let text = parts.length === 1 ? parts[0]! : `SELECT * FROM (${parts.map((p) => `(SELECT q.*, pg_catalog.row_number() OVER () AS rn FROM (${p}) q)`).join(" UNION ALL ")}) b ORDER BY op, rn`;
     const refreshing = searches.map((s, n) => (s.refresh ? n : -1)).filter((n) => n >= 0);
     if (refreshing.length > 0) text = this.#q.refreshFound(text, params.add(refreshing, "int[]"));
-    const res = await this.#run<ItemRow>(text, params.values, "search", { plan: "each" });
+    const res = await this.#run<ItemRow>(text, params.values, "search");
     return res.rows;
   }
 

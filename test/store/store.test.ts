@@ -117,11 +117,13 @@ describe("TTL", () => {
     await expire(s, "old");
     expect(await s.get(["t"], "old")).toBeNull();
     expect(keys(await s.search(["t"]))).toEqual(["live"]);
-    expect(await s.listNamespaces()).toEqual([["t", "x"]]);
     expect(await s.batch([{ namespace: ["t"], key: "old" }])).toEqual([null]);
     expect(await s.getStats()).toMatchObject({ totalItems: 2, expiredItems: 1 });
+    // Namespaces are listed from the keys alone: one whose items expired, until they are swept.
+    expect(await s.listNamespaces()).toEqual([["t"], ["t", "x"]]);
     expect(await s.sweepExpiredItems()).toBe(1);
     expect(await s.getStats()).toMatchObject({ totalItems: 1, expiredItems: 0 });
+    expect(await s.listNamespaces()).toEqual([["t", "x"]]);
   });
 
   it("a read refreshes an item by its own TTL; an item without TTL stays without one", async () => {
@@ -285,3 +287,41 @@ async function waitFor<T>(probe: () => Promise<T | undefined>, timeoutMs = 60_00
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+describe("listNamespaces against a reference", () => {
+  /** What listNamespaces must answer: match, truncate, distinct, sort (labels byte-wise), page. */
+  function reference(all: string[][], o: { prefix?: string[]; suffix?: string[]; maxDepth?: number; limit: number; offset: number }): string[][] {
+    const matches = (ns: string[], path: string[], at: "start" | "end") =>
+      ns.length >= path.length && path.every((l, i) => l === "*" || l === ns[at === "start" ? i : ns.length - path.length + i]);
+    const kept = all.filter((ns) => (!o.prefix || matches(ns, o.prefix, "start")) && (!o.suffix || matches(ns, o.suffix, "end")));
+    const truncated = [...new Map(kept.map((ns) => ns.slice(0, o.maxDepth ?? ns.length)).map((ns) => [JSON.stringify(ns), ns])).values()];
+    const cmp = (a: string[], b: string[]) => {
+      for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return Buffer.compare(Buffer.from(a[i]!), Buffer.from(b[i]!));
+      return a.length - b.length;
+    };
+    return truncated.sort(cmp).slice(o.offset, o.offset + o.limit);
+  }
+
+  it("matches it for namespaces of mixed depths and options of every kind", async () => {
+    const s = await store();
+    let seed = 7;
+    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const labels = ["a", "ab", "a.b", "b", "x_y", "%", "z", "é"];
+    const all = new Map<string, string[]>();
+    for (let i = 0; i < 60; i++) {
+      const ns = Array.from({ length: 1 + Math.floor(rand() * 4) }, () => labels[Math.floor(rand() * labels.length)]!);
+      all.set(JSON.stringify(ns), ns);
+    }
+    await s.batch([...all.values()].map((ns, i) => ({ namespace: ns, key: `k${i}`, value: { i } })));
+    const namespaces = [...all.values()];
+    const options = [];
+    for (const prefix of [undefined, ["a"], ["a", "*"], ["*", "b"], ["a", "ab", "z"]]) {
+      for (const suffix of [undefined, ["b"], ["*", "z"]]) {
+        for (const maxDepth of [undefined, 1, 2, 3]) {
+          for (const [limit, offset] of [[100, 0], [3, 0], [3, 2], [5, 7]] as const) options.push({ prefix, suffix, maxDepth, limit, offset });
+        }
+      }
+    }
+    for (const o of options) expect([JSON.stringify(o), await s.listNamespaces(o)]).toEqual([JSON.stringify(o), reference(namespaces, o)]);
+  });
+});
