@@ -1,7 +1,8 @@
 /**
  * The store: LangGraph's long-term memory (`BaseStore`) in the same Postgres
  * as the checkpointer, a drop-in for the official `PostgresStore`. The class
- * is in store.ts; its options in options.ts; its input checks in input.ts;
+ * is in store.ts, its batches (and the checks and SQL of each kind of
+ * operation) in batch.ts; its options in options.ts; its input checks in input.ts;
  * its statements in queries.ts, built with sql.ts, their filters compiled by
  * filter.ts; TTL and the sweeper in ttl.ts; vector search (pgvector) in
  * vector.ts; its table in schema.ts and its migrations (a track of their
@@ -14,8 +15,8 @@
  * import { PostgresStore } from "langgraph-checkpoint-pg/store";
  * ```
  */
-export { PostgresStore, type SearchMode, type StoreSearchOptions, type StoreStats } from "./store.js";
-export type { PostgresStoreConfig, PostgresStoreOptions, StoreSetupOptions, TTLConfig } from "./options.js";
+export { PostgresStore, type StoreStats } from "./store.js";
+export type { PostgresStoreConfig, PostgresStoreOptions, SearchMode, StoreSearchOptions, StoreSetupOptions, TTLConfig } from "./options.js";
 export type { DistanceMetric, Embeddings, EmbeddingsFunc, IndexConfig, VectorIndexType } from "./vector.js";
 export { migrateStore, type MigrateStoreOptions, type MigrateStoreResult } from "./migrate.js";
 export { STORE_COMPATIBILITY, STORE_MIGRATIONS_TABLE } from "./migrations.js";

@@ -7,7 +7,7 @@ import { InvalidOptionsError } from "../errors.js";
 import type { EventHandler, HandlerErrorHandler } from "../events.js";
 import { checkSchemaName } from "../validate.js";
 import type { StoreAdoptOption } from "./adopt.js";
-import { checkIndexConfig, type IndexConfig, type VectorIndex } from "./vector.js";
+import { checkIndexConfig, type DistanceMetric, type IndexConfig, type VectorIndex } from "./vector.js";
 
 /**
  * TTL of items, in minutes, as the official store takes it.
@@ -110,4 +110,31 @@ export function checkStoreOptions(options: PostgresStoreOptions, ensureDefault: 
     index: checkIndexConfig(options.index),
     language,
   };
+}
+
+/** Search modes, as the official store names them. */
+export type SearchMode = "auto" | "text" | "vector" | "hybrid";
+
+/**
+ * Options of {@link PostgresStore.search}: the base class's, and the official store's.
+ *
+ * @example
+ * ```ts
+ * await store.search(["docs"], { query: "pasta", mode: "hybrid", vectorWeight: 0.7, filter: { lang: "it" }, limit: 5 });
+ * ```
+ */
+export interface StoreSearchOptions {
+  filter?: Record<string, unknown>;
+  query?: string;
+  limit?: number;
+  offset?: number;
+  mode?: SearchMode;
+  /** Move the returned items' expiry to now + their TTL. Default: the store's `ttl.refreshOnRead`. */
+  refreshTtl?: boolean;
+  /** Vector and hybrid search: only items scoring at least this (cosine similarity, 1 / (1 + l2 distance), or inner product). */
+  similarityThreshold?: number;
+  /** Vector search: the metric to rank by (default: the index's). */
+  distanceMetric?: DistanceMetric;
+  /** Hybrid search: the weight of the vector score against the text rank, 0 to 1. Default 0.7. */
+  vectorWeight?: number;
 }

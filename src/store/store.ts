@@ -6,63 +6,31 @@
  * embedded before a connection is taken, and runs one statement per
  * operation (for a batch, one per kind of operation: reads see the store as
  * it was before the batch, and of several puts of one item the last wins, as
- * in LangGraph's InMemoryStore). SQL lives in queries.ts and vector.ts.
+ * in LangGraph's InMemoryStore; batch.ts). SQL lives in queries.ts and vector.ts.
  */
 import { createHash } from "node:crypto";
-import {
-  BaseStore,
-  type GetOperation,
-  type Item,
-  type ListNamespacesOperation,
-  type MatchCondition,
-  type Operation,
-  type OperationResults,
-  type PutOperation,
-  type SearchItem,
-  type SearchOperation,
-} from "@langchain/langgraph-checkpoint";
+import { BaseStore, type Item, type ListNamespacesOperation, type MatchCondition, type Operation, type OperationResults, type SearchItem } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { isPGlite, pgliteDb, poolDb, type Db, type PGliteLike } from "../db/db.js";
 import { DEFAULT_DATA_DIR, shareEmbedded } from "../db/embedded.js";
 import { assertSchemaCurrent, schemaLevel, latestVersion } from "../db/migrate.js";
 import { CheckpointerError, DatabaseOperationError, InvalidInputError, InvalidOptionsError, SchemaNotMigratedError, sqlStateOf } from "../errors.js";
 import { emit, guard, type EventHandler } from "../events.js";
-import { SEPARATOR, checkCount, checkItemKey, checkNamespace, checkTtl, encodeValue, nsKey } from "./input.js";
-import { compileFilter } from "./filter.js";
+import { checkItemKey, checkNamespace, checkTtl, encodeValue, nsKey } from "./input.js";
 import { runStoreMigrations, type MigrateStoreResult } from "./migrate.js";
 import { STORE_TRACK } from "./migrations.js";
-import { checkStoreOptions, type CheckedStoreOptions, type PostgresStoreConfig, type PostgresStoreOptions, type StoreSetupOptions } from "./options.js";
-import { storeQueries, type ItemRow, type StoreQueries, type VectorRow, type WriteRow } from "./queries.js";
-import { Params } from "./sql.js";
+import {
+  checkStoreOptions,
+  type CheckedStoreOptions,
+  type PostgresStoreConfig,
+  type PostgresStoreOptions,
+  type StoreSearchOptions,
+  type StoreSetupOptions,
+} from "./options.js";
+import { prepareWrite, runBatch, searchRead, searchRows, toItem, toSearchItem, type StoreContext } from "./batch.js";
+import { storeQueries, type ItemRow, type StoreQueries } from "./queries.js";
 import { SWEEP_BATCH, Sweeper, sweepSql } from "./ttl.js";
-import { embedDocuments, embedQuery, inExtension, textsToEmbed, vectorSearchSql, vectorText, type DistanceMetric } from "./vector.js";
-
-/** Search modes, as the official store names them. */
-export type SearchMode = "auto" | "text" | "vector" | "hybrid";
-
-/**
- * Options of {@link PostgresStore.search}: the base class's, and the official store's.
- *
- * @example
- * ```ts
- * await store.search(["docs"], { query: "pasta", mode: "hybrid", vectorWeight: 0.7, filter: { lang: "it" }, limit: 5 });
- * ```
- */
-export interface StoreSearchOptions {
-  filter?: Record<string, unknown>;
-  query?: string;
-  limit?: number;
-  offset?: number;
-  mode?: SearchMode;
-  /** Move the returned items' expiry to now + their TTL. Default: the store's `ttl.refreshOnRead`. */
-  refreshTtl?: boolean;
-  /** Vector and hybrid search: only items scoring at least this (cosine similarity, 1 / (1 + l2 distance), or inner product). */
-  similarityThreshold?: number;
-  /** Vector search: the metric to rank by (default: the index's). */
-  distanceMetric?: DistanceMetric;
-  /** Hybrid search: the weight of the vector score against the text rank, 0 to 1. Default 0.7. */
-  vectorWeight?: number;
-}
+import { embedDocuments, inExtension, vectorText } from "./vector.js";
 
 /** What {@link PostgresStore.getStats} reports. */
 export interface StoreStats {
@@ -74,8 +42,6 @@ export interface StoreStats {
 }
 
 const POOL_DEFAULTS: pg.PoolConfig = { application_name: "langgraph-checkpoint-pg:store" };
-
-type Read = { kind: "get"; i: number; namespace: string[]; key: string } | { kind: "search"; i: number; sql: (params: Params, op: number) => string; refresh: boolean; scored: boolean } | { kind: "list"; i: number; op: ListNamespacesOperation; conditions: { matchType: "prefix" | "suffix"; path: string[] }[] };
 
 /**
  * LangGraph long-term memory in Postgres.
@@ -103,6 +69,8 @@ export class PostgresStore extends BaseStore {
   /** The schema pgvector's type and operators live in (read once). */
   #extSchema: string | undefined;
   #stopped = false;
+  /** What batch.ts works with. */
+  readonly #ctx: StoreContext;
 
   /**
    * @param target The official store's config (`{ connectionOptions, schema, ensureTables, ttl, index, textSearchLanguage }`:
@@ -151,6 +119,14 @@ export class PostgresStore extends BaseStore {
     this.#onEvent = onEvent;
     this.schema = opts.schema;
     this.#q = storeQueries(opts.schema);
+    this.#ctx = {
+      schema: opts.schema,
+      opts,
+      q: this.#q,
+      run: (text, values, what) => this.#run(text, values, what),
+      ensureReady: () => this.#ensureReady(),
+      extSchema: () => this.#extSchema!,
+    };
   }
 
   /**
@@ -268,7 +244,7 @@ export class PostgresStore extends BaseStore {
   }
 
   /** One statement, prepared under a name (parsed and planned once per connection). */
-  async #run<R extends ItemRow | Record<string, unknown>>(text: string, values: unknown[], what: string): Promise<{ rows: R[]; rowCount?: number }> {
+  async #run<R extends object>(text: string, values: unknown[], what: string): Promise<{ rows: R[]; rowCount?: number }> {
     await this.#ensureReady();
     let name = this.#names.get(text);
     if (name === undefined) {
@@ -303,51 +279,8 @@ export class PostgresStore extends BaseStore {
    * const [item, , hits] = await store.batch([{ namespace: ["a"], key: "k" }, { namespace: ["a"], key: "j", value: { x: 1 } }, { namespacePrefix: ["a"], limit: 10, offset: 0 }]);
    * ```
    */
-  async batch<Op extends readonly Operation[]>(operations: Op): Promise<OperationResults<Op>> {
-    if (!Array.isArray(operations)) throw new InvalidInputError("batch operations", "expected an array of operations");
-    const results: unknown[] = new Array(operations.length).fill(null);
-    const reads: Read[] = [];
-    const writes = new Map<string, { op: PutOperation & { options?: { ttl?: number } }; field: string }>();
-    operations.forEach((op, i) => {
-      const field = `batch operations[${i}]`;
-      if (op === null || typeof op !== "object") throw new InvalidInputError(field, "expected an operation object");
-      if ("namespacePrefix" in op) reads.push(this.#searchRead(i, op as SearchOperation, {}, field));
-      else if ("value" in op) {
-        const put = op as PutOperation & { options?: { ttl?: number } };
-        const namespace = checkNamespace(`${field}.namespace`, put.namespace);
-        const key = checkItemKey(`${field}.key`, put.key);
-        writes.set(JSON.stringify([namespace, key]), { op: put, field });
-        results[i] = undefined;
-      } else if ("key" in op) {
-        const get = op as GetOperation;
-        reads.push({ kind: "get", i, namespace: checkNamespace(`${field}.namespace`, get.namespace), key: checkItemKey(`${field}.key`, get.key) });
-      } else if ("matchConditions" in op || "limit" in op) {
-        reads.push(this.#listRead(i, op as ListNamespacesOperation, field));
-      } else throw new InvalidInputError(field, "is not a get, put, search or listNamespaces operation");
-    });
-    const write = writes.size > 0 ? await this.#prepareWrite([...writes.values()]) : undefined;
-    const gets = reads.filter((r): r is Extract<Read, { kind: "get" }> => r.kind === "get");
-    if (gets.length > 0) {
-      const refresh = this.#opts.refreshOnRead;
-      const res = await this.#run<ItemRow>(this.#q.getMany(refresh), [JSON.stringify(gets.map((g) => [nsKey(g.namespace), g.key]))], "batch get");
-      for (const row of res.rows) results[gets[row.op!]!.i] = toItem(row);
-    }
-    const searches = reads.filter((r): r is Extract<Read, { kind: "search" }> => r.kind === "search");
-    if (searches.length > 0) {
-      for (const s of searches) results[s.i] = [];
-      for (const row of await this.#searchRows(searches)) (results[searches[row.op!]!.i] as SearchItem[]).push(toSearchItem(row, searches[row.op!]!.scored));
-    }
-    const lists = reads.filter((r): r is Extract<Read, { kind: "list" }> => r.kind === "list");
-    if (lists.length > 0) {
-      for (const l of lists) results[l.i] = [];
-      const params = new Params();
-      const parts = lists.map((l, op) => this.#q.listNamespaces(op, { conditions: l.conditions, maxDepth: l.op.maxDepth, limit: l.op.limit, offset: l.op.offset }, params));
-      const text = parts.length === 1 ? parts[0]! : `SELECT * FROM (${parts.map((p) => `(${p})`).join(" UNION ALL ")}) l ORDER BY op, ns_key`;
-      const res = await this.#run<{ op: number; ns_key: string }>(text, params.values, "batch listNamespaces");
-      for (const row of res.rows) (results[lists[row.op]!.i] as string[][]).push(row.ns_key.split(SEPARATOR));
-    }
-    if (write) await this.#run(write.text, write.values, "batch put");
-    return results as OperationResults<Op>;
+  batch<Op extends readonly Operation[]>(operations: Op): Promise<OperationResults<Op>> {
+    return runBatch(this.#ctx, operations);
   }
 
   /**
@@ -379,7 +312,7 @@ export class PostgresStore extends BaseStore {
     const k = checkItemKey("put key", key);
     if (value === null) return this.delete(ns, k);
     if (this.#opts.index) {
-      const write = await this.#prepareWrite([{ op: { namespace: ns, key: k, value, index, options }, field: "put" }]);
+      const write = await prepareWrite(this.#ctx, [{ op: { namespace: ns, key: k, value, index, options }, field: "put" }]);
       await this.#run(write.text, write.values, "put");
       return;
     }
@@ -415,8 +348,8 @@ export class PostgresStore extends BaseStore {
    */
   override async search(namespacePrefix: string[], options: StoreSearchOptions = {}): Promise<SearchItem[]> {
     if (options === null || typeof options !== "object") throw new InvalidInputError("search options", "expected an object");
-    const read = this.#searchRead(0, { namespacePrefix, filter: options.filter, query: options.query, limit: options.limit ?? 10, offset: options.offset ?? 0 }, options, "search");
-    const rows = await this.#searchRows([read]);
+    const read = searchRead(this.#ctx, 0, { namespacePrefix, filter: options.filter, query: options.query, limit: options.limit ?? 10, offset: options.offset ?? 0 }, options, "search");
+    const rows = await searchRows(this.#ctx, [read]);
     return rows.map((row) => toSearchItem(row, read.scored));
   }
 
@@ -521,125 +454,4 @@ export class PostgresStore extends BaseStore {
       embedded += rows.length;
     }
   }
-
-  /** The write statement of some puts and deletes (embedded first, before any SQL). */
-  async #prepareWrite(puts: { op: PutOperation & { options?: { ttl?: number } }; field: string }[]): Promise<{ text: string; values: unknown[] }> {
-    const index = this.#opts.index;
-    const rows: WriteRow[] = [];
-    const toEmbed: { ns: string; key: string; field: string; text: string }[] = [];
-    for (const { op, field } of puts) {
-      const ns = nsKey(op.namespace);
-      if (op.value === null) {
-        rows.push({ ns, key: op.key });
-        continue;
-      }
-      const value = encodeValue(`${field}.value`, op.value);
-      const ttl = checkTtl(`${field}.options.ttl`, op.options?.ttl) ?? this.#opts.defaultTtl;
-      rows.push(ttl === undefined ? { ns, key: op.key, value } : { ns, key: op.key, value, ttl });
-      const fields = op.index;
-      if (fields !== undefined && fields !== false && (!Array.isArray(fields) || fields.some((f) => typeof f !== "string"))) {
-        throw new InvalidInputError(`${field}.index`, "expected false or an array of field paths");
-      }
-      if (index && fields !== false) {
-        for (const t of textsToEmbed(op.value, fields ?? index.fields)) toEmbed.push({ ns, key: op.key, ...t });
-      }
-    }
-    if (!index) return { text: this.#q.write(false), values: [JSON.stringify(rows)] };
-    const vectors = await embedDocuments(index, toEmbed.map((t) => t.text));
-    const vrows: VectorRow[] = toEmbed.map((t, i) => ({ ns: t.ns, key: t.key, field: t.field, text: t.text, embedding: vectorText(vectors[i]!) }));
-    await this.#ensureReady();
-    const text = this.#q.write(true).replace("@VECTOR@", inExtension(this.#extSchema!, "vector"));
-    return { text, values: [JSON.stringify(rows), JSON.stringify(vrows)] };
-  }
-
-  /** Check a search and say how to build its SQL (the query embedded later, in #searchRows). */
-  #searchRead(i: number, op: SearchOperation, extra: StoreSearchOptions, field: string): Extract<Read, { kind: "search" }> & { embedText?: string } {
-    const prefix = checkNamespace(`${field} namespacePrefix`, op.namespacePrefix, { allowEmpty: true, wildcards: true });
-    const limit = checkCount(`${field} limit`, op.limit, 10);
-    const offset = checkCount(`${field} offset`, op.offset, 0);
-    const query = op.query;
-    if (query !== undefined && query !== null && typeof query !== "string") throw new InvalidInputError(`${field} query`, "expected a string");
-    const mode = extra.mode ?? "auto";
-    if (!["auto", "text", "vector", "hybrid"].includes(mode)) throw new InvalidInputError(`${field} options.mode`, `Unknown search mode: ${String(mode)} (auto, text, vector, hybrid)`);
-    const index = this.#opts.index;
-    if (mode === "vector" && !index) throw new InvalidInputError(`${field} options.mode`, "Vector search requested but not configured: give the store an index ({ dims, embed })");
-    if (mode === "hybrid" && !index) throw new InvalidInputError(`${field} options.mode`, "Hybrid search requested but vector search not configured: give the store an index ({ dims, embed })");
-    const refresh = extra.refreshTtl ?? this.#opts.refreshOnRead;
-    if (typeof refresh !== "boolean") throw new InvalidInputError(`${field} options.refreshTtl`, "expected true or false");
-    const threshold = extra.similarityThreshold;
-    if (threshold !== undefined && (typeof threshold !== "number" || !Number.isFinite(threshold))) throw new InvalidInputError(`${field} options.similarityThreshold`, "expected a number");
-    const weight = extra.vectorWeight ?? 0.7;
-    if (typeof weight !== "number" || !(weight >= 0 && weight <= 1)) throw new InvalidInputError(`${field} options.vectorWeight`, "expected a number from 0 to 1");
-    const metric = extra.distanceMetric ?? index?.distanceMetric ?? "cosine";
-    if (!["cosine", "l2", "inner_product"].includes(metric)) throw new InvalidInputError(`${field} options.distanceMetric`, "expected cosine, l2 or inner_product");
-    // Compiled once now, to refuse a bad filter before any SQL; compiled again into the statement's numbering.
-    compileFilter(op.filter, "it.value", new Params(), `${field} filter`);
-    const text = query ? query : undefined;
-    const vector = text !== undefined && index !== undefined && (mode === "vector" || mode === "hybrid" || mode === "auto");
-    const language = this.#opts.language;
-    const read: Extract<Read, { kind: "search" }> & { embedText?: string; embedding?: number[] } = {
-      kind: "search",
-      i,
-      refresh,
-      scored: text !== undefined,
-      sql: (params, n) => {
-        const filter = compileFilter(op.filter, "it.value", params, `${field} filter`);
-        if (!vector) return this.#q.search(n, { prefix, filter, text: text === undefined ? undefined : { query: text, language }, limit, offset }, params);
-        return vectorSearchSql(this.schema, this.#extSchema!, n, {
-          prefix,
-          filter,
-          query: read.embedding!,
-          metric: metric as DistanceMetric,
-          threshold,
-          hybrid: mode === "hybrid" ? { text: text!, language, weight } : undefined,
-          limit,
-          offset,
-        }, params);
-      },
-    };
-    if (vector) read.embedText = text;
-    return read;
-  }
-
-  /** One statement for all the searches (query embeddings made first). */
-  async #searchRows(searches: (Extract<Read, { kind: "search" }> & { embedText?: string; embedding?: number[] })[]): Promise<ItemRow[]> {
-    const index = this.#opts.index;
-    for (const s of searches) if (s.embedText !== undefined) s.embedding = await embedQuery(index!, s.embedText);
-    await this.#ensureReady();
-    const params = new Params();
-    const parts = searches.map((s, n) => s.sql(params, n));
-    let text = parts.length === 1 ? parts[0]! : `SELECT * FROM (${parts.map((p) => `(SELECT q.*, pg_catalog.row_number() OVER () AS rn FROM (${p}) q)`).join(" UNION ALL ")}) b ORDER BY op, rn`;
-    const refreshing = searches.map((s, n) => (s.refresh ? n : -1)).filter((n) => n >= 0);
-    if (refreshing.length > 0) text = this.#q.refreshFound(text, params.add(refreshing, "int[]"));
-    const res = await this.#run<ItemRow>(text, params.values, "search");
-    return res.rows;
-  }
-
-  #listRead(i: number, op: ListNamespacesOperation, field: string): Extract<Read, { kind: "list" }> {
-    const conditions = (op.matchConditions ?? []).map((c, j) => {
-      if (c === null || typeof c !== "object" || (c.matchType !== "prefix" && c.matchType !== "suffix")) {
-        throw new InvalidInputError(`${field}.matchConditions[${j}]`, 'expected { matchType: "prefix" | "suffix", path }');
-      }
-      return { matchType: c.matchType, path: checkNamespace(`${field}.matchConditions[${j}].path`, c.path, { allowEmpty: true, wildcards: true }) };
-    });
-    if (op.maxDepth !== undefined && op.maxDepth !== null && (!Number.isInteger(op.maxDepth) || op.maxDepth < 1)) {
-      throw new InvalidInputError(`${field}.maxDepth`, "expected a positive integer");
-    }
-    return {
-      kind: "list",
-      i,
-      op: { ...op, maxDepth: op.maxDepth ?? undefined, limit: checkCount(`${field}.limit`, op.limit, 100), offset: checkCount(`${field}.offset`, op.offset, 0) },
-      conditions,
-    };
-  }
-}
-
-function toItem(row: ItemRow): Item {
-  return { namespace: row.ns_key.split(SEPARATOR), key: row.key, value: row.value, createdAt: row.created_at, updatedAt: row.updated_at };
-}
-
-function toSearchItem(row: ItemRow, scored: boolean): SearchItem {
-  const item: SearchItem = toItem(row);
-  if (scored) item.score = row.score === null || row.score === undefined ? undefined : Number(row.score);
-  return item;
 }
