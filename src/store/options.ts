@@ -79,7 +79,7 @@ export interface CheckedStoreOptions {
   language: string;
 }
 
-const KNOWN = ["schema", "ensureTables", "ttl", "index", "textSearchLanguage", "onEvent", "onHandlerError", "connectionOptions"];
+const KNOWN = ["schema", "ensureTables", "ttl", "index", "textSearchLanguage", "onEvent", "onHandlerError"];
 
 const positive = (option: string, v: unknown): number | undefined => {
   if (v === undefined) return undefined;

@@ -115,6 +115,16 @@ describe("faults of the official store, fixed here", () => {
     expect({ code: ours.code, out: JSON.parse(ours.stdout.trim()) }).toEqual({ code: 0, out: { terminated: 1, survived: { v: 1 } } });
   });
 
+  it("a comparison filter on a field that holds a string skips that item instead of failing the search", async () => {
+    const { official, ours } = await both();
+    for (const store of [official, ours]) {
+      await store.put(["f"], "n", { score: 5 });
+      await store.put(["f"], "s", { score: "high" });
+    }
+    await expect(official.search(["f"], { filter: { score: { $gt: 1 } } })).rejects.toThrow(/invalid input syntax for type numeric/);
+    expect((await ours.search(["f"], { filter: { score: { $gt: 1 } } })).map((i) => i.key)).toEqual(["n"]);
+  });
+
   it("namespace labels may contain '.', ':', '%', '_' and '\\\\', and stay apart", async () => {
     const { official, ours } = await both();
     for (const label of ["a.b", "100%", "a_c", "back\\slash"]) {

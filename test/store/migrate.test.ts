@@ -81,6 +81,14 @@ describe("two tracks, one schema", () => {
     await expect(migrateStore({ pool: db.pool, schema })).rejects.toThrow(/differs from the one shipped/);
   });
 
+  it("the same trust checks: a schema where another role may create is refused, nothing changed", async () => {
+    const schema = fresh();
+    await db.pool.query(`CREATE SCHEMA ${schema}`);
+    await db.pool.query(`GRANT CREATE ON SCHEMA ${schema} TO PUBLIC`);
+    await expect(new PostgresStore(db.pool, { schema }).setup({ adopt: false })).rejects.toMatchObject({ name: "UnsafeSchemaError", roles: ["PUBLIC"] });
+    expect(await tables(schema)).toEqual([]);
+  });
+
   it("a dry run changes nothing and returns the SQL", async () => {
     const schema = fresh();
     const plan = await migrateStore({ pool: db.pool, schema, dryRun: true, adopt: false });

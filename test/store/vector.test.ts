@@ -258,6 +258,23 @@ describe.each(targets)("vector search on %s", (_name, make) => {
       expect((await store.search(["n"], { query: "fish", mode: "vector" })).map((r) => r.key)).toEqual(["3"]);
     });
 
+    it("a LangChain Embeddings object: embedDocuments for puts, embedQuery for the query", async () => {
+      const calls: string[] = [];
+      const inner = fakeEmbeddings(DIMS);
+      const embeddings = {
+        embedDocuments: async (texts: string[]) => (calls.push(`documents:${texts.length}`), inner(texts)),
+        embedQuery: async (text: string) => (calls.push("query"), (await inner([text]))[0]!),
+      };
+      const store = new PostgresStore(target.db as pg.Pool, { schema: fresh(), index: { dims: DIMS, embed: embeddings, fields: ["text"] } });
+      await store.setup({ adopt: false });
+      await store.batch([
+        { namespace: ["e"], key: "1", value: { text: "green tea" } },
+        { namespace: ["e"], key: "2", value: { text: "black coffee" } },
+      ]);
+      expect((await store.search(["e"], { query: "coffee", mode: "vector" }))[0]?.key).toBe("2");
+      expect(calls).toEqual(["documents:2", "query"]);
+    });
+
     it("an embedder that returns the wrong dimensions is refused before anything is written", async () => {
       const wrong = Object.assign(async (texts: string[]) => texts.map(() => [1, 2, 3]), { calls: [] as string[][] });
       const { store } = await vectorStore({ embed: wrong });
