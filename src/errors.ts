@@ -110,7 +110,7 @@ export class SchemaNotMigratedError extends CheckpointerError {
     const run =
       track === "store"
         ? `Run the store's migrations first: \`npx langgraph-checkpoint-pg migrate --store --schema ${JSON.stringify(schema)}\`, ` +
-          "`await migrate({ pool, schema, store: true })` in a deploy step, or `await store.setup()`."
+          "`await migrateStore({ pool, schema })` in a deploy step, or `await store.setup()`."
         : `Run the migrations first: \`npx langgraph-checkpoint-pg migrate --schema ${JSON.stringify(schema)}\`, ` +
           "`await migrate({ pool, schema })` in a deploy step, or `await saver.setup()`.";
     super(

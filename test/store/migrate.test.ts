@@ -12,7 +12,8 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { PostgresStore as Official } from "@langchain/langgraph-checkpoint-postgres/store";
 import { afterAll, describe, expect, it } from "vitest";
-import { migrate, migrateStore, PostgresStore, SchemaTooNewError, StoreAdoptionRequiredError } from "../../src/index.js";
+import { loadMigrations, migrate, migrateStore, PostgresStore, SchemaTooNewError, STORE_COMPATIBILITY, StoreAdoptionRequiredError } from "../../src/index.js";
+import { STORE_TRACK } from "../../src/store/migrations.js";
 import { runCli } from "../helpers/cli.js";
 import { withTestDatabase } from "../helpers/db.js";
 
@@ -43,6 +44,12 @@ describe("src/store/schema.ts and migrations/store/ agree", () => {
 });
 
 describe("two tracks, one schema", () => {
+  it("every store migration declares its compatibility level", () => {
+    const migrations = loadMigrations(STORE_TRACK);
+    expect(migrations.map((m) => m.name)).toEqual(["0000_store_init"]);
+    for (const m of migrations) expect(STORE_COMPATIBILITY[m.version], m.name).toBeDefined();
+  });
+
   it("the store never creates the checkpointer's tables, the checkpointer never the store's; both share a schema", async () => {
     const schema = fresh();
     await migrate({ pool: db.pool, schema, adopt: false });

@@ -12,7 +12,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
+import { createPgConfig } from "@electric-sql/pglite/node-postgres";
 import { vector } from "@electric-sql/pglite-pgvector";
+import { PostgresStore as Official } from "@langchain/langgraph-checkpoint-postgres/store";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { InvalidOptionsError, migrateStore, PostgresSaver, PostgresStore, StoreIndexMismatchError, VectorExtensionMissingError } from "../../src/index.js";
@@ -291,6 +293,32 @@ describe.each(targets)("vector search on %s", (_name, make) => {
       await store.put(["ab"], "out", { text: "blue whale", kind: "animal" });
       expect((await store.search(["a"], { query: "blue whale", mode: "vector", filter: { kind: "animal" } })).map((r) => r.key)).toEqual(["in"]);
     });
+  });
+});
+
+describe("the official store's fault: changing dims never migrates (both stores on PGlite, the official one through PGlite's node-postgres adapter)", () => {
+  it("the official store sets up silently and then fails every put and search; ours refuses at setup, naming both shapes", async () => {
+    const db = new PGlite({ extensions: { vector } });
+    try {
+      const opts = (dims: number) => ({ schema: "s", index: { dims, embed: fakeEmbeddings(dims), fields: ["text"] } });
+      const official8 = new Official({ connectionOptions: createPgConfig(db) as unknown as pg.PoolConfig, ...opts(8) });
+      await official8.setup();
+      await official8.put(["d"], "k", { text: "hello" });
+      const official16 = new Official({ connectionOptions: createPgConfig(db) as unknown as pg.PoolConfig, ...opts(16) });
+      await expect(official16.setup()).resolves.toBeUndefined();
+      await expect(official16.put(["d"], "k2", { text: "world" })).rejects.toThrow(/expected 8 dimensions, not 16/);
+      await expect(official16.search(["d"], { query: "hello", mode: "vector" })).rejects.toThrow(/different vector dimensions/);
+
+      const ours8 = new PostgresStore(db as unknown as PGliteLike, { ...opts(8), schema: "ours" });
+      await ours8.setup({ adopt: false });
+      await ours8.put(["d"], "k", { text: "hello" });
+      const ours16 = new PostgresStore(db as unknown as PGliteLike, { ...opts(16), schema: "ours" });
+      await expect(ours16.setup({ adopt: false })).rejects.toMatchObject({ name: "StoreIndexMismatchError", current: { dims: 8 }, wanted: { dims: 16 } });
+      // Nothing changed: the store with the old dimensions works on.
+      expect((await ours8.search(["d"], { query: "hello", mode: "vector" }))[0]?.key).toBe("k");
+    } finally {
+      await db.close();
+    }
   });
 });
 
