@@ -138,8 +138,8 @@ function storeFlags(values: {
 const COMMANDS: Record<string, CommandSpec> = {
   migrate: {
     usage:
-      "migrate [--dry-run] [--adopt <schema> | --no-adopt | --finish-adoption | --rollback-adoption] [--json]\n" +
-      "        [--store | --store-only] [--dims N [--metric cosine|l2|inner_product] [--index-type hnsw|ivfflat]] [--adopt-store <schema> | --no-adopt-store]",
+      "migrate [--dry-run] [--adopt <schema> | --no-adopt | --finish-adoption | --rollback-adoption] [--json] " +
+      "[--store | --store-only [--dims N [--metric M] [--index-type T]] [--adopt-store <schema> | --no-adopt-store]]",
     summary:
       "Apply the pending migrations to the schema, in one transaction under an advisory lock\n" +
       "(safe to run from several deploy steps at once). Creates the schema if missing.\n" +
