@@ -154,8 +154,11 @@ async function vectorExtension(tx: Queryable, create: boolean): Promise<string |
   if (installed.rows[0]) return installed.rows[0].schema;
   const available = await tx.query("SELECT 1 FROM pg_catalog.pg_available_extensions WHERE name = 'vector'");
   if (available.rows.length === 0 || !create) return available.rows.length === 0 ? undefined : "";
-  // Into the store's schema (first on the search path): the one schema the migrating role is known to create in.
-  await tx.query("CREATE EXTENSION vector");
+  // Where other code expects it (the type unqualified on the default search path: the official store, the
+  // application's own queries): public, when the migrating role may create there; else the store's schema
+  // (first on the migration's search path). This store names the extension's schema in every statement.
+  const intoPublic = await tx.query("SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'public' AND pg_catalog.has_schema_privilege('public', 'CREATE')");
+  await tx.query(intoPublic.rows.length > 0 ? "CREATE EXTENSION vector WITH SCHEMA public" : "CREATE EXTENSION vector");
   return vectorExtension(tx, false);
 }
 

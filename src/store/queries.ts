@@ -7,7 +7,7 @@
  */
 import type { Table } from "drizzle-orm";
 import { quoteIdent } from "../validate.js";
-import { STORE_LIMITS, nsKey } from "./input.js";
+import { STORE_LIMITS } from "./input.js";
 import { LIVE, Params, matchCondition, prefixCondition } from "./sql.js";
 import type { storeItems } from "./schema.js";
 
@@ -162,28 +162,15 @@ export function storeQueries(schema: string) {
         const conds = where.conditions.map((c) => matchCondition("it", c, params)).filter((c): c is string => c !== undefined);
         return `SELECT DISTINCT ${op} AS op, it.ns_key FROM ${items} it ${conds.length ? `WHERE ${conds.join(" AND ")}` : ""} ORDER BY it.ns_key ${page}`;
       }
-      // With maxDepth: a walk over the primary key, one probe per namespace listed, each jumping past every key
-      // that truncates to the one just found; a plain prefix bounds it, other conditions filter the probes.
-      const prefix = where.conditions.find((c) => c.matchType === "prefix" && c.path.length > 0 && !c.path.includes("*"));
-      const conds = where.conditions.filter((c) => c !== prefix).map((c) => matchCondition("it", c, params)).filter((c): c is string => c !== undefined);
-      const depth = Math.min(where.maxDepth, STORE_LIMITS.labels);
-      // The first `depth` labels of a key: up to its depth-th separator.
-      const first = params.add(`^[^\u0001]*(?:\u0001[^\u0001]*){0,${depth - 1}}`, "text");
-      const start = prefix ? params.add(nsKey(prefix.path), "text") : "''::text";
-      const inside = (x: string) => (prefix ? ` AND ${x} < ${params.add(`${nsKey(prefix.path)}\u0002`, "text")}` : "");
-      const t = `pg_catalog.substring(w.ns, ${first})`;
-      // Past the namespace found: its children first when it has fewer labels than maxDepth (they truncate to
-      // themselves), else past everything that starts with its truncation (U+0002 follows the separator).
-      const labels = "(pg_catalog.length(w.ns) - pg_catalog.length(pg_catalog.replace(w.ns, pg_catalog.chr(1), '')) + 1)";
-      const bound = `CASE WHEN ${labels} < ${depth} THEN w.ns || pg_catalog.chr(1) ELSE ${t} || pg_catalog.chr(2) END`;
-      const probe = (from: string) => `SELECT it.ns_key FROM ${items} it WHERE ${[`it.ns_key >= ${from}`, ...conds].join(" AND ")} ORDER BY it.ns_key LIMIT 1`;
-      return `SELECT ${op} AS op, pg_catalog.substring(walk.ns, ${first}) COLLATE "C" AS ns_key FROM (
-                WITH RECURSIVE walk(ns) AS (
-                  SELECT (${probe(start)})
-                  UNION ALL
-                  SELECT (${probe(bound)}) FROM walk w WHERE w.ns IS NOT NULL${inside("w.ns")})
-                SELECT ns FROM walk) walk
-               WHERE walk.ns IS NOT NULL${inside("walk.ns")} ${page}`;
+      // With maxDepth: the distinct keys, each truncated to its first maxDepth labels (up to its maxDepth-th
+      // separator), distinct again. Planned per call (see store.ts #run): a hash over the keys when there are
+      // many, the primary key's order when few. (A walk of one index probe per namespace listed costs more
+      // at a few items per namespace, the usual shape; a truncation of every item's key, too.)
+      const conds = where.conditions.map((c) => matchCondition("it", c, params)).filter((c): c is string => c !== undefined);
+      const first = params.add(`^[^\u0001]*(?:\u0001[^\u0001]*){0,${Math.min(where.maxDepth, STORE_LIMITS.labels) - 1}}`, "text");
+      return `SELECT DISTINCT ${op} AS op, pg_catalog.substring(d.ns_key, ${first}) COLLATE "C" AS ns_key
+                FROM (SELECT DISTINCT it.ns_key FROM ${items} it ${conds.length ? `WHERE ${conds.join(" AND ")}` : ""}) d
+               ORDER BY 2 ${page}`;
     },
 
     /**

@@ -123,7 +123,7 @@ export class PostgresStore extends BaseStore {
       schema: opts.schema,
       opts,
       q: this.#q,
-      run: (text, values, what) => this.#run(text, values, what),
+      run: <R extends object>(text: string, values: unknown[], what: string, options?: { plan?: "each" }) => this.#run<R>(text, values, what, options),
       ensureReady: () => this.#ensureReady(),
       extSchema: () => this.#extSchema!,
     };
@@ -243,13 +243,20 @@ export class PostgresStore extends BaseStore {
     }
   }
 
-  /** One statement, prepared under a name (parsed and planned once per connection). */
-  async #run<R extends object>(text: string, values: unknown[], what: string): Promise<{ rows: R[]; rowCount?: number }> {
+  /**
+   * One statement, prepared under a name (parsed and planned once per connection), or with `plan:
+   * "each"` planned for its values each time: a prepared statement switches to one generic plan after
+   * five runs, which for a range of keys guesses a handful of rows.
+   */
+  async #run<R extends object>(text: string, values: unknown[], what: string, options: { plan?: "each" } = {}): Promise<{ rows: R[]; rowCount?: number }> {
     await this.#ensureReady();
-    let name = this.#names.get(text);
-    if (name === undefined) {
-      name = `lgst_${createHash("sha1").update(text).digest("hex").slice(0, 16)}`;
-      this.#names.set(text, name);
+    let name: string | undefined;
+    if (options.plan !== "each") {
+      name = this.#names.get(text);
+      if (name === undefined) {
+        name = `lgst_${createHash("sha1").update(text).digest("hex").slice(0, 16)}`;
+        this.#names.set(text, name);
+      }
     }
     try {
       return (await this.#db.run(text, values, name)) as { rows: R[]; rowCount?: number };

@@ -204,6 +204,8 @@ describe.each(targets)("vector search on %s", (_name, make) => {
     expect(idx[0].indexdef).toMatch(/USING hnsw \(embedding .*vector_cosine_ops\) WITH \(m='16', ef_construction='200'\)/);
     // Setting up again changes nothing.
     expect((await store.setup()).vector).toMatchObject({ action: "unchanged" });
+    // The extension went where other code looks for it (the type unqualified on the default search path).
+    expect(await sql("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'")).toEqual([{ nspname: "public" }]);
   });
 
   describe("changing the index is a migration, never silent", () => {
