@@ -28,8 +28,8 @@ export interface StoreContext {
   readonly schema: string;
   readonly opts: CheckedStoreOptions;
   readonly q: StoreQueries;
-  /** One statement (after the schema check). */
-  run<R extends object>(text: string, values: unknown[], what: string): Promise<{ rows: R[] }>;
+  /** One statement (after the schema check); `plan: "each"` plans it for its values every time (see store.ts). */
+  run<R extends object>(text: string, values: unknown[], what: string, options?: { plan?: "each" }): Promise<{ rows: R[] }>;
   ensureReady(): Promise<void>;
   /** The schema pgvector lives in (known once ready, with `index`). */
   extSchema(): string;
@@ -44,7 +44,7 @@ export async function runBatch<Op extends readonly Operation[]>(ctx: StoreContex
   if (!Array.isArray(operations)) throw new InvalidInputError("batch operations", "expected an array of operations");
   const results: unknown[] = new Array(operations.length).fill(null);
   const reads: Read[] = [];
-  const writes = new Map<string, { op: PutOperation & { options?: { ttl?: number } }; field: string }>();
+  const writes = new Map<string, WriteOp>();
   operations.forEach((op, i) => {
     const field = `batch operations[${i}]`;
     if (op === null || typeof op !== "object") throw new InvalidInputError(field, "expected an operation object");
@@ -80,7 +80,9 @@ export async function runBatch<Op extends readonly Operation[]>(ctx: StoreContex
     const params = new Params();
     const parts = lists.map((l, op) => ctx.q.listNamespaces(op, { conditions: l.conditions, maxDepth: l.op.maxDepth, limit: l.op.limit, offset: l.op.offset }, params));
     const text = parts.length === 1 ? parts[0]! : `SELECT * FROM (${parts.map((p) => `(${p})`).join(" UNION ALL ")}) l ORDER BY op, ns_key`;
-    const res = await ctx.run<{ op: number; ns_key: string }>(text, params.values, "batch listNamespaces");
+    // With maxDepth, planned per call: the best plan depends on how many keys the range holds (queries.ts).
+    const plan = lists.some((l) => l.op.maxDepth !== undefined) ? "each" : undefined;
+    const res = await ctx.run<{ op: number; ns_key: string }>(text, params.values, "batch listNamespaces", { plan });
     for (const row of res.rows) (results[lists[row.op]!.i] as string[][]).push(row.ns_key.split(SEPARATOR));
   }
   if (write) await ctx.run(write.text, write.values, "batch put");
@@ -88,7 +90,7 @@ export async function runBatch<Op extends readonly Operation[]>(ctx: StoreContex
 }
 
 /** The write statement of some puts and deletes (embedded first, before any SQL). */
-export async function prepareWrite(ctx: StoreContext, puts: { op: PutOperation & { options?: { ttl?: number } }; field: string }[]): Promise<{ text: string; values: unknown[] }> {
+export async function prepareWrite(ctx: StoreContext, puts: WriteOp[]): Promise<{ text: string; values: unknown[] }> {
   const index = ctx.opts.index;
   const rows: WriteRow[] = [];
   const toEmbed: { ns: string; key: string; field: string; text: string }[] = [];
