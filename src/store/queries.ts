@@ -156,20 +156,18 @@ export function storeQueries(schema: string) {
     listNamespaces(op: number, where: { conditions: { matchType: "prefix" | "suffix"; path: string[] }[]; maxDepth?: number; limit: number; offset: number }, params: Params): string {
       // No expiry test: the primary key alone answers. A namespace whose items all expired is listed until the
       // sweep deletes them, as in the official store.
+      const conds = where.conditions.map((c) => matchCondition("it", c, params)).filter((c): c is string => c !== undefined);
+      const filter = conds.length ? `WHERE ${conds.join(" AND ")}` : "";
       const page = `LIMIT ${params.add(where.limit, "bigint")} OFFSET ${params.add(where.offset, "bigint")}`;
-      if (where.maxDepth === undefined) {
-        // The keys in primary-key order, distinct as they come (an index-only scan), stopping at the page's end.
-        const conds = where.conditions.map((c) => matchCondition("it", c, params)).filter((c): c is string => c !== undefined);
-        return `SELECT DISTINCT ${op} AS op, it.ns_key FROM ${items} it ${conds.length ? `WHERE ${conds.join(" AND ")}` : ""} ORDER BY it.ns_key ${page}`;
-      }
+      // The keys in primary-key order, distinct as they come (an index-only scan), stopping at the page's end.
+      if (where.maxDepth === undefined) return `SELECT DISTINCT ${op} AS op, it.ns_key FROM ${items} it ${filter} ORDER BY it.ns_key ${page}`;
       // With maxDepth: the distinct keys, each truncated to its first maxDepth labels (up to its maxDepth-th
       // separator), distinct again. Planned per call (see store.ts #run): a hash over the keys when there are
       // many, the primary key's order when few. (A walk of one index probe per namespace listed costs more
       // at a few items per namespace, the usual shape; a truncation of every item's key, too.)
-      const conds = where.conditions.map((c) => matchCondition("it", c, params)).filter((c): c is string => c !== undefined);
       const first = params.add(`^[^\u0001]*(?:\u0001[^\u0001]*){0,${Math.min(where.maxDepth, STORE_LIMITS.labels) - 1}}`, "text");
       return `SELECT DISTINCT ${op} AS op, pg_catalog.substring(d.ns_key, ${first}) COLLATE "C" AS ns_key
-                FROM (SELECT DISTINCT it.ns_key FROM ${items} it ${conds.length ? `WHERE ${conds.join(" AND ")}` : ""}) d
+                FROM (SELECT DISTINCT it.ns_key FROM ${items} it ${filter}) d
                ORDER BY 2 ${page}`;
     },
 
