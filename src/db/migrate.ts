@@ -373,7 +373,7 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
               { migration: "adoption" },
             );
           }
-          const plan = await planAdoption(tx, schema, adoptFrom);
+          const plan = await planAdoption(tx, schema, adoptFrom, { lock: !dryRun });
           if (!dryRun) for (const statement of plan.statements) await tx.query(statement);
           result.adoption = { from: plan.from, source: plan.source, officialVersion: plan.officialVersion, adopted: true, sql: plan.sql };
         }
