@@ -193,6 +193,8 @@ export class MsgpackSerializer implements SerializerProtocol {
       case "json":
         // Our own reader, not JsonPlusSerializer's: LangChain records only from
         // the allowlist, "__proto__" keys as data, any size (see jsonplus.ts).
+        // Its default TextDecoder drops a byte-order mark before the JSON text,
+        // as JsonPlusSerializer's does; a U+FEFF inside a string value is kept.
         return readJsonPlus(typeof data === "string" ? data : new TextDecoder().decode(data), (id) => this.#langchain.byKey.get(idKey(id))?.ctor);
       case "bytes":
         return typeof data === "string" ? new TextEncoder().encode(data) : data;
