@@ -1,9 +1,9 @@
 /**
  * The few hooks installed on our own @msgpack/msgpack Encoder and Decoder
  * instances, for what the library cannot express: `undefined`, `-0`, lone
- * surrogates, a leading U+FEFF, a depth limit on decode, and a sanity check
- * of array and map length headers. Each verifies at construction that the library still has
- * the internals it wraps.
+ * surrogates, a string's leading U+FEFF, a depth limit on decode, and a sanity
+ * check of array and map length headers. Each verifies at construction that
+ * the library still has the internals it wraps.
  */
 import { ExtData, type Decoder, type Encoder } from "@msgpack/msgpack";
 import { DeserializationError } from "../errors.js";

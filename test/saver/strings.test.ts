@@ -41,7 +41,7 @@ const groups: string[][] = [];
 for (let i = 0; i < cases.length; i += 120) groups.push(cases.slice(i, i + 120));
 const where = (s: string) => `case of ${Buffer.byteLength(s)} bytes starting ${JSON.stringify(s.slice(0, 3))} (STRINGS_SEED=${SEED})`;
 
-/** Compares string by string first (a readable failure), then the whole. */
+/** Compares string by string, each failure naming its case. */
 function expectSame(got: unknown[], want: string[]): void {
   expect(got.length).toBe(want.length);
   want.forEach((s, i) => expect(got[i], where(s)).toBe(s));
