@@ -91,6 +91,8 @@ const checkpointsColumns = () => ({
    * write, in `channel_values` but not in `channel_versions`): no blob can
    * name them, so they are kept here, all of them as one serialized map
    * `{ channel: value }` (`serde.dumpsTyped`; NULL: none), and come back as stored.
+   * The map also lists the versioned channels the checkpoint holds as
+   * `undefined`: a blob holding `undefined` reads as no value (saver/encode.ts).
    */
   unversionedType: text("unversioned_type"),
   unversionedValues: bytea("unversioned_values"),
