@@ -22,7 +22,7 @@ import pg from "pg";
 import { isPGlite, pgliteDb, poolDb, type PGliteLike } from "../db/db.js";
 import { DEFAULT_DATA_DIR, openEmbedded } from "../db/embedded.js";
 import { runMigrations, type MigrateResult } from "../db/migrate.js";
-import { InvalidInputError, InvalidOptionsError } from "../errors.js";
+import { InvalidInputError, InvalidOptionsError, ThreadDeletedError } from "../errors.js";
 import { emit, guard } from "../events.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 import { LIMITS, checkKey, readConfig } from "../validate.js";
@@ -67,6 +67,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
   /** Runs the statements (and checks once that the schema is migrated). */
   readonly #runner: Runner;
   readonly #inFlight = new InFlight();
+  /** This saver's puts in flight, per lineage (a write refused for a thread not started again waits for them once). */
+  readonly #puts = new InFlight();
   /** Queues a lineage's putWrites while one of its writes is in flight, and sends them together (see coalesce.ts). */
   readonly #coalescer = new Coalescer((calls) => sendWrites(this.#ctx, calls));
   /** Delivers each thread's results in the order its operations were called. */
@@ -320,15 +322,24 @@ export class PostgresSaver extends BaseCheckpointSaver {
    */
   put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const key = InFlight.keyOf(config);
-    return this.#order.deliver(config, this.#inFlight.track(key, this.#coalescer.during(key, () => this.#putOrRelease(config, checkpoint, metadata, newVersions))));
+    const put = this.#coalescer.during(key, () => this.#putOrRelease(config, checkpoint, metadata, newVersions));
+    return this.#order.deliver(config, this.#inFlight.track(key, this.#puts.track(key, put)));
   }
 
   async #putOrRelease(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    const started = performance.now();
     try {
-      const started = performance.now();
       const call = { config, checkpoint, metadata, newVersions };
-      return await runPut(this.#ctx, await encodePut(this.#ctx, call), started, () => encodePut(this.#ctx, call, true));
+      const put = async () => runPut(this.#ctx, await encodePut(this.#ctx, call), started, () => encodePut(this.#ctx, call, true));
+      try {
+        return await put();
+      } catch (err) {
+        // A subgraph's first checkpoint may reach the database before the root put that starts the conversation.
+        if (!(await this.#waitForRestart(err, config, false))) throw err;
+        return await put();
+      }
     } catch (err) {
+      this.#reportRefusal(err, started);
       // A put that starts a run does not own its parent's lease (another run may): only its own checkpoint's.
       const source = (metadata as { source?: unknown } | undefined)?.source;
       const startsRun = source === "input" || source === "update";
@@ -350,16 +361,23 @@ export class PostgresSaver extends BaseCheckpointSaver {
   }
 
   async #putWritesOrRelease(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string): Promise<void> {
+    const started = performance.now();
     try {
-      await this.#putWrites(config, writes, taskId, taskPath);
+      try {
+        await this.#putWrites(config, writes, taskId, taskPath, started);
+      } catch (err) {
+        // With async durability a run's writes may reach the database before the put that starts the conversation.
+        if (!(await this.#waitForRestart(err, config, true))) throw err;
+        await this.#putWrites(config, writes, taskId, taskPath, started);
+      }
     } catch (err) {
+      this.#reportRefusal(err, started);
       await this.#leases.afterRunFailure(err, config, [config?.configurable?.checkpoint_id]);
       throw err;
     }
   }
 
-  async #putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string): Promise<void> {
-    const started = performance.now();
+  async #putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string, started: number): Promise<void> {
     const rows = await encodeWrites(this.#ctx, { config, writes, taskId, taskPath });
     if (rows === undefined) return;
     await this.#coalescer.write(InFlight.keyOf(config), rows);
@@ -375,7 +393,35 @@ export class PostgresSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * Delete every checkpoint, write and blob of a thread (all namespaces).
+   * A write refused because its thread was deleted and has not started again
+   * (`reason: "thread"`) may be a new conversation's, sent before the put that
+   * starts it committed: wait once for this saver's puts in flight on the
+   * thread's root lineage (and, for writes, on their own), then say whether
+   * to try again. A put in the root namespace is never such a case (LangGraph
+   * puts a checkpoint only once its parent's put is done).
+   */
+  async #waitForRestart(err: unknown, config: RunnableConfig, isWrite: boolean): Promise<boolean> {
+    if (!(err instanceof ThreadDeletedError) || err.reason !== "thread") return false;
+    const root = InFlight.keyOf({ configurable: { thread_id: err.threadId, checkpoint_ns: "" } });
+    const own = InFlight.keyOf(config);
+    const keys = isWrite ? [root, own] : err.checkpointNs === "" ? [] : [root];
+    if (!keys.some((k) => this.#puts.busy(k))) return false;
+    for (const k of keys) await this.#puts.settled(k);
+    return true;
+  }
+
+  #reportRefusal(err: unknown, started: number): void {
+    if (!(err instanceof ThreadDeletedError)) return;
+    const { threadId, checkpointNs, checkpointId, operation, reason } = err;
+    emit(this.#ctx.onEvent, { type: "deletedThreadWrite", threadId, checkpointNs, checkpointId, operation, reason, durationMs: performance.now() - started });
+  }
+
+  /**
+   * Delete every checkpoint, write and blob of a thread (all namespaces), and
+   * leave its tombstone: a run still in flight on it cannot write it back
+   * afterwards (its puts and writes fail with {@link ThreadDeletedError}),
+   * while a new conversation on the same id starts cleanly (README, "Deleted
+   * threads stay deleted"). Waits for the thread's writes in flight to commit.
    *
    * @example
    * ```ts
@@ -385,15 +431,17 @@ export class PostgresSaver extends BaseCheckpointSaver {
   async deleteThread(threadId: string): Promise<void> {
     checkKey("deleteThread threadId", threadId, LIMITS.thread_id);
     await this.#runner.ensureReady();
-    // Two statements in one transaction: the head rows first (waiting for a put
-    // in flight on the thread to commit), then the rest in a snapshot that sees
-    // that put's rows. One statement would leave such a put's checkpoint behind.
+    const started = performance.now();
+    // Two statements in one transaction: the thread's deletion lock first (waiting for
+    // its writes in flight to commit; later ones wait for us, then find the tombstone),
+    // then the tombstone and every row, in a snapshot that sees what those writes stored.
     try {
-      await this.#ctx.db.transaction(async (tx) => {
-        await tx.query(this.#ctx.queries.deleteHeads, [threadId]);
-        await tx.query(this.#ctx.queries.deleteThread, [threadId]);
+      const counts = await this.#ctx.db.transaction(async (tx) => {
+        await tx.query(this.#ctx.queries.lockThreadForDelete, [threadId]);
+        return (await tx.query<{ checkpoints: number; writes: number; blobs: number }>(this.#ctx.queries.deleteThread, [threadId])).rows[0]!;
       });
       this.#ctx.elements?.forgetThread(threadId);
+      emit(this.#ctx.onEvent, { type: "deleteThread", threadId, ...counts, durationMs: performance.now() - started });
     } catch (err) {
       throw await this.#runner.failure(err, "deleteThread");
     }
