@@ -39,6 +39,10 @@
  * - While a new conversation runs on the id, a deleted run still going may
  *   store writes of checkpoints it never stored (nothing reads them; prune
  *   collects them after its grace period) and subgraph checkpoints.
+ * - An official saver's instance during an adoption (the bridge): it sends a
+ *   run's writes without waiting for their checkpoint's put, so its writes
+ *   are refused only when they name the deleted history (its puts by both
+ *   rules).
  * - Exit durability on a thread that held nothing stored when it was deleted:
  *   the run's only put is indistinguishable from a new conversation's.
  * - A tombstone is collected by prune after `keepTombstones` (default 7 days):
@@ -60,6 +64,10 @@
  */
 import { CHECKPOINT_TOMBSTONES as T } from "../db/names.js";
 import { quoteIdent } from "../validate.js";
+
+/** The gate (migration 0007), and its argument types for GRANT and REVOKE. */
+export const GATE_FUNCTION = "checkpointer_thread_gate";
+export const GATE_SIGNATURE = `${GATE_FUNCTION}(text, text, text, text[], boolean)`;
 
 /** Why the gate refused a write (see the rule above). */
 export type RefusalReason = "history" | "thread";
@@ -90,7 +98,7 @@ const lit = (s: string) => `'${s.replace(/'/g, "''")}'`;
  * of the checkpoint ids the write names, and whether it starts a conversation.
  */
 export function gateCall(schema: string, args: { thread: string; ns: string; ids: string; starts: string }): string {
-  return `${quoteIdent(schema)}.checkpointer_thread_gate(${lit(deleteLockName(schema))}, ${args.thread}, ${args.ns}, ${args.ids}, ${args.starts})`;
+  return `${quoteIdent(schema)}.${GATE_FUNCTION}(${lit(deleteLockName(schema))}, ${args.thread}, ${args.ns}, ${args.ids}, ${args.starts})`;
 }
 
 /** SQL: take the deletion lock of thread `thread` (an SQL expression) exclusively, waiting. */
