@@ -461,6 +461,37 @@ export class ThreadDeletedError extends CheckpointerError {
 }
 
 /**
+ * `copyThread` (or the CLI's `threads copy`) refused, and wrote nothing:
+ * - `source-missing`: the source thread holds no checkpoint;
+ * - `target-exists`: the target thread holds rows (pass `overwrite: true`, or
+ *   `--overwrite`, to replace them);
+ * - `checkpoint-missing`: `upTo` names no checkpoint of the source's root namespace.
+ * Not retryable.
+ *
+ * @example
+ * ```ts
+ * try { await saver.copyThread("chat-1", "chat-2"); }
+ * catch (e) { if (e instanceof ThreadCopyError && e.reason === "target-exists") await saver.copyThread("chat-1", "chat-2", { overwrite: true }); }
+ * ```
+ */
+export class ThreadCopyError extends CheckpointerError {
+  readonly fromThreadId: string;
+  readonly toThreadId: string;
+  readonly reason: "source-missing" | "target-exists" | "checkpoint-missing";
+  constructor(info: { fromThreadId: string; toThreadId: string; upTo?: string; reason: "source-missing" | "target-exists" | "checkpoint-missing" }) {
+    const what = {
+      "source-missing": `thread ${JSON.stringify(info.fromThreadId)} holds no checkpoint`,
+      "target-exists": `thread ${JSON.stringify(info.toThreadId)} exists (pass overwrite: true, or --overwrite, to replace it)`,
+      "checkpoint-missing": `thread ${JSON.stringify(info.fromThreadId)} has no checkpoint ${JSON.stringify(info.upTo)} in its root namespace`,
+    }[info.reason];
+    super("THREAD_COPY_REFUSED", `copyThread ${JSON.stringify(info.fromThreadId)} -> ${JSON.stringify(info.toThreadId)} refused: ${what}. Nothing was written.`);
+    this.fromThreadId = info.fromThreadId;
+    this.toThreadId = info.toThreadId;
+    this.reason = info.reason;
+  }
+}
+
+/**
  * A value could not be encoded (a function as the whole value, nesting deeper
  * than the serializer allows; in strict mode anything that would not come back
  * exactly, such as a class instance). Nothing was written.

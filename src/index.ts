@@ -26,6 +26,7 @@ export {
   CheckpointConflictError,
   CheckpointParentMissingError,
   ThreadDeletedError,
+  ThreadCopyError,
   SerializationError,
   DeserializationError,
   DatabaseOperationError,

@@ -38,6 +38,7 @@ import { toDeltaHistory, toTuples, type DeltaRow } from "./read.js";
 import { upgradeState } from "./upgrade.js";
 import { nextVersion } from "./version.js";
 import { ElementMemory } from "./elements.js";
+import { copyStatements, copyThread, type CopyThreadOptions, type CopyThreadResult } from "./copy.js";
 import { encodePut, encodeWrites, sendWrites } from "./write.js";
 
 /** Page size of `list` when no limit is given: memory stays bounded on long threads. */
@@ -75,6 +76,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
   readonly #order = new ThreadOrder();
   /** Run leases of failed runs (linear mode), retried in the background; end() stops them. */
   readonly #leases: RunLeases;
+  /** copyThread's statements, built at its first call. */
+  #copySql: ReturnType<typeof copyStatements> | undefined;
 
   /**
    * @param pool A `pg.Pool`, or a PGlite instance, that the caller owns: {@link end} never closes it.
@@ -444,6 +447,45 @@ export class PostgresSaver extends BaseCheckpointSaver {
       emit(this.#ctx.onEvent, { type: "deleteThread", threadId, ...counts, durationMs: performance.now() - started });
     } catch (err) {
       throw await this.#runner.failure(err, "deleteThread");
+    }
+  }
+
+  /**
+   * Copy a thread's history to another thread id, in one transaction: every
+   * namespace, its values, element rows and pending writes, or, with `upTo`
+   * (a checkpoint id of the root namespace), the thread as it stood when that
+   * checkpoint was its newest (which becomes the copy's head). The copy reads
+   * exactly as the source at every checkpoint (same ids, parents, metadata,
+   * values), so `getStateHistory`, time travel and forks work on it as on the
+   * source; the two threads are independent from then on. A target that holds
+   * rows is refused ({@link ThreadCopyError}) unless `overwrite: true`, which
+   * deletes it first (leaving its tombstone, as `deleteThread` does). Reports
+   * a `copyThread` event. See src/saver/copy.ts for what exactly is copied.
+   *
+   * @example
+   * ```ts
+   * // Let a user branch a chat at an earlier answer:
+   * await saver.copyThread("chat-42", "chat-42-branch", { upTo: checkpointId });
+   * await graph.invoke({ messages: [question] }, { configurable: { thread_id: "chat-42-branch" } });
+   * ```
+   */
+  async copyThread(fromThreadId: string, toThreadId: string, options: CopyThreadOptions = {}): Promise<CopyThreadResult> {
+    const from = checkKey("copyThread fromThreadId", fromThreadId, LIMITS.thread_id);
+    const to = checkKey("copyThread toThreadId", toThreadId, LIMITS.thread_id);
+    if (from === to) throw new InvalidInputError("copyThread toThreadId", "is the source thread; copy to another thread id");
+    if (options === null || typeof options !== "object") throw new InvalidInputError("copyThread options", "expected { upTo?, overwrite? }");
+    for (const key of Object.keys(options)) {
+      if (key !== "upTo" && key !== "overwrite") throw new InvalidInputError(`copyThread options.${key}`, "is not an option (upTo, overwrite)");
+    }
+    if (options.upTo !== undefined) checkKey("copyThread options.upTo", options.upTo, LIMITS.checkpoint_id);
+    if (options.overwrite !== undefined && typeof options.overwrite !== "boolean") throw new InvalidInputError("copyThread options.overwrite", "expected true or false");
+    await this.#runner.ensureReady();
+    const started = performance.now();
+    this.#copySql ??= copyStatements(this.schema);
+    try {
+      return await copyThread(this.#ctx, this.#copySql, from, to, options, started);
+    } catch (err) {
+      throw await this.#runner.failure(err, "copyThread");
     }
   }
 
