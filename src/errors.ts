@@ -465,7 +465,10 @@ export class ThreadDeletedError extends CheckpointerError {
  * - `source-missing`: the source thread holds no checkpoint;
  * - `target-exists`: the target thread holds rows (pass `overwrite: true`, or
  *   `--overwrite`, to replace them);
- * - `checkpoint-missing`: `upTo` names no checkpoint of the source's root namespace.
+ * - `checkpoint-missing`: `upTo` names no checkpoint of the source's root namespace;
+ * - `needs-serializer`: the source holds values encrypted for their rows
+ *   (`EncryptedSerializer`) and the saver copying it has not that serializer
+ *   (the CLI: `--module`), so the copy could not be read.
  * Not retryable.
  *
  * @example
@@ -474,15 +477,18 @@ export class ThreadDeletedError extends CheckpointerError {
  * catch (e) { if (e instanceof ThreadCopyError && e.reason === "target-exists") await saver.copyThread("chat-1", "chat-2", { overwrite: true }); }
  * ```
  */
+export type ThreadCopyRefusal = "source-missing" | "target-exists" | "checkpoint-missing" | "needs-serializer";
+
 export class ThreadCopyError extends CheckpointerError {
   readonly fromThreadId: string;
   readonly toThreadId: string;
-  readonly reason: "source-missing" | "target-exists" | "checkpoint-missing";
-  constructor(info: { fromThreadId: string; toThreadId: string; upTo?: string; reason: "source-missing" | "target-exists" | "checkpoint-missing" }) {
+  readonly reason: ThreadCopyRefusal;
+  constructor(info: { fromThreadId: string; toThreadId: string; upTo?: string; reason: ThreadCopyRefusal }) {
     const what = {
       "source-missing": `thread ${JSON.stringify(info.fromThreadId)} holds no checkpoint`,
       "target-exists": `thread ${JSON.stringify(info.toThreadId)} exists (pass overwrite: true, or --overwrite, to replace it)`,
       "checkpoint-missing": `thread ${JSON.stringify(info.fromThreadId)} has no checkpoint ${JSON.stringify(info.upTo)} in its root namespace`,
+      "needs-serializer": `thread ${JSON.stringify(info.fromThreadId)} holds values encrypted for their rows; copy it with the saver's serializer (the CLI: --module)`,
     }[info.reason];
     super("THREAD_COPY_REFUSED", `copyThread ${JSON.stringify(info.fromThreadId)} -> ${JSON.stringify(info.toThreadId)} refused: ${what}. Nothing was written.`);
     this.fromThreadId = info.fromThreadId;

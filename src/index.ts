@@ -27,6 +27,7 @@ export {
   CheckpointParentMissingError,
   ThreadDeletedError,
   ThreadCopyError,
+  type ThreadCopyRefusal,
   SerializationError,
   DeserializationError,
   DatabaseOperationError,

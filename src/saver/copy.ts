@@ -16,7 +16,9 @@
  * source's when copied (`upTo` is the root namespace's), else its newest
  * copied checkpoint; no run holds it (its lease is over, for linear mode).
  * The copy's rows are new: `created_at` is the copy's time, so retention
- * (`olderThan`, `idleFor`) counts from the copy.
+ * (`olderThan`, `idleFor`) counts from the copy. Metadata is copied as it is:
+ * the `thread_id` LangGraph records in it names the source (its snapshots,
+ * `getState` and `getStateHistory`, report the copy's own id).
  *
  * Locks: the target's deletion lock (saver/tombstones.ts) exclusively, as a
  * deletion: writes to the target wait, and the copy waits for those in
@@ -47,6 +49,8 @@ export interface CopyThreadOptions {
   upTo?: string;
   /** Replace a target thread that holds rows (it is deleted first, leaving its tombstone). Default false: refused. */
   overwrite?: boolean;
+  /** Count what would be copied, write nothing (the copy's transaction is rolled back). Default false. */
+  dryRun?: boolean;
 }
 
 /** What `copyThread` copied. */
@@ -92,6 +96,12 @@ SELECT EXISTS (SELECT 1 FROM ${cp} WHERE ${C.threadId} = $1) AS source,
        (EXISTS (SELECT 1 FROM ${cp} WHERE ${C.threadId} = $2) OR EXISTS (SELECT 1 FROM ${hd} WHERE ${H.threadId} = $2)
         OR EXISTS (SELECT 1 FROM ${wr} WHERE ${W.threadId} = $2) OR EXISTS (SELECT 1 FROM ${bl} WHERE ${B.threadId} = $2)) AS target,
        ($3::text IS NULL OR EXISTS (SELECT 1 FROM ${cp} WHERE ${C.threadId} = $1 AND ${C.checkpointNs} = '' AND ${C.checkpointId} = $3)) AS up_to`,
+
+    /** $1 source: does it hold values encrypted by EncryptedSerializer (bound to their rows)? */
+    bound: `
+SELECT EXISTS (SELECT 1 FROM ${bl} WHERE ${B.threadId} = $1 AND pg_catalog.starts_with(${B.type}, 'enc:'))
+    OR EXISTS (SELECT 1 FROM ${wr} WHERE ${W.threadId} = $1 AND pg_catalog.starts_with(${W.type}, 'enc:'))
+    OR EXISTS (SELECT 1 FROM ${cp} WHERE ${C.threadId} = $1 AND pg_catalog.starts_with(${C.unversionedType}, 'enc:')) AS bound`,
 
     /** The copy itself, one statement (one snapshot of the source). $1 source, $2 target, $3 upTo|null. Returns the rows inserted. */
     copy: `
@@ -189,12 +199,18 @@ export async function copyThread(ctx: SaverContext, sql: Statements, from: strin
     if (!check.source) throw new ThreadCopyError({ fromThreadId: from, toThreadId: to, reason: "source-missing" });
     if (!check.up_to) throw new ThreadCopyError({ fromThreadId: from, toThreadId: to, upTo: upTo!, reason: "checkpoint-missing" });
     if (check.target && !options.overwrite) throw new ThreadCopyError({ fromThreadId: from, toThreadId: to, reason: "target-exists" });
+    // Copied as bytes, values sealed for the source's rows would not decrypt in the copy's.
+    const bound = isRowBound(ctx.serde);
+    if (!bound && (await tx.query<{ bound: boolean }>(sql.bound, [from])).rows[0]!.bound) {
+      throw new ThreadCopyError({ fromThreadId: from, toThreadId: to, reason: "needs-serializer" });
+    }
     // Replaced as deleteThread would delete it (its tombstone included); the lock is held already.
     if (check.target) await tx.query(ctx.queries.deleteThread, [to]);
     const counts = (await tx.query<{ checkpoints: number; writes: number; blobs: number }>(sql.copy, [from, to, upTo])).rows[0]!;
-    if (isRowBound(ctx.serde)) await rebind(ctx, sql, tx, from, to);
+    if (bound) await rebind(ctx, sql, tx, from, to);
     return { ...counts, overwrote: check.target };
-  });
+  }, { rollback: options.dryRun === true });
+  if (options.dryRun) return result;
   ctx.elements?.forgetThread(to);
   emit(ctx.onEvent, { type: "copyThread", fromThreadId: from, toThreadId: to, upTo: upTo ?? undefined, ...result, durationMs: performance.now() - started });
   return result;

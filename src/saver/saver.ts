@@ -459,8 +459,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * values), so `getStateHistory`, time travel and forks work on it as on the
    * source; the two threads are independent from then on. A target that holds
    * rows is refused ({@link ThreadCopyError}) unless `overwrite: true`, which
-   * deletes it first (leaving its tombstone, as `deleteThread` does). Reports
-   * a `copyThread` event. See src/saver/copy.ts for what exactly is copied.
+   * deletes it first (leaving its tombstone, as `deleteThread` does);
+   * `dryRun: true` counts what would be copied and writes nothing. Reports a
+   * `copyThread` event. See src/saver/copy.ts for what exactly is copied.
    *
    * @example
    * ```ts
@@ -473,12 +474,14 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const from = checkKey("copyThread fromThreadId", fromThreadId, LIMITS.thread_id);
     const to = checkKey("copyThread toThreadId", toThreadId, LIMITS.thread_id);
     if (from === to) throw new InvalidInputError("copyThread toThreadId", "is the source thread; copy to another thread id");
-    if (options === null || typeof options !== "object") throw new InvalidInputError("copyThread options", "expected { upTo?, overwrite? }");
+    if (options === null || typeof options !== "object") throw new InvalidInputError("copyThread options", "expected { upTo?, overwrite?, dryRun? }");
     for (const key of Object.keys(options)) {
-      if (key !== "upTo" && key !== "overwrite") throw new InvalidInputError(`copyThread options.${key}`, "is not an option (upTo, overwrite)");
+      if (key !== "upTo" && key !== "overwrite" && key !== "dryRun") throw new InvalidInputError(`copyThread options.${key}`, "is not an option (upTo, overwrite, dryRun)");
     }
     if (options.upTo !== undefined) checkKey("copyThread options.upTo", options.upTo, LIMITS.checkpoint_id);
-    if (options.overwrite !== undefined && typeof options.overwrite !== "boolean") throw new InvalidInputError("copyThread options.overwrite", "expected true or false");
+    for (const flag of ["overwrite", "dryRun"] as const) {
+      if (options[flag] !== undefined && typeof options[flag] !== "boolean") throw new InvalidInputError(`copyThread options.${flag}`, "expected true or false");
+    }
     await this.#runner.ensureReady();
     const started = performance.now();
     this.#copySql ??= copyStatements(this.schema);
