@@ -152,15 +152,14 @@ export type SaverEvent =
     };
 
 /**
- * One tick of the saver's background retention (option `retention`): it ran
- * `prune` (`ran: true`, with its counts), or it did not because another
- * process is running it or ran it less than an interval ago, or it failed
- * (`error`, the message; the next tick tries again).
+ * A run of the saver's background retention (option `retention`): what its
+ * `prune` deleted, and when it started and finished by the database's clock;
+ * or a run that failed (`retentionFailed`: the message and SQLSTATE or socket
+ * code; the next check tries again).
  */
 export type RetentionEvent =
   | {
       type: "retention";
-      ran: true;
       schema: string;
       checkpoints: number;
       writes: number;
@@ -170,9 +169,13 @@ export type RetentionEvent =
       threadsSkipped: number;
       tombstones: number;
       threadsScanned: number;
+      /** Stopped early by `stopRetention()` or `end()`. */
+      aborted: boolean;
+      /** ISO 8601, the database's clock. */
+      startedAt: string;
+      finishedAt: string;
       durationMs: number;
     }
-  | { type: "retention"; ran: false; schema: string; reason: "busy" | "recent" }
   | { type: "retentionFailed"; schema: string; message: string; code: string | undefined };
 
 /** Receives structured events. May be async: a rejected promise is contained like a throw. */

@@ -15,4 +15,5 @@
  */
 export { PostgresSaver } from "./saver.js";
 export type { CopyThreadOptions, CopyThreadResult } from "./copy.js";
+export type { RetentionOptions } from "./retention.js";
 export { ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions, type SetupOptions, type LineageMode } from "./options.js";

@@ -39,6 +39,7 @@ import { upgradeState } from "./upgrade.js";
 import { nextVersion } from "./version.js";
 import { ElementMemory } from "./elements.js";
 import { copyStatements, copyThread, type CopyThreadOptions, type CopyThreadResult } from "./copy.js";
+import { checkRetention, Retention, type RetentionOptions } from "./retention.js";
 import { encodePut, encodeWrites, sendWrites } from "./write.js";
 
 /** Page size of `list` when no limit is given: memory stays bounded on long threads. */
@@ -78,6 +79,10 @@ export class PostgresSaver extends BaseCheckpointSaver {
   readonly #leases: RunLeases;
   /** copyThread's statements, built at its first call. */
   #copySql: ReturnType<typeof copyStatements> | undefined;
+  /** The pool or PGlite instance given (or opened), for background retention. */
+  readonly #pool: pg.Pool | PGliteLike;
+  /** Background retention (option `retention`, or startRetention()). */
+  #retention: Retention | undefined;
 
   /**
    * @param pool A `pg.Pool`, or a PGlite instance, that the caller owns: {@link end} never closes it.
@@ -98,7 +103,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (!pglite && !(pool instanceof pg.Pool) && (typeof pool !== "object" || pool === null || typeof (pool as pg.Pool).connect !== "function")) {
       throw new InvalidOptionsError("pool", "expected a pg.Pool or a PGlite instance");
     }
-    const { schema, lineage, prepared, leaseSeconds, ttlSeconds, maxValueBytes, versioning, elementStorage } = checkedSettings(options);
+    const { schema, lineage, prepared, leaseSeconds, ttlSeconds, maxValueBytes, versioning, elementStorage, retention } = checkedSettings(options);
     this.schema = schema;
     this.lineage = lineage;
     const db = pglite ? pgliteDb(pool) : poolDb(pool as pg.Pool);
@@ -130,6 +135,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
       nextVersion: (current) => this.getNextVersion(current),
     };
     this.#leases = new RunLeases(this.#ctx);
+    this.#pool = pool;
+    if (retention) {
+      this.#retention = new Retention({ settings: retention, schema, pool, onEvent });
+      if (retention.start) this.#retention.start();
+    }
     // An idle client dying (e.g. a Postgres restart) makes pg.Pool emit 'error';
     // with no listener that crashes the process. Listen if nobody else does.
     if (!pglite && (pool as pg.Pool).listenerCount("error") === 0) {
@@ -241,9 +251,48 @@ export class PostgresSaver extends BaseCheckpointSaver {
    */
   async end(): Promise<void> {
     this.#leases.stop();
+    await this.#retention?.stop();
     const close = this.#close;
     this.#close = undefined;
     await close?.();
+  }
+
+  /**
+   * Start background retention: with the saver's `retention` option (when it
+   * was created with `start: false`, or after {@link stopRetention}), or with
+   * the options given here, which replace it. Idempotent. See the
+   * `retention` option and README, "Retention".
+   *
+   * @example
+   * ```ts
+   * const saver = new PostgresSaver(pool);
+   * await saver.setup();
+   * await saver.startRetention({ every: "10m", keepLast: 50, idleFor: "90d" });
+   * // ...
+   * await saver.end(); // stops it (or: await saver.stopRetention())
+   * ```
+   */
+  async startRetention(options?: RetentionOptions): Promise<void> {
+    if (options !== undefined) {
+      const settings = checkRetention(options, this.schema)!;
+      await this.#retention?.stop();
+      this.#retention = new Retention({ settings, schema: this.schema, pool: this.#pool, onEvent: this.#ctx.onEvent });
+    }
+    if (!this.#retention) throw new InvalidOptionsError("retention", 'the saver has no retention option: pass it, or startRetention({ every: "10m", ... })');
+    this.#retention.start();
+  }
+
+  /**
+   * Stop background retention: no new run starts; a run in progress stops
+   * after its current batch, and is waited for. `startRetention()` starts it again.
+   *
+   * @example
+   * ```ts
+   * await saver.stopRetention();
+   * ```
+   */
+  async stopRetention(): Promise<void> {
+    await this.#retention?.stop();
   }
 
   /**
