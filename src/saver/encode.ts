@@ -72,13 +72,17 @@ export function named(err: unknown, field: string): unknown {
   return err instanceof SerializationError && err.field === undefined ? new SerializationError(err.message, { cause: err.cause, field, path: err.path }) : err;
 }
 
-/** Refuse a value larger than `maxValueBytes`, naming the saver input that held it. */
-export function checkSize(ctx: SaverContext, field: string, bytes: Uint8Array): void {
-  if (bytes.byteLength > ctx.maxValueBytes) {
-    throw new PayloadTooLargeError(field, `serializes to ${bytes.byteLength} bytes; the limit (maxValueBytes) is ${ctx.maxValueBytes}`, {
-      bytes: bytes.byteLength,
+/**
+ * Refuse a value that serializes to more than `maxValueBytes`, naming the
+ * saver input that held it. A list stored by its elements counts as its
+ * elements together (what its whole value would take, give or take framing).
+ */
+export function checkSize(ctx: SaverContext, field: string, bytes: number): void {
+  if (bytes > ctx.maxValueBytes) {
+    throw new PayloadTooLargeError(field, `serializes to ${bytes} bytes; the limit (maxValueBytes) is ${ctx.maxValueBytes}`, {
+      bytes,
       limit: ctx.maxValueBytes,
-      largest: [{ name: field, bytes: bytes.byteLength }],
+      largest: [{ name: field, bytes }],
     });
   }
 }
@@ -95,6 +99,6 @@ export async function encodeUnversioned(
   const entries = Object.entries(values).filter(([channel]) => !Object.prototype.hasOwnProperty.call(versions ?? {}, channel));
   if (entries.length === 0) return { type: null, bytes: null };
   const [type, bytes] = await dumpsForRow(ctx.serde, Object.fromEntries(entries), row);
-  checkSize(ctx, field, bytes);
+  checkSize(ctx, field, bytes.byteLength);
   return { type, bytes };
 }
