@@ -25,6 +25,7 @@
  * that expands refs values (queries.ts, prune, export) sees the tag as one
  * more hash, which names no row (2^-128).
  */
+import * as crypto from "node:crypto";
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { DeserializationError, SerializationError } from "../errors.js";
@@ -89,27 +90,42 @@ export interface Hasher {
   /** The key id, or undefined for unkeyed hashes. */
   keyId: string | undefined;
   hash(type: string, bytes: Uint8Array): Buffer;
+  /** Whether `type` and `bytes` hash to `hex` (what a read checks for every element: kept cheap). */
+  matches(type: string, bytes: Uint8Array, hex: string): boolean;
   tag(row: BlobRow, hashes: Uint8Array): Buffer | undefined;
 }
 
-const sha256 = (parts: readonly (string | Uint8Array)[]): Buffer => {
-  const h = createHash("sha256");
-  for (const p of parts) h.update(p);
-  return h.digest();
-};
+/** `type`, NUL: what precedes an element's bytes in its hash (one buffer per type). */
+const prefixes = new Map<string, Buffer>();
+function prefixed(type: string, bytes: Uint8Array): Buffer {
+  let prefix = prefixes.get(type);
+  if (!prefix) {
+    prefix = Buffer.from(`${type}\u0000`);
+    if (prefixes.size < 64) prefixes.set(type, prefix);
+  }
+  return Buffer.concat([prefix, bytes]);
+}
+
+/** SHA-256, one call per value (node:crypto `hash` where the runtime has it: a hash object per element costs more than hashing it). */
+const oneShot = (crypto as { hash?: (algorithm: string, data: Uint8Array, encoding: "hex" | "buffer") => string | Buffer }).hash;
+const sha256 = (data: Uint8Array, encoding: "hex" | "buffer"): string | Buffer =>
+  oneShot ? oneShot("sha256", data, encoding) : encoding === "hex" ? createHash("sha256").update(data).digest("hex") : createHash("sha256").update(data).digest();
 
 /** Unkeyed hashes (plain serializers; lists written before encryption was turned on). */
 export const UNKEYED: Hasher = {
   keyId: undefined,
-  hash: (type, bytes) => sha256([type, "\u0000", bytes]).subarray(0, HASH_BYTES),
+  hash: (type, bytes) => (sha256(prefixed(type, bytes), "buffer") as Buffer).subarray(0, HASH_BYTES),
+  matches: (type, bytes, hex) => hex.length === 2 * HASH_BYTES && (sha256(prefixed(type, bytes), "hex") as string).startsWith(hex),
   tag: () => undefined,
 };
 
 /** Hashes keyed under key `keyId` of `serde`. */
 export function keyedHasher(serde: SealingSerializer, keyId: string): Hasher {
+  const hash = (type: string, bytes: Uint8Array) => serde.digest(keyId, "hash", [type, "\u0000", bytes]).subarray(0, HASH_BYTES);
   return {
     keyId,
-    hash: (type, bytes) => serde.digest(keyId, "hash", [type, "\u0000", bytes]).subarray(0, HASH_BYTES),
+    hash,
+    matches: (type, bytes, hex) => hash(type, bytes).toString("hex") === hex,
     tag: (row, hashes) => serde.digest(keyId, "tag", [rowIdentity(row), "\u0000", hashes]).subarray(0, HASH_BYTES),
   };
 }
@@ -146,14 +162,14 @@ function reader(
 ): OpenedRefs {
   const checked = (hash: string, type: string, bytes: Uint8Array, row: BlobRow): [string, Uint8Array] => {
     const [innerType, inner] = open(type, bytes, row);
-    if (!same(hasher.hash(innerType, inner), Buffer.from(hash, "hex"))) throw mismatch(where, "element", hash);
+    if (!hasher.matches(innerType, inner, hash)) throw mismatch(where, "element", hash);
     return [innerType, inner];
   };
   return {
     keyId: hasher.keyId,
     hashes,
     chunk(hash, bytes) {
-      if (!same(hasher.hash(REFS_TYPE, bytes), Buffer.from(hash, "hex"))) throw mismatch(where, "chunk", hash);
+      if (!hasher.matches(REFS_TYPE, bytes, hash)) throw mismatch(where, "chunk", hash);
       return splitHashes(bytes, where);
     },
     checked,
