@@ -34,7 +34,10 @@
  *   rows. They cannot read, alter, move or forge a value, or plant one of their
  *   own (plaintext is refused, see `allowPlaintext`).
  * - Only what passes through the serializer is encrypted: the `value` columns
- *   of `checkpoint_blobs` and `checkpoint_writes`. Ids, namespaces, channel
+ *   of `checkpoint_blobs` and `checkpoint_writes` (the elements of lists
+ *   stored by their elements too, sealed through {@link EncryptedSerializer.sealForRow};
+ *   their hashes, HMACs under keys derived from these keys, stay plaintext:
+ *   saver/element-codec.ts). Ids, namespaces, channel
  *   names, versions, task ids and paths, the checkpoint JSON without its
  *   values (timestamps, `channel_versions`, `versions_seen`) and the metadata
  *   (used by `list({ filter })`) stay plaintext.
