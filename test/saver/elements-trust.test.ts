@@ -8,6 +8,9 @@
  * `reencrypt` re-keys lists (written before encryption, or under an old key).
  */
 import { createHash, randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { MemorySaver } from "@langchain/langgraph";
@@ -15,6 +18,7 @@ import { type BaseCheckpointSaver, type Checkpoint, emptyCheckpoint, uuid6 } fro
 import { beforeAll, describe, expect, it } from "vitest";
 import { compact, DeserializationError, EncryptedSerializer, migrate, MsgpackSerializer, PostgresSaver, prune, reencrypt, type ValueRow } from "../../src/index.js";
 import { ELEMENTS_CHANNEL, REFS_TYPE } from "../../src/saver/elements.js";
+import { runCli, ROOT } from "../helpers/cli.js";
 import { withTestDatabase } from "../helpers/db.js";
 import { chatGraph, tid } from "../helpers/graphs.js";
 
@@ -276,6 +280,17 @@ describe("reencrypt and lists stored by their elements", () => {
     expect((await new PostgresSaver(db.pool, { schema, serde: migrating }).getTuple(cfg(thread)))!.checkpoint).toEqual(want.checkpoint);
     const dry = await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true });
     expect(dry.lists).toBe(lists[0].n);
+    // The CLI says so too.
+    const module = join(mkdtempSync(join(tmpdir(), "rekey-")), "serde.ts");
+    writeFileSync(
+      module,
+      `import { EncryptedSerializer } from ${JSON.stringify(join(ROOT, "src/index.ts"))};\n` +
+        `export const serde = new EncryptedSerializer({ keys: { k1: Buffer.from("${k1.toString("hex")}", "hex") }, current: "k1", allowPlaintext: true });\n`,
+    );
+    const cli = await runCli(["reencrypt", "--module", module, "--database-url", db.url, "--schema", schema, "--dry-run"]);
+    rmSync(dirname(module), { recursive: true, force: true });
+    expect(cli.code, cli.stderr).toBe(0);
+    expect(cli.stdout).toMatch(new RegExp(`^Would re-key ${lists[0].n} list\\(s\\) stored by their elements and rewrite ${dry.blobs} blob\\(s\\)`));
     const done = await reencrypt({ pool: db.pool, schema, serde: migrating, batchSize: 2 });
     expect(done.lists).toBe(lists[0].n);
     const read = async (serde: EncryptedSerializer) => (await new PostgresSaver(db.pool, { schema, serde }).getTuple(cfg(thread)))!.checkpoint;
@@ -313,5 +328,37 @@ describe("reencrypt and lists stored by their elements", () => {
     await prune({ pool: db.pool, schema, keepLast: 100, grace: 0, threadIds: [thread] });
     expect(await elementRows(thread, schema)).toHaveLength(38);
     expect(await read(only2)).toEqual(after);
+  });
+
+  it("re-keying while a graph keeps writing and prune keeps collecting loses nothing", async () => {
+    const schema = "trust_busy";
+    await migrate({ pool: db.pool, schema });
+    const thread = tid("busy");
+    const one = new EncryptedSerializer({ keys: { k1 }, current: "k1" });
+    await chatGraph(new PostgresSaver(db.pool, { schema, ...ON, serde: one })).invoke({ messages: humans(33) }, cfg(thread));
+    const both = new EncryptedSerializer({ keys: { k2, k1 }, current: "k2" });
+    const writer = new PostgresSaver(db.pool, { schema, ...ON, serde: both });
+    let turns = 0;
+    let done = false;
+    const writing = (async () => {
+      try {
+        for (; turns < 12; turns++) await chatGraph(writer).invoke({ messages: humans(1, 100 + turns) }, cfg(thread));
+      } finally {
+        done = true;
+      }
+    })();
+    let passes = 0;
+    while (!done || passes < 2) {
+      await reencrypt({ pool: db.pool, schema, serde: both, batchSize: 2 });
+      await prune({ pool: db.pool, schema, keepLast: 5, grace: 0, threadIds: [thread] });
+      passes++;
+    }
+    await writing;
+    await reencrypt({ pool: db.pool, schema, serde: both });
+    const only2 = new PostgresSaver(db.pool, { schema, serde: new EncryptedSerializer({ keys: { k2 }, current: "k2" }) });
+    const messages = (await only2.getTuple(cfg(thread)))!.checkpoint.channel_values.messages as BaseMessage[];
+    expect(messages).toHaveLength(34 + 2 * 12);
+    expect(messages.filter((m) => m.getType() === "human").map((m) => m.id)).toEqual([...humans(33), ...Array.from({ length: 12 }, (_, i) => humans(1, 100 + i)[0]!)].map((m) => m.id));
+    for await (const t of only2.list(cfg(thread))) expect(t.checkpoint.channel_values).toBeDefined();
   });
 });
