@@ -59,8 +59,6 @@ export interface DumpedElement {
 
 /** The hashes of a refs value, authenticated, and how to check what they name. */
 export interface OpenedRefs {
-  /** The key the list's hashes are keyed under; undefined: unkeyed (SHA-256). */
-  keyId: string | undefined;
   /** Element and chunk hashes, in order (hex). */
   hashes: string[];
   /** A chunk's element hashes, after checking its bytes against its hash. */
@@ -166,7 +164,6 @@ function reader(
     return [innerType, inner];
   };
   return {
-    keyId: hasher.keyId,
     hashes,
     chunk(hash, bytes) {
       if (!hasher.matches(REFS_TYPE, bytes, hash)) throw mismatch(where, "chunk", hash);

@@ -81,8 +81,8 @@ export function storesElements(serde: SerializerProtocol): boolean {
 export class ElementMemory {
   readonly #lineages = new Map<string, { checkpointId: string; byChannel: Map<string, string[]> }>();
   readonly #maxLineages: number;
-  /** How lists are stored with the serializer, if they can be (found out once, at the first list). */
-  #codec: Promise<ElementCodec | undefined> | undefined;
+  /** How lists are stored with each serializer, if they can be (found out once per serializer, at its first list). */
+  readonly #codecs = new WeakMap<SerializerProtocol, Promise<ElementCodec | undefined>>();
 
   constructor(maxLineages = 10_000) {
     this.#maxLineages = maxLineages;
@@ -97,19 +97,23 @@ export class ElementMemory {
    * whole values, and says so once.
    */
   codec(serde: SerializerProtocol, sample: unknown): Promise<ElementCodec | undefined> {
-    this.#codec ??= (async () => {
-      const codec = elementCodec(serde);
-      const reason = !codec
-        ? "the serializer binds values to their rows but cannot seal an element's bytes or key its hash"
-        : !(await codec.deterministic(sample))
-          ? "the serializer gives the same value different bytes each time"
-          : undefined;
-      if (reason) process.emitWarning(`elementStorage: ${reason}, so lists are stored whole`, { code: "LANGGRAPH_CHECKPOINT_PG_ELEMENTS" });
-      return reason ? undefined : codec;
-    })();
-    // A value that fails to serialize decides nothing: the next list asks again.
-    this.#codec.catch(() => (this.#codec = undefined));
-    return this.#codec;
+    let found = this.#codecs.get(serde);
+    if (!found) {
+      found = (async () => {
+        const codec = elementCodec(serde);
+        const reason = !codec
+          ? "the serializer binds values to their rows but cannot seal an element's bytes or key its hash"
+          : !(await codec.deterministic(sample))
+            ? "the serializer gives the same value different bytes each time"
+            : undefined;
+        if (reason) process.emitWarning(`elementStorage: ${reason}, so lists are stored whole`, { code: "LANGGRAPH_CHECKPOINT_PG_ELEMENTS" });
+        return reason ? undefined : codec;
+      })();
+      this.#codecs.set(serde, found);
+      // A value that fails to serialize decides nothing: the next list asks again.
+      found.catch(() => this.#codecs.delete(serde));
+    }
+    return found;
   }
 
   /** The hashes checkpoint `checkpointId` of the lineage refers to, if remembered. */

@@ -74,10 +74,12 @@ export function named(err: unknown, field: string): unknown {
 
 /**
  * Refuse a value that serializes to more than `maxValueBytes`, naming the
- * saver input that held it. A list stored by its elements counts as its
- * elements together (what its whole value would take, give or take framing).
+ * saver input that held it: its bytes, or their count (a list stored by its
+ * elements counts them together, what its whole value would take, give or
+ * take framing).
  */
-export function checkSize(ctx: SaverContext, field: string, bytes: number): void {
+export function checkSize(ctx: SaverContext, field: string, value: Uint8Array | number): void {
+  const bytes = typeof value === "number" ? value : value.byteLength;
   if (bytes > ctx.maxValueBytes) {
     throw new PayloadTooLargeError(field, `serializes to ${bytes} bytes; the limit (maxValueBytes) is ${ctx.maxValueBytes}`, {
       bytes,
@@ -99,6 +101,6 @@ export async function encodeUnversioned(
   const entries = Object.entries(values).filter(([channel]) => !Object.prototype.hasOwnProperty.call(versions ?? {}, channel));
   if (entries.length === 0) return { type: null, bytes: null };
   const [type, bytes] = await dumpsForRow(ctx.serde, Object.fromEntries(entries), row);
-  checkSize(ctx, field, bytes.byteLength);
+  checkSize(ctx, field, bytes);
   return { type, bytes };
 }

@@ -93,7 +93,7 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
         } catch (err) {
           throw named(err, field);
         }
-        checkSize(ctx, field, bytes.byteLength);
+        checkSize(ctx, field, bytes);
       } else {
         wholeChannels.push(channel);
       }
@@ -123,7 +123,7 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
         throw named(err, field);
       }
       const [type, bytes] = typed;
-      checkSize(ctx, field, bytes.byteLength);
+      checkSize(ctx, field, bytes);
       channels.push(channel);
       versions.push(v);
       types.push(type);
@@ -242,7 +242,7 @@ export async function encodeWrites(ctx: SaverContext, call: WritesCall): Promise
       } catch (err) {
         throw named(err, field);
       }
-      checkSize(ctx, field, payloads[i]!.byteLength);
+      checkSize(ctx, field, payloads[i]!);
     }),
   );
   // A special channel written twice in one call (__resume__ by a node that

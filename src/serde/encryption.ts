@@ -119,6 +119,7 @@ export interface EncryptedSerializerOptions {
  */
 export class EncryptedSerializer implements SealingSerializer {
   readonly #keys: Map<string, KeyObject>;
+  readonly #digestKeyIds: readonly string[];
   /** Per key id, the digest keys derived from it (made at the first use). */
   readonly #digestKeys = new Map<string, Record<keyof typeof DIGEST_INFO, KeyObject>>();
   readonly #current: string;
@@ -146,6 +147,7 @@ export class EncryptedSerializer implements SealingSerializer {
       if (options[flag] !== undefined && typeof options[flag] !== "boolean") throw new InvalidOptionsError(flag, "expected a boolean");
     }
     this.#current = options.current;
+    this.#digestKeyIds = Object.freeze([this.#current, ...[...this.#keys.keys()].filter((id) => id !== this.#current)]);
     this.#inner = options.inner ?? new MsgpackSerializer();
     this.#allowPlaintext = options.allowPlaintext ?? false;
     this.#allowUnbound = options.allowUnbound ?? true;
@@ -265,7 +267,7 @@ export class EncryptedSerializer implements SealingSerializer {
 
   /** The ids of the configured keys, the current one first: the keys {@link digest} can use. */
   get digestKeyIds(): readonly string[] {
-    return [this.#current, ...[...this.#keys.keys()].filter((id) => id !== this.#current)];
+    return this.#digestKeyIds;
   }
 
   /**
