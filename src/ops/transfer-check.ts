@@ -13,13 +13,14 @@
  * {@link SCHEMA_COLUMNS} are this release's, used before any SQL runs (a test
  * compares them with a migrated schema).
  */
+import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js";
 import { InvalidInputError } from "../errors.js";
 import { checkKey, LIMITS, LONE_SURROGATE } from "../validate.js";
 // transfer.ts imports this file too: its constants are read only when a check runs.
 import { EXPORT_FORMAT, EXPORT_FORMAT_VERSION, type EndRecord, type ExportHeader, type ExportRecord } from "./transfer.js";
 
 /** Which table a record is a row of. */
-export const TABLES = { checkpoint: "checkpoints", write: "checkpoint_writes", blob: "checkpoint_blobs" } as const;
+export const TABLES = { checkpoint: CHECKPOINTS.table, write: CHECKPOINT_WRITES.table, blob: CHECKPOINT_BLOBS.table } as const;
 export type TableKind = keyof typeof TABLES;
 
 /** A column as an import needs to know it: its type (`pg_type.typname`), whether it takes NULL, whether it has a default. */

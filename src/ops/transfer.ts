@@ -100,7 +100,6 @@ export interface EndRecord {
 
 export type ExportRecord = CheckpointRecord | WriteRecord | BlobRecord | EndRecord;
 
-
 /**
  * The header line of an export file (written once, before any thread).
  *
