@@ -17,6 +17,8 @@ export const LIMITS = {
   task_id: 256,
   channel: 512,
   version: 128,
+  /** Not in any index (`checkpoint_writes` sorts by it in memory): bounded by the statement size only. */
+  task_path: Number.POSITIVE_INFINITY,
 } as const;
 
 const encoder = new TextEncoder();

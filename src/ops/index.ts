@@ -33,6 +33,7 @@ export {
   importThread,
   exportHeader,
   checkRecords,
+  importColumns,
   ThreadExistsError,
   EXPORT_FORMAT,
   EXPORT_FORMAT_VERSION,
@@ -44,4 +45,5 @@ export {
   type EndRecord,
   type ImportResult,
 } from "./transfer.js";
+export type { Columns as ImportColumns, Column as ImportColumn } from "./transfer-check.js";
 export { toJsonSafe } from "./decode.js";

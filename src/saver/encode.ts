@@ -72,13 +72,19 @@ export function named(err: unknown, field: string): unknown {
   return err instanceof SerializationError && err.field === undefined ? new SerializationError(err.message, { cause: err.cause, field, path: err.path }) : err;
 }
 
-/** Refuse a value larger than `maxValueBytes`, naming the saver input that held it. */
-export function checkSize(ctx: SaverContext, field: string, bytes: Uint8Array): void {
-  if (bytes.byteLength > ctx.maxValueBytes) {
-    throw new PayloadTooLargeError(field, `serializes to ${bytes.byteLength} bytes; the limit (maxValueBytes) is ${ctx.maxValueBytes}`, {
-      bytes: bytes.byteLength,
+/**
+ * Refuse a value that serializes to more than `maxValueBytes`, naming the
+ * saver input that held it: its bytes, or their count (a list stored by its
+ * elements counts them together, what its whole value would take, give or
+ * take framing).
+ */
+export function checkSize(ctx: SaverContext, field: string, value: Uint8Array | number): void {
+  const bytes = typeof value === "number" ? value : value.byteLength;
+  if (bytes > ctx.maxValueBytes) {
+    throw new PayloadTooLargeError(field, `serializes to ${bytes} bytes; the limit (maxValueBytes) is ${ctx.maxValueBytes}`, {
+      bytes,
       limit: ctx.maxValueBytes,
-      largest: [{ name: field, bytes: bytes.byteLength }],
+      largest: [{ name: field, bytes }],
     });
   }
 }

@@ -71,7 +71,8 @@ export interface PostgresSaverOptions {
   /**
    * Largest serialized channel value or write accepted, in bytes. A larger
    * one is refused before any SQL with a {@link PayloadTooLargeError} naming
-   * the channel. Default 64 MiB (67108864); at most 1 GiB - 1 MiB. Whatever
+   * the channel (a list stored by its elements counts all its elements
+   * together, as its whole value would). Default 64 MiB (67108864); at most 1 GiB - 1 MiB. Whatever
    * this is, one `put` or `putWrites` carries at most 1 GiB - 1 MiB in all
    * (Postgres takes no larger message): a larger one is refused the same way,
    * naming its largest channels.
@@ -87,8 +88,11 @@ export interface PostgresSaverOptions {
    * Store list-valued channels (a chat's `messages`) element by element, each
    * element once per thread and namespace, so a conversation's storage grows
    * with its length, not with its square. Values read back exactly as
-   * written. Not used with a serializer that binds values to their rows (an
-   * encrypting one): those store whole values. Default false: an earlier
+   * written, and every element read is checked against its hash. With an
+   * `EncryptedSerializer` each element is sealed for its own row, hashes are
+   * keyed and each list is authenticated; a serializer that cannot do that,
+   * or gives one value different bytes each time, stores whole values (and
+   * says so once, in a process warning). Default false: an earlier
    * release cannot read such values (it says so, with a DeserializationError)
    * and its `prune` would delete element rows; turn it on once no instance or
    * job of an earlier release uses the database.

@@ -113,7 +113,9 @@ bl AS MATERIALIZED (
   SELECT p.${C.threadId} AS thread_id, p.${C.checkpointNs} AS checkpoint_ns, p.${C.checkpointId} AS checkpoint_id, b.${B.channel} AS channel, cv.version,
          b.${B.type} AS type, b.${B.value} AS value
     FROM page p
-   CROSS JOIN LATERAL pg_catalog.jsonb_each_text(p.${C.checkpoint} -> 'channel_versions') AS cv(channel, version)
+   -- A row whose channel_versions is not an object (written with SQL) names no blob: never an error for the whole page.
+   CROSS JOIN LATERAL pg_catalog.jsonb_each_text(CASE WHEN pg_catalog.jsonb_typeof(p.${C.checkpoint} -> 'channel_versions') = 'object'
+                                                      THEN p.${C.checkpoint} -> 'channel_versions' ELSE '{}'::jsonb END) AS cv(channel, version)
    -- A lateral lookup per (channel, version): the planner would otherwise hash
    -- all of a long thread's blobs to find the few a page needs.
    CROSS JOIN LATERAL (SELECT b.${B.channel}, b.${B.type}, b.${B.value} FROM ${blobs} b

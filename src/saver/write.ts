@@ -15,7 +15,7 @@ import { LIMITS, checkKey, readConfig } from "../validate.js";
 import type { WriteRows } from "./coalesce.js";
 import type { SaverContext } from "./context.js";
 import { MAX_STATEMENT_BYTES, boundBytes, checkSize, checkStatementSize, encodeUnversioned, named, pack } from "./encode.js";
-import { ELEMENTS_CHANNEL, REFS_TYPE, encodeList, isElementList, lineageKey, storesElements, type ElementRow } from "./elements.js";
+import { ELEMENTS_CHANNEL, REFS_TYPE, encodeList, isElementList, lineageKey, type ElementRow } from "./elements.js";
 import { ALLOW_FORK_KEY } from "./options.js";
 import { putWritesBatchValues, putWritesValues, type PutParams } from "./params.js";
 import type { RefusalReason } from "./tombstones.js";
@@ -61,7 +61,7 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
   const types: string[] = [];
   const payloads: (Uint8Array | null)[] = [];
   // List channels by their elements (elements.ts): only those the parent does not refer to are sent.
-  const memory = ctx.elements !== undefined && storesElements(ctx.serde) ? ctx.elements : undefined;
+  const memory = ctx.elements;
   const known = sendAll ? undefined : memory?.known(lineageKey(threadId!, ns), parentId ?? null);
   const sending = new Set<string>();
   const elementRows: ElementRow[] = [];
@@ -78,8 +78,11 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
         const field = `put checkpoint.channel_values[${JSON.stringify(channel)}]`;
         const value = values[channel];
         try {
-          if (memory && isElementList(value) && (await memory.usable(ctx.serde, value[0]))) {
-            const list = await encodeList(ctx.serde, value, known, sending, (b, i) => checkSize(ctx, `${field}[${i}]`, b));
+          const codec = memory && isElementList(value) ? await memory.codec(ctx.serde, value[0]) : undefined;
+          if (codec) {
+            const list = await encodeList(codec, value as unknown[], { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v }, known, sending);
+            // The same limit as for the whole value: its elements together, sent or not.
+            checkSize(ctx, field, list.bytes);
             type = REFS_TYPE;
             bytes = list.refs;
             elementRows.push(...list.rows);
@@ -213,7 +216,7 @@ export async function encodeWrites(ctx: SaverContext, call: WritesCall): Promise
     throw new InvalidInputError("putWrites config.configurable.checkpoint_id", "is missing; writes belong to a checkpoint");
   }
   checkKey("putWrites taskId", taskId, LIMITS.task_id);
-  if (typeof taskPath !== "string") throw new InvalidInputError("putWrites taskPath", "expected a string");
+  checkKey("putWrites taskPath", taskPath, LIMITS.task_path, { allowEmpty: true });
   if (!Array.isArray(writes)) throw new InvalidInputError("putWrites writes", "expected an array of [channel, value] pairs");
   if (writes.length === 0) return undefined;
   const n = writes.length;
