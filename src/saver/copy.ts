@@ -30,16 +30,20 @@
  * continues the target's deleted history.
  *
  * With a serializer that binds each value to its row (`EncryptedSerializer`),
- * the copied values are decoded for their source rows and encoded again for
- * their target rows, in the same transaction; the others are copied as bytes.
+ * the copied values are opened for their source rows and sealed again for
+ * their target rows, in the same transaction (the inner bytes are kept, so an
+ * element keeps its hash), and each list's refs value gets the tag of its new
+ * row (element-codec.ts); chunks, which name no row, are copied as they are.
+ * Other serializers' values are copied as bytes.
  */
 import { ThreadCopyError } from "../errors.js";
 import { emit } from "../events.js";
 import { CHECKPOINT_BLOBS as B, CHECKPOINT_HEADS as H, CHECKPOINT_WRITES as W, CHECKPOINTS as C } from "../db/names.js";
 import type { Queryable } from "../db/db.js";
-import { dumpsForRow, isRowBound, loadsForRow, type ValueRow } from "../serde/rowserde.js";
+import { dumpsForRow, isRowBound, isSealing, loadsForRow, type ValueRow } from "../serde/rowserde.js";
 import { quoteIdent } from "../validate.js";
 import type { SaverContext } from "./context.js";
+import { authenticate, type BlobRow } from "./element-codec.js";
 import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE } from "./elements.js";
 import { deleteLockName } from "./tombstones.js";
 
@@ -161,7 +165,8 @@ SELECT (SELECT pg_catalog.count(*) FROM ins_c)::int AS checkpoints, (SELECT pg_c
     /** Row-bound values of the copy (thread $1), to encode again for their new rows. */
     boundValues: {
       blobs: `SELECT ${B.checkpointNs} AS ns, ${B.channel} AS channel, ${B.version} AS version, ${B.type} AS type, ${B.value} AS value FROM ${bl}
-               WHERE ${B.threadId} = $1 AND ${B.value} IS NOT NULL AND ${B.type} NOT IN ('empty', '${REFS_TYPE}')`,
+               WHERE ${B.threadId} = $1 AND ${B.value} IS NOT NULL AND ${B.type} <> 'empty'
+                 AND NOT (${B.channel} = '${ELEMENTS_CHANNEL}' AND ${B.type} = '${REFS_TYPE}')`,
       writes: `SELECT ${W.checkpointNs} AS ns, ${W.checkpointId} AS id, ${W.taskId} AS task, ${W.idx} AS idx, ${W.type} AS type, ${W.value} AS value FROM ${wr}
                 WHERE ${W.threadId} = $1 AND ${W.value} IS NOT NULL`,
       checkpoints: `SELECT ${C.checkpointNs} AS ns, ${C.checkpointId} AS id, ${C.unversionedType} AS type, ${C.unversionedValues} AS value FROM ${cp}
@@ -216,24 +221,25 @@ export async function copyThread(ctx: SaverContext, sql: Statements, from: strin
   return result;
 }
 
-/** Values bound to their rows: decoded for the source row, encoded for the copy's. */
+/** Values bound to their rows: opened (or decoded) for the source row, sealed (or encoded) for the copy's; lists re-tagged. */
 async function rebind(ctx: SaverContext, sql: Statements, tx: Queryable, from: string, to: string): Promise<void> {
   const serde = ctx.serde;
   const again = async (type: string, value: Buffer, row: (threadId: string) => ValueRow): Promise<[string, Buffer]> => {
-    const [t, bytes] = await dumpsForRow(serde, await loadsForRow(serde, type, value, row(from)), row(to));
+    const [t, bytes] = isSealing(serde)
+      ? serde.sealForRow(...serde.openForRow(type, value, row(from)), row(to))
+      : await dumpsForRow(serde, await loadsForRow(serde, type, value, row(from)), row(to));
     return [t, Buffer.from(bytes)];
   };
   const blobs = (await tx.query<Row>(sql.boundValues.blobs, [to])).rows;
   const b = await Promise.all(
-    blobs.map((r) =>
-      again(String(r.type), r.value as Buffer, (threadId) => ({
-        table: "checkpoint_blobs",
-        threadId,
-        checkpointNs: String(r.ns),
-        channel: String(r.channel),
-        version: String(r.version),
-      })),
-    ),
+    blobs.map((r) => {
+      const row = (threadId: string): BlobRow => ({ table: "checkpoint_blobs", threadId, checkpointNs: String(r.ns), channel: String(r.channel), version: String(r.version) });
+      if (r.type !== REFS_TYPE) return again(String(r.type), r.value as Buffer, row);
+      // A list's refs value: its hashes, tagged for its row under the key that keyed them.
+      const found = isSealing(serde) ? authenticate(serde, r.value as Buffer, row(from)) : undefined;
+      const value = found ? Buffer.concat([found.hashes, found.hasher.tag(row(to), found.hashes)!]) : (r.value as Buffer);
+      return Promise.resolve<[string, Buffer]>([REFS_TYPE, value]);
+    }),
   );
   if (blobs.length > 0) {
     await tx.query(sql.rebind.blobs, [to, blobs.map((r) => r.ns), blobs.map((r) => r.channel), blobs.map((r) => r.version), b.map((x) => x[0]), b.map((x) => x[1])]);

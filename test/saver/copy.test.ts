@@ -224,15 +224,21 @@ describe("copyThread refuses, and writes nothing", () => {
   });
 });
 
-it("values bound to their rows (EncryptedSerializer) are bound to the copy's rows", async () => {
+it.each([false, true])("values bound to their rows (EncryptedSerializer, elementStorage: %s) are sealed for the copy's rows, lists tagged for them", async (elementStorage) => {
   const serde = new EncryptedSerializer({ keys: { k1: randomBytes(32) }, current: "k1" });
-  const saver = new PostgresSaver(pool, { serde });
+  const saver = new PostgresSaver(pool, { serde, elementStorage });
   const [a, b] = [tid("enc-a"), tid("enc-b")];
   const approval = approvalGraph(saver);
   await approval.invoke({}, cfg(a));
+  for (const text of ["one", "two"]) await chatGraph(saver).invoke({ messages: [new HumanMessage({ id: `h-${text}`, content: text })] }, cfg(a));
   await saver.copyThread(a, b);
   expect(normalized(await history(approval, cfg(b)), b)).toEqual(normalized(await history(approval, cfg(a)), a));
+  expect(normalized(await history(chatGraph(saver), cfg(b)), b)).toEqual(normalized(await history(chatGraph(saver), cfg(a)), a));
   expect((await approval.invoke(new Command({ resume: "yes" }), cfg(b))).published).toBe(true);
+  const elements = await db.pool.query("SELECT count(*)::int AS n FROM checkpoint_blobs WHERE thread_id = $1 AND channel = '__elements__'", [b]);
+  expect(elements.rows[0].n > 0).toBe(elementStorage);
+  // Without the serializer, a copy would be unreadable: refused.
+  expect(await new PostgresSaver(pool, { elementStorage }).copyThread(a, tid("enc-c")).catch((e: unknown) => e)).toMatchObject({ reason: "needs-serializer" });
   // Not the same bytes: each copy is sealed for its own row.
   const { rows } = await db.pool.query(
     `SELECT count(*)::int AS n FROM checkpoint_blobs x JOIN checkpoint_blobs y USING (checkpoint_ns, channel, version)
