@@ -158,8 +158,8 @@ const COMMANDS: Record<string, CommandSpec> = {
 
   threads: {
     usage:
-      "threads [--limit <n>] [--json]  |  threads delete <thread>... [--dry-run] [--json]\n" +
-      "       threads copy <from> <to> [--up-to <checkpoint>] [--overwrite] [--module <file>] [--dry-run] [--json]",
+      "threads [--limit <n>] [--json]  |  threads delete <thread>... [--dry-run] [--json]  |  " +
+      "threads copy <from> <to> [--up-to <checkpoint>] [--overwrite] [--module <file>] [--dry-run] [--json]",
     summary:
       "Recently updated threads: checkpoints, namespaces, writes, blobs, stored size, last update.\n" +
       "`threads delete` deletes threads whole (every namespace: checkpoints, writes, blobs), each in\n" +
@@ -490,9 +490,10 @@ const COMMANDS: Record<string, CommandSpec> = {
     usage: "grants --role <role> [--schema <name>] [--revoke-public-temp]",
     summary:
       "Prints the statements that let an application role run every saver operation and\n" +
-      "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the four\n" +
-      "tables (checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads), SELECT on\n" +
-      "checkpointer_migrations; then it revokes what the role does not need\n" +
+      "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the six\n" +
+      "tables (checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads, checkpoint_tombstones,\n" +
+      "checkpointer_retention), SELECT on checkpointer_migrations, EXECUTE on the write gate\n" +
+      "(checkpointer_thread_gate); then it revokes what the role does not need\n" +
       "(CREATE on the schema, TRUNCATE/REFERENCES/TRIGGER, TEMPORARY on the database). Run\n" +
       "migrations as the schema owner, then run these as the owner. Needs no database connection.",
     options: `  --role <role>         the application's role (required)

@@ -12,7 +12,7 @@
  * ```
  */
 import { execFileSync, execSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "./cli.js";
 
@@ -42,6 +42,9 @@ export function releaseBefore(migrationTag: string): Release {
     mkdirSync(tmp, { recursive: true });
     try {
       execSync(`git archive --format=tar ${commit} src migrations | tar -x -C "${tmp}"`, { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
+      // The release's migrations are found beside the package.json that names the package (src/db/migrations.ts):
+      // without one, it would walk up to this clone's and apply the newer migrations.
+      writeFileSync(join(tmp, "package.json"), `${JSON.stringify({ name: "langgraph-checkpoint-pg", private: true, type: "module" })}\n`);
       renameSync(tmp, dir);
     } catch (err) {
       rmSync(tmp, { recursive: true, force: true });
