@@ -36,12 +36,12 @@
  * row (element-codec.ts); chunks, which name no row, are copied as they are.
  * Other serializers' values are copied as bytes.
  */
-import { ThreadCopyError } from "../errors.js";
+import { InvalidInputError, ThreadCopyError } from "../errors.js";
 import { emit } from "../events.js";
 import { CHECKPOINT_BLOBS as B, CHECKPOINT_HEADS as H, CHECKPOINT_WRITES as W, CHECKPOINTS as C } from "../db/names.js";
 import type { Queryable } from "../db/db.js";
 import { dumpsForRow, isRowBound, isSealing, loadsForRow, type ValueRow } from "../serde/rowserde.js";
-import { quoteIdent } from "../validate.js";
+import { LIMITS, checkKey, quoteIdent } from "../validate.js";
 import type { SaverContext } from "./context.js";
 import { authenticate, type BlobRow } from "./element-codec.js";
 import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE } from "./elements.js";
@@ -64,6 +64,22 @@ export interface CopyThreadResult {
   blobs: number;
   /** The target held rows, and they were replaced. */
   overwrote: boolean;
+}
+
+/** copyThread's arguments, checked before any SQL (each error names its field). */
+export function checkCopyArguments(fromThreadId: unknown, toThreadId: unknown, options: CopyThreadOptions): { from: string; to: string } {
+  const from = checkKey("copyThread fromThreadId", fromThreadId, LIMITS.thread_id);
+  const to = checkKey("copyThread toThreadId", toThreadId, LIMITS.thread_id);
+  if (from === to) throw new InvalidInputError("copyThread toThreadId", "is the source thread; copy to another thread id");
+  if (options === null || typeof options !== "object") throw new InvalidInputError("copyThread options", "expected { upTo?, overwrite?, dryRun? }");
+  for (const key of Object.keys(options)) {
+    if (key !== "upTo" && key !== "overwrite" && key !== "dryRun") throw new InvalidInputError(`copyThread options.${key}`, "is not an option (upTo, overwrite, dryRun)");
+  }
+  if (options.upTo !== undefined) checkKey("copyThread options.upTo", options.upTo, LIMITS.checkpoint_id);
+  for (const flag of ["overwrite", "dryRun"] as const) {
+    if (options[flag] !== undefined && typeof options[flag] !== "boolean") throw new InvalidInputError(`copyThread options.${flag}`, "expected true or false");
+  }
+  return { from, to };
 }
 
 const lit = (s: string) => `'${s.replace(/'/g, "''")}'`;

@@ -38,8 +38,9 @@ import { toDeltaHistory, toTuples, type DeltaRow } from "./read.js";
 import { upgradeState } from "./upgrade.js";
 import { nextVersion } from "./version.js";
 import { ElementMemory } from "./elements.js";
-import { copyStatements, copyThread, type CopyThreadOptions, type CopyThreadResult } from "./copy.js";
+import { checkCopyArguments, copyStatements, copyThread, type CopyThreadOptions, type CopyThreadResult } from "./copy.js";
 import { checkRetention, Retention, type RetentionOptions } from "./retention.js";
+import { deleteThread, waitForRestart } from "./tombstones.js";
 import { encodePut, encodeWrites, sendWrites } from "./write.js";
 
 /** Page size of `list` when no limit is given: memory stays bounded on long threads. */
@@ -258,10 +259,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * Start background retention: with the saver's `retention` option (when it
-   * was created with `start: false`, or after {@link stopRetention}), or with
-   * the options given here, which replace it. Idempotent. See the
-   * `retention` option and README, "Retention".
+   * Start background retention (src/saver/retention.ts): with the saver's
+   * `retention` option, or with the options given here, which replace it. Idempotent.
    *
    * @example
    * ```ts
@@ -282,9 +281,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     this.#retention.start();
   }
 
-  /**
-   * Stop background retention: no new run starts; a run in progress stops
-   * after its current batch, and is waited for. `startRetention()` starts it again.
+  /** Stop background retention; a run in progress stops after its current batch, and is waited for.
    *
    * @example
    * ```ts
@@ -387,7 +384,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
         return await put();
       } catch (err) {
         // A subgraph's first checkpoint may reach the database before the root put that starts the conversation.
-        if (!(await this.#waitForRestart(err, config, false))) throw err;
+        if (!(await waitForRestart(this.#puts, err, config, false))) throw err;
         return await put();
       }
     } catch (err) {
@@ -419,7 +416,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
         await this.#putWrites(config, writes, taskId, taskPath, started);
       } catch (err) {
         // With async durability a run's writes may reach the database before the put that starts the conversation.
-        if (!(await this.#waitForRestart(err, config, true))) throw err;
+        if (!(await waitForRestart(this.#puts, err, config, true))) throw err;
         await this.#putWrites(config, writes, taskId, taskPath, started);
       }
     } catch (err) {
@@ -444,24 +441,6 @@ export class PostgresSaver extends BaseCheckpointSaver {
     });
   }
 
-  /**
-   * A write refused because its thread was deleted and has not started again
-   * (`reason: "thread"`) may be a new conversation's, sent before the put that
-   * starts it committed: wait once for this saver's puts in flight on the
-   * thread's root lineage (and, for writes, on their own), then say whether
-   * to try again. A put in the root namespace is never such a case (LangGraph
-   * puts a checkpoint only once its parent's put is done).
-   */
-  async #waitForRestart(err: unknown, config: RunnableConfig, isWrite: boolean): Promise<boolean> {
-    if (!(err instanceof ThreadDeletedError) || err.reason !== "thread") return false;
-    const root = InFlight.keyOf({ configurable: { thread_id: err.threadId, checkpoint_ns: "" } });
-    const own = InFlight.keyOf(config);
-    const keys = isWrite ? [root, own] : err.checkpointNs === "" ? [] : [root];
-    if (!keys.some((k) => this.#puts.busy(k))) return false;
-    for (const k of keys) await this.#puts.settled(k);
-    return true;
-  }
-
   #reportRefusal(err: unknown, started: number): void {
     if (!(err instanceof ThreadDeletedError)) return;
     const { threadId, checkpointNs, checkpointId, operation, reason } = err;
@@ -483,34 +462,19 @@ export class PostgresSaver extends BaseCheckpointSaver {
   async deleteThread(threadId: string): Promise<void> {
     checkKey("deleteThread threadId", threadId, LIMITS.thread_id);
     await this.#runner.ensureReady();
-    const started = performance.now();
-    // Two statements in one transaction: the thread's deletion lock first (waiting for
-    // its writes in flight to commit; later ones wait for us, then find the tombstone),
-    // then the tombstone and every row, in a snapshot that sees what those writes stored.
     try {
-      const counts = await this.#ctx.db.transaction(async (tx) => {
-        await tx.query(this.#ctx.queries.lockThreadForDelete, [threadId]);
-        return (await tx.query<{ checkpoints: number; writes: number; blobs: number }>(this.#ctx.queries.deleteThread, [threadId])).rows[0]!;
-      });
-      this.#ctx.elements?.forgetThread(threadId);
-      emit(this.#ctx.onEvent, { type: "deleteThread", threadId, ...counts, durationMs: performance.now() - started });
+      await deleteThread(this.#ctx, threadId);
     } catch (err) {
       throw await this.#runner.failure(err, "deleteThread");
     }
   }
 
   /**
-   * Copy a thread's history to another thread id, in one transaction: every
-   * namespace, its values, element rows and pending writes, or, with `upTo`
-   * (a checkpoint id of the root namespace), the thread as it stood when that
-   * checkpoint was its newest (which becomes the copy's head). The copy reads
-   * exactly as the source at every checkpoint (same ids, parents, metadata,
-   * values), so `getStateHistory`, time travel and forks work on it as on the
-   * source; the two threads are independent from then on. A target that holds
-   * rows is refused ({@link ThreadCopyError}) unless `overwrite: true`, which
-   * deletes it first (leaving its tombstone, as `deleteThread` does);
-   * `dryRun: true` counts what would be copied and writes nothing. Reports a
-   * `copyThread` event. See src/saver/copy.ts for what exactly is copied.
+   * Copy a thread's history (with `upTo`, the part up to that root checkpoint,
+   * which becomes the copy's head) to another thread id, in one transaction:
+   * the copy reads exactly as the source at every checkpoint, so time travel
+   * and forks work on it. An existing target is refused ({@link ThreadCopyError})
+   * unless `overwrite: true`; `dryRun: true` only counts. See src/saver/copy.ts.
    *
    * @example
    * ```ts
@@ -520,17 +484,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   async copyThread(fromThreadId: string, toThreadId: string, options: CopyThreadOptions = {}): Promise<CopyThreadResult> {
-    const from = checkKey("copyThread fromThreadId", fromThreadId, LIMITS.thread_id);
-    const to = checkKey("copyThread toThreadId", toThreadId, LIMITS.thread_id);
-    if (from === to) throw new InvalidInputError("copyThread toThreadId", "is the source thread; copy to another thread id");
-    if (options === null || typeof options !== "object") throw new InvalidInputError("copyThread options", "expected { upTo?, overwrite?, dryRun? }");
-    for (const key of Object.keys(options)) {
-      if (key !== "upTo" && key !== "overwrite" && key !== "dryRun") throw new InvalidInputError(`copyThread options.${key}`, "is not an option (upTo, overwrite, dryRun)");
-    }
-    if (options.upTo !== undefined) checkKey("copyThread options.upTo", options.upTo, LIMITS.checkpoint_id);
-    for (const flag of ["overwrite", "dryRun"] as const) {
-      if (options[flag] !== undefined && typeof options[flag] !== "boolean") throw new InvalidInputError(`copyThread options.${flag}`, "expected true or false");
-    }
+    const { from, to } = checkCopyArguments(fromThreadId, toThreadId, options);
     await this.#runner.ensureReady();
     const started = performance.now();
     this.#copySql ??= copyStatements(this.schema);

@@ -62,8 +62,13 @@
  * holds the advisory lock while it waits for row locks: the other order would
  * deadlock).
  */
+import type { RunnableConfig } from "@langchain/core/runnables";
 import { CHECKPOINT_TOMBSTONES as T } from "../db/names.js";
+import { ThreadDeletedError } from "../errors.js";
+import { emit } from "../events.js";
 import { quoteIdent } from "../validate.js";
+import type { SaverContext } from "./context.js";
+import { InFlight } from "./inflight.js";
 
 /** The gate (migration 0007), and its argument types for GRANT and REVOKE. */
 export const GATE_FUNCTION = "checkpointer_thread_gate";
@@ -123,4 +128,38 @@ export function upsertTombstones(schema: string, source: string): string {
   ON CONFLICT (${T.threadId}) DO UPDATE
      SET ${T.deletedAt} = EXCLUDED.${T.deletedAt},
          ${T.lastCheckpointId} = GREATEST(t.${T.lastCheckpointId}, EXCLUDED.${T.lastCheckpointId})`;
+}
+
+/**
+ * The saver's `deleteThread`: two statements in one transaction, the thread's
+ * deletion lock first (waiting for its writes in flight to commit; later ones
+ * wait for this, then find the tombstone), then the tombstone and every row,
+ * in a snapshot that sees what those writes stored.
+ */
+export async function deleteThread(ctx: SaverContext, threadId: string): Promise<void> {
+  const started = performance.now();
+  const counts = await ctx.db.transaction(async (tx) => {
+    await tx.query(ctx.queries.lockThreadForDelete, [threadId]);
+    return (await tx.query<{ checkpoints: number; writes: number; blobs: number }>(ctx.queries.deleteThread, [threadId])).rows[0]!;
+  });
+  ctx.elements?.forgetThread(threadId);
+  emit(ctx.onEvent, { type: "deleteThread", threadId, ...counts, durationMs: performance.now() - started });
+}
+
+/**
+ * A write refused because its thread was deleted and has not started again
+ * (`reason: "thread"`) may be a new conversation's, sent before the put that
+ * starts it committed: wait once for the saver's puts in flight (`puts`) on
+ * the thread's root lineage (and, for writes, on their own), then say whether
+ * to try again. A put in the root namespace is never such a case (LangGraph
+ * puts a checkpoint only once its parent's put is done).
+ */
+export async function waitForRestart(puts: InFlight, err: unknown, config: RunnableConfig, isWrite: boolean): Promise<boolean> {
+  if (!(err instanceof ThreadDeletedError) || err.reason !== "thread") return false;
+  const root = InFlight.keyOf({ configurable: { thread_id: err.threadId, checkpoint_ns: "" } });
+  const own = InFlight.keyOf(config);
+  const keys = isWrite ? [root, own] : err.checkpointNs === "" ? [] : [root];
+  if (!keys.some((k) => puts.busy(k))) return false;
+  for (const k of keys) await puts.settled(k);
+  return true;
 }
