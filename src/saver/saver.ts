@@ -25,7 +25,7 @@ import { runMigrations, type MigrateResult } from "../db/migrate.js";
 import { InvalidInputError, InvalidOptionsError } from "../errors.js";
 import { emit, guard } from "../events.js";
 import { MsgpackSerializer } from "../serde/serde.js";
-import { LIMITS, checkKey, readConfig } from "../validate.js";
+import { LIMITS, checkKey, readConfig, threadIdOf, withStringThreadId } from "../validate.js";
 import { Coalescer } from "./coalesce.js";
 import type { SaverContext } from "./context.js";
 import { readFilter } from "./filter.js";
@@ -251,6 +251,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    config = withStringThreadId(config);
     return this.#order.deliver(config, this.#getTuple(config));
   }
 
@@ -281,7 +282,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
-    const { threadId, checkpointNs, checkpointId } = readConfig(config ?? {}, "list", false);
+    const { threadId, checkpointNs, checkpointId } = readConfig(withStringThreadId(config) ?? {}, "list", false);
     const { limit, before, filter } = options ?? {};
     if (limit !== undefined && limit !== null && (!Number.isInteger(limit) || limit < 0)) {
       throw new InvalidInputError("list options.limit", "expected a non-negative integer");
@@ -319,6 +320,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    config = withStringThreadId(config);
     const key = InFlight.keyOf(config);
     return this.#order.deliver(config, this.#inFlight.track(key, this.#coalescer.during(key, () => this.#putOrRelease(config, checkpoint, metadata, newVersions))));
   }
@@ -346,6 +348,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+    config = withStringThreadId(config);
     return this.#order.deliver(config, this.#inFlight.track(InFlight.keyOf(config), this.#putWritesOrRelease(config, writes, taskId, taskPath)));
   }
 
@@ -382,8 +385,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * await saver.deleteThread("chat-42");
    * ```
    */
-  async deleteThread(threadId: string): Promise<void> {
-    checkKey("deleteThread threadId", threadId, LIMITS.thread_id);
+  async deleteThread(id: string | number): Promise<void> {
+    const threadId = threadIdOf("deleteThread threadId", id);
     await this.#runner.ensureReady();
     // Two statements in one transaction: the head rows first (waiting for a put
     // in flight on the thread to commit), then the rest in a snapshot that sees
@@ -409,6 +412,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   override getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {
+    if (options?.config) options = { ...options, config: withStringThreadId(options.config) };
     return this.#order.deliver(options?.config, this.#getDeltaChannelHistory(options));
   }
 
