@@ -14,6 +14,9 @@ import { CheckpointerError, InvalidOptionsError } from "../errors.js";
 import type { PGliteLike } from "./db.js";
 import { extractDataDir, shippedSnapshot } from "./snapshot.js";
 
+/** The embedded database's buffer cache: a local, one-process database; its pages are in the OS cache anyway. */
+const EMBEDDED_SHARED_BUFFERS = "16MB";
+
 /** Where the embedded database lives unless told otherwise: `./.langgraph-pg` under the working directory. */
 export const DEFAULT_DATA_DIR = ".langgraph-pg";
 
@@ -159,7 +162,7 @@ export async function openEmbeddedFor(field: string, dataDir: string, options: O
     throw new InvalidOptionsError("loadDataDir", "expected a function returning the tar's bytes (or undefined)");
   }
   const dir = resolve(dataDir);
-  let mod: { PGlite: new (dir: string) => PGliteLike & { waitReady: Promise<void> } };
+  let mod: { PGlite: (new (dir: string, options?: { startParams?: string[] }) => PGliteLike & { waitReady: Promise<void> }) & { defaultStartParams?: string[] } };
   try {
     mod = (await import("@electric-sql/pglite")) as unknown as typeof mod;
   } catch {
@@ -179,7 +182,10 @@ export async function openEmbeddedFor(field: string, dataDir: string, options: O
       if (tar !== undefined) extractDataDir(tar, pgdata);
       created = tar === undefined ? "initdb" : "snapshot";
     }
-    const db = new mod.PGlite(pgdata);
+    // PGlite touches every shared buffer as it starts: Postgres' default 128 MB is a third of an
+    // embedded database's peak memory. Its own start parameters stay (where this PGlite says what they are).
+    const defaults = mod.PGlite.defaultStartParams;
+    const db = new mod.PGlite(pgdata, Array.isArray(defaults) ? { startParams: [...defaults, "-c", `shared_buffers=${EMBEDDED_SHARED_BUFFERS}`] } : {});
     await db.waitReady;
     return {
       db,
