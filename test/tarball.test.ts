@@ -52,7 +52,7 @@ beforeAll(async () => {
   // npm pack in a copy: its prepack builds dist/ there.
   const stage = join(work, "stage");
   mkdirSync(join(stage, "scripts"), { recursive: true });
-  for (const f of ["package.json", "README.md", "LICENSE", "tsconfig.json", "bin", "src", "migrations", "scripts/build.mjs"]) cpSync(join(ROOT, f), join(stage, f), { recursive: true });
+  for (const f of ["package.json", "README.md", "LICENSE", "tsconfig.json", "bin", "src", "migrations", "embedded", "scripts/build.mjs"]) cpSync(join(ROOT, f), join(stage, f), { recursive: true });
   symlinkSync(join(ROOT, "node_modules"), join(stage, "node_modules"), "dir");
   const { stdout } = await exec("npm", ["pack", "--json", "--pack-destination", work], { cwd: stage, maxBuffer: 16 << 20 });
   const info = (JSON.parse(stdout) as { filename: string; files: { path: string }[] }[])[0]!;
