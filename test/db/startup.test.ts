@@ -13,6 +13,7 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DatabaseOperationError, latestVersion, migrate, MigrationError, PostgresSaver, type SaverEvent } from "../../src/index.js";
+import { failureText } from "../../src/errors.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { collect, runCli, spawnScript } from "../helpers/cli.js";
 import { PgServer } from "../helpers/server.js";
@@ -173,6 +174,22 @@ describe("a failure says what the server said, never the password", () => {
     expect(cli.code).toBe(1);
     expect(cli.stderr).toBe(`langgraph-checkpoint-pg migrate: Could not connect to postgres://${role}:***@127.0.0.1:${server.port}/postgres (SQLSTATE 28P01): ${said}\n`);
     for (const text of [setup, op, viaUrl, opened].map((e) => (e as Error).message).concat(cli.stderr)) expect(text).not.toContain(wrong);
+  });
+
+  it("a data exception's server message quotes the value it refused: it stays out, the SQLSTATE stays in", async () => {
+    const client = new pg.Client({ connectionString: server.url });
+    await client.connect();
+    try {
+      const secret = `not-a-number-${randomBytes(4).toString("hex")}`;
+      const err = await client.query("SELECT $1::int", [secret]).catch((e: unknown) => e);
+      expect((err as Error).message).toContain(secret); // what the server said
+      const ours = new DatabaseOperationError("getTuple", err);
+      expect(ours.message).toBe("getTuple failed: SQLSTATE 22P02");
+      const migration = new MigrationError(`migrating schema "public" failed ${failureText(err)}; nothing was applied`, { cause: err });
+      expect(migration.message).toBe('migrating schema "public" failed (SQLSTATE 22P02); nothing was applied');
+    } finally {
+      await client.end();
+    }
   });
 });
 
