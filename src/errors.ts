@@ -10,7 +10,7 @@ import { CheckpointerError } from "./errors/base.js";
 import { isRetryable, sqlStateOf } from "./errors/database.js";
 
 export { CheckpointerError, type CheckpointerErrorCode } from "./errors/base.js";
-export { DatabaseOperationError, UnconfirmedCommitError, classify, isRetryable, sqlStateOf, type FailureClass } from "./errors/database.js";
+export { DatabaseOperationError, UnconfirmedCommitError, classify, describeFailure, failureText, isRetryable, sqlStateOf, type FailureClass } from "./errors/database.js";
 
 /**
  * Bad input to a saver method or function, detected before any SQL runs.

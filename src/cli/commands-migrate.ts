@@ -7,8 +7,7 @@ import { isPGlite, pgliteDb, poolDb } from "../db/db.js";
 import { migrationNumber } from "../errors.js";
 import { migrationStatus } from "../ops/inspect.js";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
-import type { SaverEvent } from "../events.js";
-import { MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, type AdoptOption, type MigrateResult } from "../db/migrate.js";
+import { MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, withBackoff, type AdoptOption, type MigrateResult } from "../db/migrate.js";
 import { finishAdoption } from "../ops/adopt-steps.js";
 import { isEncryptedSerializer, reencrypt, type ReencryptResult } from "../ops/reencrypt.js";
 import { rollbackAdoption } from "../ops/rollback.js";
@@ -19,10 +18,11 @@ import { BIN } from "./args.js";
 import { EXIT, NoEmbeddedDatabaseError, NotFoundError } from "./exit.js";
 import { fields, formatTime, progress, styleFor, table } from "./format.js";
 import { json, withConnection, type Common, type Io } from "./context.js";
+import { resolveUrl, scrub } from "./mask.js";
 import { loadModule } from "./module.js";
 
 export async function migrateCommand(
-  c: Common & { dryRun: boolean; adopt: AdoptOption | undefined; step: "finish" | "rollback" | undefined },
+  c: Common & { dryRun: boolean; wait: { text: string; ms: number }; adopt: AdoptOption | undefined; step: "finish" | "rollback" | undefined },
   io: Io,
 ): Promise<number> {
   const { schema, dryRun } = c;
@@ -67,12 +67,19 @@ export async function migrateCommand(
     }
     return EXIT.OK;
   };
-  const onEvent = (e: SaverEvent) => {
-    if (e.type === "retry") io.err(`${BIN}: attempt ${e.attempt} of ${e.attempts} failed (${e.code ?? "error"}); retrying in ${e.delayMs} ms`);
-  };
+  const once = () =>
+    withConnection(c, !dryRun, async (conn) =>
+      print(await runMigrations(isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool), schema, { dryRun, adopt: c.adopt, retry: false }), conn.label),
+    );
+  // A server may still be starting (a CI service container): each attempt connects anew, until --wait
+  // runs out. The embedded database is there or not: nothing to wait for (and a locked folder exits 4 at once).
+  const url = resolveUrl(c.target);
   try {
-    return await withConnection(c, !dryRun, async (conn) =>
-      print(await runMigrations(isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool), schema, { dryRun, adopt: c.adopt, onEvent }), conn.label),
+    return await withBackoff(url !== undefined && c.wait.ms > 0 ? { attempts: Infinity, maxElapsedMs: c.wait.ms } : false, once, (n) =>
+      io.err(
+        `${BIN} migrate: attempt ${n.attempt} failed: ${scrub(n.error.message, url)}; trying again in ${(n.delayMs / 1000).toFixed(1)} s ` +
+          `(waiting up to ${c.wait.text} in all: --wait)`,
+      ),
     );
   } catch (err) {
     // A dry run never creates the embedded folder: without one, everything is pending.

@@ -4,7 +4,8 @@
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { compact, type CompactResult } from "../ops/compact.js";
 import { listThreads } from "../ops/inspect.js";
-import { prune, type PruneResult } from "../ops/prune.js";
+import { prune, type PruneKept, type PruneResult } from "../ops/prune.js";
+import { DEFAULT_GRACE } from "../ops/prune-options.js";
 import { PostgresSaver } from "../saver/saver.js";
 import { EXIT, NotFoundError } from "./exit.js";
 import { formatBytes, progress, styleFor, table } from "./format.js";
@@ -166,10 +167,12 @@ export async function pruneCommand(
       io.out(
         dryRun
           ? `${st.yellow("Dry run")}: would delete ${what} in schema ${JSON.stringify(c.schema)} of ${conn.label} ` +
-              `(${result.threads?.length ?? 0} of ${result.threadsScanned} thread(s) scanned). Nothing was deleted; add --yes to delete.`
+              `(${result.threadsScanned} thread(s) scanned, ${result.threads?.length ?? 0} with something to delete). Nothing was deleted; add --yes to delete.`
           : `Deleted ${what} from schema ${JSON.stringify(c.schema)} of ${conn.label} (${result.threadsScanned} thread(s) scanned).` +
               (result.bytes > 0 ? "\nThe space is reused by new rows after (auto)vacuum; VACUUM FULL or pg_repack returns it to the OS." : ""),
       );
+      const kept = keptText(result.kept, c);
+      if (kept) io.out(`${dryRun ? "Would keep" : "Kept"} ${kept}`);
       if (result.threadsSkipped > 0) {
         io.out(
           `${st.yellow(`Skipped ${result.threadsSkipped} busy thread(s)`)} (a graph or another prune was writing them; the next run picks them up): ` +
@@ -183,6 +186,25 @@ export async function pruneCommand(
     }
     return EXIT.OK;
   });
+}
+
+/**
+ * What prune kept, by rule, as the flags that asked for it: "22 checkpoint(s):
+ * 20 by --keep-last 20, 2 by --grace 15m (...)". Undefined when it kept none
+ * (no checkpoint rule, or nothing there).
+ */
+function keptText(kept: PruneKept, c: { keepLast?: number; olderThan?: string; grace?: string }): string | undefined {
+  const total = kept.keepLast + kept.head + kept.olderThan + kept.grace + kept.delta;
+  if (total === 0) return undefined;
+  const grace = c.grace ?? DEFAULT_GRACE;
+  const parts = [
+    kept.keepLast > 0 ? `${kept.keepLast} by --keep-last ${c.keepLast}` : "",
+    kept.head > 0 ? `${kept.head} as the latest of their thread (always kept)` : "",
+    kept.olderThan > 0 ? `${kept.olderThan} by --older-than ${c.olderThan}` : "",
+    kept.grace > 0 ? `${kept.grace} by --grace ${grace} (written within it, or the parent of one that was: a graph may still run on them; --grace 0 turns it off)` : "",
+    kept.delta > 0 ? `${kept.delta} that delta channels of kept checkpoints are rebuilt from` : "",
+  ].filter((p) => p !== "");
+  return `${total} checkpoint(s): ${parts.join(", ")}.`;
 }
 
 /** Convert lists stored whole into element storage (see src/ops/compact.ts); a custom serializer comes from a module. */

@@ -20,9 +20,9 @@ export interface Common {
 
 export const json = (value: unknown) => JSON.stringify(value, null, 2);
 
-/** Open the target, run `fn`, close what was opened. */
+/** Open the target, run `fn`, close what was opened. A fallback to the embedded database is announced on stderr. */
 export async function withConnection<T>(c: Common, create: boolean, fn: (conn: Connection) => Promise<T>): Promise<T> {
-  const conn = await connect(c.target, { create, applicationName: `${BIN}:${c.command}` });
+  const conn = await connect(c.target, { create, applicationName: `${BIN}:${c.command}`, notice: (line) => process.stderr.write(`${line}\n`) });
   try {
     return await fn(conn);
   } finally {

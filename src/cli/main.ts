@@ -24,6 +24,7 @@ import {
   schemaOption,
 } from "./args.js";
 import type { Common, Io } from "./commands.js";
+import { parseDuration } from "../duration.js";
 import { EXIT, errorText, exitCodeOf } from "./exit.js";
 import { resolveUrl } from "./mask.js";
 
@@ -84,6 +85,9 @@ const commands = () => import("./commands.js");
 
 const JSON_OPTION = { json: { type: "boolean" } } as const;
 
+/** How long `migrate` waits for a server by default: a CI database container takes seconds to start. */
+const DEFAULT_MIGRATE_WAIT = "60s";
+
 /** The flags and checks every command shares. */
 function common(command: string, values: { "database-url"?: string; "data-dir"?: string; schema?: string; json?: boolean }): Common {
   return { command, target: connectionTarget(command, values), schema: schemaOption(command, values.schema), json: values.json === true };
@@ -91,15 +95,19 @@ function common(command: string, values: { "database-url"?: string; "data-dir"?:
 
 const COMMANDS: Record<string, CommandSpec> = {
   migrate: {
-    usage: "migrate [--dry-run] [--adopt <schema> | --no-adopt | --finish-adoption | --rollback-adoption] [--json]",
+    usage: "migrate [--dry-run] [--wait <duration>] [--adopt <schema> | --no-adopt | --finish-adoption | --rollback-adoption] [--json]",
     summary:
       "Apply the pending migrations to the schema, in one transaction under an advisory lock\n" +
       "(safe to run from several deploy steps at once). Creates the schema if missing.\n" +
       "A schema migrated by a newer release is refused (exit 3), unless its newer\n" +
       "migrations say this release keeps working. On a database holding the official\n" +
       "LangGraph saver's tables, the first migration of a schema stops (exit 3) until told\n" +
-      "what to do with them: switching from it takes three steps, see the README.",
+      "what to do with them: switching from it takes three steps, see the README.\n" +
+      "A server that is not reachable yet (starting up, restarting) is waited for,\n" +
+      "one line on stderr per failed attempt.",
     options: `  --dry-run             print the SQL (or the rollback's counts); change nothing
+  --wait <duration>     how long to wait for a server that is not reachable yet (default 60s;
+                        0: one attempt); a wrong password or a bad URL fails at once
   --adopt <schema>      switch from the official saver whose tables are in <schema>:
                         copy its threads into --schema and keep copying what its
                         instances still write (its tables stay as they are)
@@ -110,6 +118,7 @@ const COMMANDS: Record<string, CommandSpec> = {
                         into its tables in its format; this schema refuses writes
   --json                print the result as JSON`,
     examples: `  DATABASE_URL=postgres://app@db/app ${BIN} migrate
+  ${BIN} migrate --wait 2m     # a database container that is still starting
   ${BIN} migrate --schema agents --dry-run > plan.sql
   ${BIN} migrate --schema langgraph --adopt public --dry-run
   ${BIN} migrate --schema langgraph --finish-adoption`,
@@ -118,6 +127,7 @@ const COMMANDS: Record<string, CommandSpec> = {
         ...CONNECTION_OPTIONS,
         ...JSON_OPTION,
         "dry-run": { type: "boolean" },
+        wait: { type: "string" },
         adopt: { type: "string" },
         "no-adopt": { type: "boolean" },
         "finish-adoption": { type: "boolean" },
@@ -127,9 +137,11 @@ const COMMANDS: Record<string, CommandSpec> = {
       const chosen = (["adopt", "no-adopt", "finish-adoption", "rollback-adoption"] as const).filter((k) => values[k] !== undefined);
       if (chosen.length > 1) throw new UsageError(`--${chosen[0]} and --${chosen[1]} exclude each other`, "migrate");
       const from = values.adopt === undefined ? undefined : schemaOption("migrate", values.adopt);
+      const wait = values.wait === undefined ? DEFAULT_MIGRATE_WAIT : values.wait === "0" ? "0" : durationArg("migrate", "wait", values.wait)!;
       const c = {
         ...common("migrate", values),
         dryRun: values["dry-run"] === true,
+        wait: { text: wait, ms: wait === "0" ? 0 : parseDuration(wait, "wait") },
         adopt: from !== undefined ? { from } : values["no-adopt"] ? false : undefined,
         step: values["finish-adoption"] ? ("finish" as const) : values["rollback-adoption"] ? ("rollback" as const) : undefined,
       };

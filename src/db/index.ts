@@ -5,7 +5,8 @@
  * names.ts checks the statements' names against it), the migrations runner
  * (migrate.ts, the shipped files and the schema checks in migrations.ts, its
  * trust checks in trust.ts, the compatibility levels in compat.ts) and the
- * embedded database (embedded.ts). Nothing here knows LangGraph. This file is
+ * embedded database (embedded.ts; the empty database a new folder starts from
+ * in snapshot.ts). Nothing here knows LangGraph. This file is
  * what the package exports from the folder.
  */
 export {
@@ -23,5 +24,14 @@ export {
   type TargetOptions,
 } from "./migrate.js";
 export { COMPATIBILITY, type MigrationCompatibility } from "./compat.js";
-export { openEmbedded, lockDataDir, DataDirLockedError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo, type OpenEmbeddedOptions } from "./embedded.js";
+export {
+  openEmbedded,
+  lockDataDir,
+  DataDirLockedError,
+  DatabaseUrlMissingError,
+  DEFAULT_DATA_DIR,
+  type EmbeddedDatabase,
+  type LockInfo,
+  type OpenEmbeddedOptions,
+} from "./embedded.js";
 export type { PGliteLike } from "./db.js";

@@ -25,7 +25,8 @@ export type CheckpointerErrorCode =
   | "ADOPTION_REQUIRED"
   | "ADOPTION_ROLLED_BACK"
   | "HISTORY_CORRUPT"
-  | "UNSAFE_SCHEMA";
+  | "UNSAFE_SCHEMA"
+  | "DATABASE_URL_MISSING";
 
 /**
  * Base class of every error thrown by this package.

@@ -140,8 +140,34 @@ export interface PruneThreadCounts {
   expired: boolean;
 }
 
+/**
+ * How many checkpoints `prune` kept in the lineages it pruned (a dry run: would
+ * keep), each credited to the first rule that keeps it, in this order. Threads
+ * it expired whole, or skipped, are not counted.
+ *
+ * @example
+ * ```ts
+ * const { kept } = await prune({ pool, keepLast: 20, dryRun: true });
+ * if (kept.grace > 0) console.log(`${kept.grace} checkpoints are younger than the grace period (15 minutes by default)`);
+ * ```
+ */
+export interface PruneKept {
+  /** Among the newest `keepLast` of their lineage. */
+  keepLast: number;
+  /** A lineage's head (its latest checkpoint) that `keepLast` did not already keep: it always stays. */
+  head: number;
+  /** Younger than `olderThan`. */
+  olderThan: number;
+  /** Younger than `grace`, or the parent of a checkpoint that is: a graph may still be running on them. */
+  grace: number;
+  /** Ancestors a kept checkpoint's delta channels are rebuilt from (LangGraph's `DeltaChannel`). */
+  delta: number;
+}
+
 export interface PruneResult extends PruneCounts {
   dryRun: boolean;
+  /** Checkpoints kept (a dry run: that would be), by the rule that keeps them. */
+  kept: PruneKept;
   /**
    * Dry runs only: per thread with anything to delete, what would go, in
    * thread id order (one entry per such thread: a large schema makes a long list).
@@ -159,7 +185,9 @@ export interface PruneResult extends PruneCounts {
   durationMs: number;
 }
 
-const DEFAULTS = { grace: 15 * 60_000, batchSize: 100, chunkSize: 1000, lockTimeout: 500 } as const;
+/** `grace` when none is given, as a flag says it (the CLI's summary names it). */
+export const DEFAULT_GRACE = "15m";
+const DEFAULTS = { grace: parseDuration(DEFAULT_GRACE, "grace"), batchSize: 100, chunkSize: 1000, lockTimeout: 500 } as const;
 export interface Settings {
   schema: string;
   keepLast: number | undefined;

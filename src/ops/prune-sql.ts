@@ -26,6 +26,9 @@ export function pruneLockName(schema: string): string {
   return `langgraph-checkpoint-pg:prune:${schema}`;
 }
 
+/** The rules a checkpoint can be kept by, in the order the summary credits them (the first that keeps it). */
+const KEPT = { keepLast: 1, head: 2, olderThan: 3, grace: 4 } as const;
+
 export function buildSql(schema: string) {
   const s = quoteIdent(schema);
   const cp = `${s}.${CHECKPOINTS.table}`;
@@ -197,7 +200,9 @@ SELECT ARRAY(SELECT ${COL.threadId} FROM expired) AS expired,
    *   names, and up to $10 writes without a checkpoint row older than $7
    *   seconds (except a remaining pre-v4 checkpoint's parent's writes).
    * "Remaining" excludes this round's victims, so a dry run (both jobs, no
-   * limits, one statement) counts exactly what the real rounds delete.
+   * limits, one statement) counts exactly what the real rounds delete. It
+   * also returns, by rule, how many checkpoints the keep set kept (`kept`;
+   * $11: the `olderThan` seconds, telling that rule from the grace period).
    */
   const round = (dry: boolean) => `/* langgraph-checkpoint-pg prune: round */
 WITH RECURSIVE
@@ -208,23 +213,31 @@ lin AS MATERIALIZED (
    WHERE $4::boolean
      AND ($2::text[] IS NULL OR EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS l(t, n) WHERE l.t = h.${COL.threadId} AND l.n = h.${COL.checkpointNs}))
 ),
+-- The keep set's seeds, each with the rule that keeps it (the summary counts them, first rule first):
+-- ${KEPT.keepLast} the newest $5, ${KEPT.head} the head, ${KEPT.olderThan} younger than olderThan ($11), ${KEPT.grace} younger than the grace period
+-- (the window $6 is the larger of the two) or the parent of one younger than it ($7).
 base AS (
-  SELECT l.${COL.threadId}, l.${COL.checkpointNs}, l.head_id AS ${COL.checkpointId} FROM lin l
-  UNION
-  SELECT n.${COL.threadId}, n.${COL.checkpointNs}, n.${COL.checkpointId} FROM lin l CROSS JOIN LATERAL (
+  SELECT l.${COL.threadId}, l.${COL.checkpointNs}, l.head_id AS ${COL.checkpointId}, ${KEPT.head} AS why FROM lin l
+  UNION ALL
+  SELECT n.${COL.threadId}, n.${COL.checkpointNs}, n.${COL.checkpointId}, ${KEPT.keepLast} FROM lin l CROSS JOIN LATERAL (
     SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId} FROM ${cp} c
      WHERE c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs}
      ORDER BY c.${COL.checkpointId} DESC LIMIT $5::int) n
-  UNION
-  SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId} FROM lin l JOIN ${cp} c ON c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs}
+  UNION ALL
+  SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId},
+         CASE WHEN c.${COL.createdAt} >= pg_catalog.now() - pg_catalog.make_interval(secs => $11::float8) THEN ${KEPT.olderThan} ELSE ${KEPT.grace} END
+    FROM lin l JOIN ${cp} c ON c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs}
    WHERE c.${COL.createdAt} >= pg_catalog.now() - pg_catalog.make_interval(secs => $6::float8)
-  UNION
-  SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.parentCheckpointId} FROM lin l JOIN ${cp} c ON c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs}
+  UNION ALL
+  SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.parentCheckpointId}, ${KEPT.grace} FROM lin l JOIN ${cp} c ON c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs}
    WHERE c.${COL.createdAt} >= pg_catalog.now() - pg_catalog.make_interval(secs => $7::float8) AND c.${COL.parentCheckpointId} IS NOT NULL
+),
+why AS MATERIALIZED (
+  SELECT ${COL.threadId}, ${COL.checkpointNs}, ${COL.checkpointId}, pg_catalog.min(why) AS why FROM base GROUP BY 1, 2, 3
 ),
 walk (${COL.threadId}, ${COL.checkpointNs}, ${COL.checkpointId}, parent_id, still) AS (
   SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId}, c.${COL.parentCheckpointId}, ${needs("c")}
-    FROM base k JOIN ${cp} c ON ${sameCheckpoint("c", "k")}
+    FROM why k JOIN ${cp} c ON ${sameCheckpoint("c", "k")}
   UNION
   SELECT p.${COL.threadId}, p.${COL.checkpointNs}, p.${COL.checkpointId}, p.${COL.parentCheckpointId},
          ARRAY(SELECT x.ch FROM (SELECT pg_catalog.unnest(w.still) UNION SELECT pg_catalog.unnest(${needs("p")})) AS x(ch)
@@ -269,6 +282,15 @@ victims AS MATERIALIZED (
 ),
 todo AS MATERIALIZED (SELECT ${COL.threadId}, ${COL.checkpointNs}, ${COL.checkpointId}, bytes FROM victims WHERE $8::int IS NULL OR rn <= $8::int),
 more AS MATERIALIZED (SELECT DISTINCT ${COL.threadId}, ${COL.checkpointNs} FROM victims WHERE rn > $8::int),
+-- What the keep set kept, by rule (what no seed names, the delta walk kept): counted once per lineage,
+-- in the round that finishes it (one with victims left over is in more, and comes back).
+kept_by AS MATERIALIZED (
+  SELECT pg_catalog.count(*) FILTER (WHERE w.why = ${KEPT.keepLast})::int AS keep_last, pg_catalog.count(*) FILTER (WHERE w.why = ${KEPT.head})::int AS head,
+         pg_catalog.count(*) FILTER (WHERE w.why = ${KEPT.olderThan})::int AS older_than, pg_catalog.count(*) FILTER (WHERE w.why = ${KEPT.grace})::int AS grace,
+         pg_catalog.count(*) FILTER (WHERE w.why IS NULL)::int AS delta
+    FROM kept k LEFT JOIN why w ON ${sameCheckpoint("w", "k")}
+   WHERE NOT EXISTS (SELECT 1 FROM more m WHERE m.${COL.threadId} = k.${COL.threadId} AND m.${COL.checkpointNs} = k.${COL.checkpointNs})
+),
 needed_writes AS MATERIALIZED (
   SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.parentCheckpointId} AS ${COL.checkpointId}
     FROM kept k JOIN ${cp} c ON ${sameCheckpoint("c", "k")} WHERE ${legacy("c")}
@@ -332,6 +354,7 @@ SELECT (SELECT pg_catalog.count(*) FROM gone_c)::int AS checkpoints, (SELECT coa
        (SELECT pg_catalog.count(*) FROM gone_b)::int AS blobs, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_b)::bigint AS blob_bytes,
        ARRAY(SELECT ${COL.threadId} FROM more) AS more_threads, ARRAY(SELECT ${COL.checkpointNs} FROM more) AS more_ns,
        ($10::int IS NOT NULL AND ((SELECT pg_catalog.count(*) FROM orphan_writes) >= $10::int OR (SELECT pg_catalog.count(*) FROM unreferenced) >= $10::int)) AS more_garbage,
+       (SELECT pg_catalog.row_to_json(k) FROM kept_by k) AS kept,
        (SELECT pg_catalog.row_to_json(b) FROM (SELECT ${COL.threadId} AS thread_id, ${COL.checkpointNs} AS checkpoint_ns, ${COL.checkpointId} AS checkpoint_id, reason FROM broken LIMIT 1) b) AS broken${dry ? perThread : ""}`;
 
   /**
@@ -367,4 +390,6 @@ export interface RoundRow {
   write_bytes: string | number;
   blobs: number;
   blob_bytes: string | number;
+  /** The round statement: what its keep set kept, by rule, in the lineages it finished. */
+  kept?: { keep_last: number; head: number; older_than: number; grace: number; delta: number } | string;
 }

@@ -62,10 +62,10 @@ import {
 } from "../errors.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
 import { readOptions, type PruneCounts, type PruneOptions, type PruneResult, type PruneThreadCounts, type Settings } from "./prune-options.js";
-import { addCounts, addPerThread, addRows, zero, type BatchOutcome, type PerThreadRow } from "./prune-counts.js";
+import { addCounts, addKept, addKeptTotals, addPerThread, addRows, zero, zeroKept, type BatchOutcome, type PerThreadRow } from "./prune-counts.js";
 import { buildSql, pruneLockName, type Lineage, type RoundRow, type Sql } from "./prune-sql.js";
 
-export type { PruneCounts, PruneOptions, PruneProgress, PruneResult, PruneThreadCounts } from "./prune-options.js";
+export type { PruneCounts, PruneKept, PruneOptions, PruneProgress, PruneResult, PruneThreadCounts } from "./prune-options.js";
 
 /** A round that hit a lock timeout, a deadlock or a serialization failure is retried this many times, then skipped. */
 const ROUND_ATTEMPTS = 4;
@@ -149,6 +149,8 @@ interface Rules {
   pruneCheckpoints: boolean;
   keepLast: number;
   keepWindowSecs: number;
+  /** null: no olderThan (then what the window keeps, the grace period kept). */
+  olderThanSecs: number | null;
   graceSecs: number;
   expire: boolean;
   idleSecs: number | null;
@@ -163,12 +165,14 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
     keepLast: o.keepLast ?? 0,
     // Kept for their age: younger than olderThan (if given) or than the grace period.
     keepWindowSecs: Math.max(o.olderThanMs === undefined ? 0 : o.olderThanMs / 1000, graceSecs),
+    olderThanSecs: o.olderThanMs === undefined ? null : o.olderThanMs / 1000,
     graceSecs,
     expire: o.idleForMs !== undefined || o.threadTtl,
     idleSecs: o.idleForMs === undefined ? null : o.idleForMs / 1000,
     threadTtl: o.threadTtl,
   };
   const totals = zero();
+  const kept = zeroKept();
   const skipped: string[] = [];
   const perThread: PruneThreadCounts[] = [];
   let threadsScanned = 0;
@@ -184,6 +188,7 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
     batches += 1;
     threadsScanned += threads.length;
     addCounts(totals, outcome.counts);
+    addKeptTotals(kept, outcome.kept);
     if (outcome.threads) perThread.push(...outcome.threads);
     for (const id of outcome.skipped) if (skipped.length < 100) skipped.push(id);
     o.onProgress?.({
@@ -201,6 +206,7 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
   return {
     ...totals,
     dryRun: o.dryRun,
+    kept,
     ...(o.dryRun ? { threads: perThread } : {}),
     threadsScanned,
     batches,
@@ -235,6 +241,7 @@ async function dryBatch(db: Db, { sql, rules }: Job, threads: string[]): Promise
       async (tx) => {
         await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
         const counts = zero();
+        const kept = zeroKept();
         const perThread = new Map<string, PruneThreadCounts>();
         let expired: string[] = [];
         if (rules.expire) {
@@ -249,11 +256,12 @@ async function dryBatch(db: Db, { sql, rules }: Job, threads: string[]): Promise
         if (rest.length > 0) {
           const row = checkWalk((await tx.query<RoundRow & { per_thread: PerThreadRow[] }>(sql.round(true), roundParams(rules, { threads: rest, lineages: null, victims: rules.pruneCheckpoints, budget: null, collect: true, collectBudget: null }))).rows[0]!);
           addRows(counts, row);
+          addKept(kept, row);
           addPerThread(perThread, row.per_thread, false);
         }
         // Byte order, as the batches come (thread_id is COLLATE "C").
         const threadsOut = [...perThread.values()].sort((a, b) => Buffer.compare(Buffer.from(a.threadId), Buffer.from(b.threadId)));
-        return { counts, expired, skipped: [], threads: threadsOut };
+        return { counts, kept, expired, skipped: [], threads: threadsOut };
       },
       { rollback: true },
     ),
@@ -303,6 +311,7 @@ function roundParams(rules: Rules, { threads, lineages, victims, budget, collect
     budget,
     collect,
     collectBudget,
+    rules.olderThanSecs,
   ];
 }
 
@@ -364,6 +373,7 @@ const key = (l: Lineage) => `${l.thread}\u0000${l.ns}`;
 async function realBatch(db: Db, job: Job, threads: string[]): Promise<BatchOutcome> {
   const { sql, o, rules } = job;
   const counts = zero();
+  const kept = zeroKept();
   const skipped = new Set<string>();
   let expired: string[] = [];
 
@@ -377,7 +387,7 @@ async function realBatch(db: Db, job: Job, threads: string[]): Promise<BatchOutc
         return { ids: rows.map((r) => r.thread_id), claimed: claimed.threads };
       }),
     );
-    if (idle === undefined) return { counts: { ...counts, threadsSkipped: threads.length }, expired, skipped: threads };
+    if (idle === undefined) return { counts: { ...counts, threadsSkipped: threads.length }, kept, expired, skipped: threads };
     for (const t of threads) if (!idle.claimed.includes(t)) skipped.add(t);
     live = idle.claimed;
     if (idle.ids.length > 0) {
@@ -429,6 +439,7 @@ async function realBatch(db: Db, job: Job, threads: string[]): Promise<BatchOutc
       for (const l of r.missed) busy.set(key(l), l);
       if (!r.row) break;
       addRows(counts, r.row);
+      addKept(kept, r.row);
       todo = moreOf(r.row);
       todoThreads = [...new Set(todo.map((l) => l.thread))];
     }
@@ -466,7 +477,7 @@ async function realBatch(db: Db, job: Job, threads: string[]): Promise<BatchOutc
     collect = r.threads;
   }
   counts.threadsSkipped = skipped.size;
-  return { counts, expired, skipped: [...skipped] };
+  return { counts, kept, expired, skipped: [...skipped] };
 }
 
 async function deleteRound(tx: Queryable, { sql, o, rules }: Job, lineages: Lineage[]): Promise<RoundResult> {

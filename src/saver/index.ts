@@ -1,7 +1,7 @@
 /**
  * The saver: `PostgresSaver`, LangGraph's `BaseCheckpointSaver` on our tables.
- * The class and its public methods (saver.ts; its options in options.ts; the
- * state its parts share in context.ts), the write path (write.ts: put and
+ * The class and its public methods (saver.ts; its options in options.ts, what
+ * `open()` does in open.ts; the state its parts share in context.ts), the write path (write.ts: put and
  * putWrites, their values encoded in encode.ts, several putWrites of a lineage
  * sent as one statement by coalesce.ts), the read path (read.ts: rows back
  * into tuples; filter.ts: list's metadata filter), what a put does to its
@@ -16,4 +16,4 @@
 export { PostgresSaver } from "./saver.js";
 export type { CopyThreadOptions, CopyThreadResult } from "./copy.js";
 export type { RetentionOptions } from "./retention.js";
-export { ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions, type SetupOptions, type LineageMode } from "./options.js";
+export { ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions, type SetupOptions, type OpenOptions, type LineageMode } from "./options.js";

@@ -20,18 +20,28 @@ import {
 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { isPGlite, pgliteDb, poolDb, type PGliteLike } from "../db/db.js";
-import { DEFAULT_DATA_DIR, openEmbedded } from "../db/embedded.js";
 import { runMigrations, type MigrateResult } from "../db/migrate.js";
 import { InvalidInputError, InvalidOptionsError, ThreadDeletedError } from "../errors.js";
 import { emit, guard } from "../events.js";
 import { MsgpackSerializer } from "../serde/serde.js";
-import { LIMITS, checkKey, readConfig } from "../validate.js";
+import { LIMITS, checkKey, readConfig, threadIdOf, withStringThreadId } from "../validate.js";
 import { Coalescer } from "./coalesce.js";
+import { openSaver } from "./open.js";
 import type { SaverContext } from "./context.js";
 import { readFilter } from "./filter.js";
 import { InFlight, ThreadOrder } from "./inflight.js";
 import { RunLeases, runPut } from "./lineage.js";
-import { BOUNDED_POOL, checkedSettings, saverOptions, type LineageMode, type PostgresSaverOptions, type SetupOptions } from "./options.js";
+import {
+  BOUNDED_POOL,
+  CONN_STRING_OPTIONS,
+  checkOptionKeys,
+  checkedSettings,
+  saverOptions,
+  type LineageMode,
+  type OpenOptions,
+  type PostgresSaverOptions,
+  type SetupOptions,
+} from "./options.js";
 import { buildQueries, type ListWhere, type ReadRow } from "./queries.js";
 import { Runner } from "./runner.js";
 import { toDeltaHistory, toTuples, type DeltaRow } from "./read.js";
@@ -45,6 +55,7 @@ import { encodePut, encodeWrites, sendWrites } from "./write.js";
 
 /** Page size of `list` when no limit is given: memory stays bounded on long threads. */
 const LIST_PAGE = 100;
+
 
 /**
  * A LangGraph checkpointer that makes every thread durable in Postgres.
@@ -164,7 +175,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (typeof connectionString !== "string" || connectionString === "") {
       throw new InvalidOptionsError("connectionString", "expected a postgres:// URL");
     }
-    const { pool: poolConfig, ...saverOptions } = options ?? {};
+    const { pool: poolConfig, ...saverOptions } = checkOptionKeys(options ?? {}, CONN_STRING_OPTIONS, "fromConnString()") as PostgresSaverOptions & { pool?: pg.PoolConfig };
     const pool = new pg.Pool({ ...BOUNDED_POOL, ...poolConfig, connectionString });
     return PostgresSaver.#owning(pool, saverOptions, () => pool.end());
   }
@@ -183,41 +194,32 @@ export class PostgresSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * A saver on `databaseUrl` (default: the `DATABASE_URL` environment
-   * variable) or, when there is none, on the embedded database (PGlite)
-   * persisted in `dataDir` (default `./.langgraph-pg`), locked to this process.
-   * Migrates the schema unless `migrate: false`. The saver owns what it
-   * opened: {@link end} closes it.
+   * A saver on a Postgres server, or on the embedded database (PGlite in a
+   * local folder, locked to this process), migrated unless `migrate: false`.
+   * The saver owns what it opened: {@link end} closes it.
+   *
+   * Which database: `databaseUrl`; else the embedded one when asked for
+   * (`embedded: true`, or a `dataDir`); else the `DATABASE_URL` environment
+   * variable; else the embedded database in `./.langgraph-pg`, a fallback
+   * refused with `NODE_ENV=production` ({@link DatabaseUrlMissingError}) and
+   * announced with one line on stderr elsewhere (see `log`). Every option is
+   * checked before anything is opened or created. A server that is not
+   * reachable yet is waited for (`retry`); after two seconds each failed
+   * attempt is said on stderr too.
    *
    * @example
    * ```ts
-   * const checkpointer = await PostgresSaver.open(); // DATABASE_URL, or ./.langgraph-pg
+   * const checkpointer = await PostgresSaver.open(); // DATABASE_URL, or ./.langgraph-pg (not in production)
    * const graph = builder.compile({ checkpointer });
    * // ...
    * await checkpointer.end();
    * ```
    */
-  static async open(
-    options: PostgresSaverOptions & SetupOptions & { databaseUrl?: string; dataDir?: string; migrate?: boolean; pool?: pg.PoolConfig } = {},
-  ): Promise<PostgresSaver> {
-    const { databaseUrl, dataDir, migrate, pool, adopt, retry, ...saverOptions } = options;
-    const url = databaseUrl ?? process.env.DATABASE_URL;
-    let saver: PostgresSaver;
-    if (url) {
-      saver = PostgresSaver.fromConnString(url, { ...saverOptions, pool });
-    } else {
-      const embedded = await openEmbedded(dataDir ?? DEFAULT_DATA_DIR);
-      saver = PostgresSaver.#owning(embedded.db, saverOptions, embedded.close);
-    }
-    if (migrate !== false) {
-      try {
-        await saver.setup({ adopt, retry });
-      } catch (err) {
-        await saver.end();
-        throw err;
-      }
-    }
-    return saver;
+  static open(options: OpenOptions = {}): Promise<PostgresSaver> {
+    return openSaver(options, {
+      onServer: (url, o) => PostgresSaver.fromConnString(url, o),
+      onEmbedded: (db, o, close) => PostgresSaver.#owning(db, o, close),
+    });
   }
 
   /**
@@ -302,6 +304,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    config = withStringThreadId(config);
     return this.#order.deliver(config, this.#getTuple(config));
   }
 
@@ -332,7 +335,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
-    const { threadId, checkpointNs, checkpointId } = readConfig(config ?? {}, "list", false);
+    const { threadId, checkpointNs, checkpointId } = readConfig(withStringThreadId(config) ?? {}, "list", false);
     const { limit, before, filter } = options ?? {};
     if (limit !== undefined && limit !== null && (!Number.isInteger(limit) || limit < 0)) {
       throw new InvalidInputError("list options.limit", "expected a non-negative integer");
@@ -370,6 +373,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    config = withStringThreadId(config);
     const key = InFlight.keyOf(config);
     const put = this.#coalescer.during(key, () => this.#putOrRelease(config, checkpoint, metadata, newVersions));
     return this.#order.deliver(config, this.#inFlight.track(key, this.#puts.track(key, put)));
@@ -406,6 +410,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+    config = withStringThreadId(config);
     return this.#order.deliver(config, this.#inFlight.track(InFlight.keyOf(config), this.#putWritesOrRelease(config, writes, taskId, taskPath)));
   }
 
@@ -459,8 +464,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * await saver.deleteThread("chat-42");
    * ```
    */
-  async deleteThread(threadId: string): Promise<void> {
-    checkKey("deleteThread threadId", threadId, LIMITS.thread_id);
+  async deleteThread(id: string | number): Promise<void> {
+    const threadId = threadIdOf("deleteThread threadId", id);
     await this.#runner.ensureReady();
     try {
       await deleteThread(this.#ctx, threadId);
@@ -505,6 +510,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   override getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {
+    if (options?.config) options = { ...options, config: withStringThreadId(options.config) };
     return this.#order.deliver(options?.config, this.#getDeltaChannelHistory(options));
   }
 
