@@ -337,7 +337,9 @@ SELECT d.refused, d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fas
      * Blob values travel as one binary
      * bytea ($19) cut by offsets ($12) and lengths ($18, -1 for NULL): a bytea[]
      * would be sent as hex text, twice the bytes and an encode on each side.
-     * Returns head_id (the head before), ok, fast, moved (1: the head now points here),
+     * First of all the thread's tombstone gate (tombstones.ts): a put continuing a
+     * deleted thread writes nothing (`refused`, the reason).
+     * Returns refused, head_id (the head before), ok, fast, moved (1: the head now points here),
      * inserted (1 new row, 0 re-put/rejected), blobs.
      */
     put: putStatement(false),
@@ -364,6 +366,8 @@ SELECT d.refused, d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fas
      * repeated special writes): ON CONFLICT cannot touch one row twice.
      * $1 thread, $2 ns, $3 checkpoint id, $4 task id, $5 task path,
      * $6 idx int[], $7 channels, $8 types, $9 offsets, $10 lengths, $11 all values as one bytea.
+     * Nothing is written when the thread's tombstone gate refuses them (tombstones.ts):
+     * returns `refused`, NULL or the reason.
      */
     putWrites: `
 WITH gate AS MATERIALIZED (SELECT ${gateCall(schema, { thread: "$1", ns: "$2", ids: "ARRAY[$3::text]", starts: "false" })} AS refused
