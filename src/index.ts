@@ -10,7 +10,7 @@ export * from "./saver/index.js";
 export * from "./db/index.js";
 export * from "./ops/index.js";
 export * from "./serde/index.js";
-export type { SaverEvent, EventHandler, HandlerErrorHandler, HandlerErrorInfo } from "./events.js";
+export type { SaverEvent, RetentionEvent, EventHandler, HandlerErrorHandler, HandlerErrorInfo } from "./events.js";
 export { withConflictRetry, withRetry, type ConflictRetryOptions, type WithRetryOptions } from "./retry.js";
 export {
   CheckpointerError,
@@ -25,6 +25,9 @@ export {
   AdoptionRolledBackError,
   CheckpointConflictError,
   CheckpointParentMissingError,
+  ThreadDeletedError,
+  ThreadCopyError,
+  type ThreadCopyRefusal,
   SerializationError,
   DeserializationError,
   DatabaseOperationError,

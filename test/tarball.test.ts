@@ -257,15 +257,16 @@ describe("the packed package, installed in an empty project", () => {
     const program = (load: string) => `${load}
       const { getTableConfig } = require("drizzle-orm/pg-core");
       const shape = (t) => { const c = getTableConfig(t); return { schema: c.schema ?? null, name: c.name, columns: c.columns.map((col) => col.name), keys: c.primaryKeys.map((k) => k.getName()) }; };
-      const tables = [s.checkpoints, s.checkpointWrites, s.checkpointBlobs, s.checkpointHeads];
+      const tables = [s.checkpoints, s.checkpointWrites, s.checkpointBlobs, s.checkpointHeads, s.checkpointTombstones, s.checkpointerRetention];
       const agents = s.checkpointTables("cjs_app");
-      console.log(JSON.stringify({ exports: Object.keys(s).sort(), tables: tables.map(shape), agents: [agents.checkpoints, agents.checkpointWrites, agents.checkpointBlobs, agents.checkpointHeads].map(shape) }));`;
+      const named = [agents.checkpoints, agents.checkpointWrites, agents.checkpointBlobs, agents.checkpointHeads, agents.checkpointTombstones, agents.checkpointerRetention];
+      console.log(JSON.stringify({ exports: Object.keys(s).sort(), tables: tables.map(shape), agents: named.map(shape) }));`;
     writeFileSync(join(app, "schema-esm.mjs"), program('import { createRequire } from "node:module"; const require = createRequire(import.meta.url); const s = await import("langgraph-checkpoint-pg/schema");'));
     writeFileSync(join(app, "schema-cjs.cjs"), program('const s = require("langgraph-checkpoint-pg/schema");'));
     const [esm, cjs] = await Promise.all([sh("node schema-esm.mjs"), sh("node schema-cjs.cjs")]);
     const [a, b] = [JSON.parse(ok(esm)), JSON.parse(ok(cjs))];
     expect(a).toEqual(b);
-    expect(a.exports).toEqual(["checkpointBlobs", "checkpointHeads", "checkpointTables", "checkpointWrites", "checkpoints"]);
+    expect(a.exports).toEqual(["checkpointBlobs", "checkpointHeads", "checkpointTables", "checkpointTombstones", "checkpointWrites", "checkpointerRetention", "checkpoints"]);
     // Every table the migrations made, column for column (cjs_app was migrated by the test above).
     const { rows } = await db.pool.query(
       `SELECT c.relname AS name, array_agg(a.attname::text ORDER BY a.attnum) AS columns

@@ -1,5 +1,5 @@
 /**
- * The commands that change rows: delete, import, prune and compact.
+ * The commands that change rows: delete, copy, import, prune and compact.
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { compact, type CompactResult } from "../ops/compact.js";
@@ -49,6 +49,29 @@ export async function deleteThreadsCommand(c: Common & { threadIds: string[]; dr
   });
 }
 
+export async function copyThreadCommand(
+  c: Common & { from: string; to: string; upTo: string | undefined; overwrite: boolean; module: string | undefined; dryRun: boolean },
+  io: Io,
+): Promise<number> {
+  const serde = c.module === undefined ? undefined : await serdeFrom(c.module);
+  return withConnection(c, false, async (conn) => {
+    const where = `schema ${JSON.stringify(c.schema)} of ${conn.label}`;
+    const saver = new PostgresSaver(conn.pool, { schema: c.schema, ...(serde ? { serde } : {}) });
+    const r = await saver.copyThread(c.from, c.to, { ...(c.upTo !== undefined ? { upTo: c.upTo } : {}), overwrite: c.overwrite, dryRun: c.dryRun });
+    if (c.json) {
+      io.out(json({ database: conn.label, schema: c.schema, dryRun: c.dryRun, from: c.from, to: c.to, upTo: c.upTo ?? null, ...r }));
+      return EXIT.OK;
+    }
+    const st = styleFor(process.stdout);
+    const what =
+      `thread ${st.cyan(JSON.stringify(c.from))}${c.upTo ? ` up to checkpoint ${c.upTo}` : ""} to ${st.cyan(JSON.stringify(c.to))} in ${where}: ` +
+      `${r.checkpoints} checkpoints, ${r.writes} writes, ${r.blobs} blobs` +
+      (r.overwrote ? ` (replacing the thread ${JSON.stringify(c.to)} held)` : "");
+    io.out(c.dryRun ? `${st.yellow("Dry run")}: would copy ${what}. Nothing was written; run it again without --dry-run to copy.` : `Copied ${what}.`);
+    return EXIT.OK;
+  });
+}
+
 export async function importCommand(c: Common & { file: string | undefined; skipExisting: boolean }, io: Io): Promise<number> {
   return withConnection(c, false, async (conn) => {
     const where = `schema ${JSON.stringify(c.schema)} of ${conn.label}`;
@@ -79,6 +102,7 @@ export async function pruneCommand(
     threadTtl: boolean | undefined;
     threadIds: string[] | undefined;
     grace: string | undefined;
+    keepTombstones: string | undefined;
     yes: boolean;
   },
   io: Io,
@@ -103,6 +127,7 @@ export async function pruneCommand(
         ...(c.threadTtl !== undefined ? { threadTtl: c.threadTtl } : {}),
         ...(c.threadIds !== undefined ? { threadIds: c.threadIds } : {}),
         ...(c.grace !== undefined ? { grace: c.grace } : {}),
+        ...(c.keepTombstones !== undefined ? { keepTombstones: c.keepTombstones } : {}),
         onProgress: (p) =>
           bar.update(
             `${dryRun ? "dry run" : "pruning"}: ${p.threadsScanned} threads, ${p.totals.checkpoints} checkpoints, ` +
@@ -119,7 +144,8 @@ export async function pruneCommand(
       const st = styleFor(process.stdout);
       const what =
         `${result.checkpoints} checkpoints, ${result.writes} writes, ${result.blobs} blobs (${formatBytes(result.bytes)})` +
-        (result.threadsExpired ? `, including ${result.threadsExpired} idle or expired thread(s)` : "");
+        (result.threadsExpired ? `, including ${result.threadsExpired} idle or expired thread(s)` : "") +
+        (result.tombstones ? `, and ${result.tombstones} tombstone(s) of deleted threads` : "");
       if (dryRun && result.threads && result.threads.length > 0) {
         const right = (header: string) => ({ header, align: "right" as const });
         const shown = result.threads.slice(0, PRUNE_ROWS_SHOWN);
@@ -186,15 +212,7 @@ export async function compactCommand(
   c: Common & { threadIds: string[] | undefined; dryRun: boolean; batchSize: number; module: string | undefined },
   io: Io,
 ): Promise<number> {
-  let serde: SerializerProtocol | undefined;
-  if (c.module !== undefined) {
-    const spec = await loadModule(c.module, "serializer", "serde");
-    const s = spec.serde as Partial<SerializerProtocol> | undefined;
-    if (typeof s?.dumpsTyped !== "function" || typeof s.loadsTyped !== "function") {
-      throw new NotFoundError(`the module ${JSON.stringify(c.module)} does not export serde, a serializer (with dumpsTyped and loadsTyped)`);
-    }
-    serde = s as SerializerProtocol;
-  }
+  const serde = c.module === undefined ? undefined : await serdeFrom(c.module);
   return withConnection(c, false, async (conn) => {
     const bar = progress();
     let result: CompactResult;
@@ -231,4 +249,14 @@ export async function compactCommand(
     }
     return EXIT.OK;
   });
+}
+
+/** The serializer a `--module` exports as `serde`. */
+async function serdeFrom(module: string): Promise<SerializerProtocol> {
+  const spec = await loadModule(module, "serializer", "serde");
+  const s = spec.serde as Partial<SerializerProtocol> | undefined;
+  if (typeof s?.dumpsTyped !== "function" || typeof s.loadsTyped !== "function") {
+    throw new NotFoundError(`the module ${JSON.stringify(module)} does not export serde, a serializer (with dumpsTyped and loadsTyped)`);
+  }
+  return s as SerializerProtocol;
 }

@@ -52,6 +52,7 @@ Commands:
   status                applied and pending migrations, row counts per table
   threads               recent threads: checkpoints, namespaces, size, last update
   threads delete <id>   delete threads whole (--dry-run: what would go)
+  threads copy <a> <b>  copy a thread's history to another thread id (--up-to: part of it)
   history <thread>      a thread's checkpoints as a tree, per namespace
   show <thread> [id]    one checkpoint, decoded: metadata, channel values, pending writes
   export [thread...]    threads as JSON lines (--all: every thread)
@@ -168,25 +169,58 @@ const COMMANDS: Record<string, CommandSpec> = {
   },
 
   threads: {
-    usage: "threads [--limit <n>] [--json]  |  threads delete <thread>... [--dry-run] [--json]",
+    usage:
+      "threads [--limit <n>] [--json]  |  threads delete <thread>... [--dry-run] [--json]  |  " +
+      "threads copy <from> <to> [--up-to <checkpoint>] [--overwrite] [--module <file>] [--dry-run] [--json]",
     summary:
       "Recently updated threads: checkpoints, namespaces, writes, blobs, stored size, last update.\n" +
       "`threads delete` deletes threads whole (every namespace: checkpoints, writes, blobs), each in\n" +
       "one transaction, as the saver's deleteThread does; with --dry-run it prints what would go.\n" +
-      "A thread that does not exist is an error (exit 1) and nothing is deleted.",
+      "A thread that does not exist is an error (exit 1) and nothing is deleted. A deleted thread\n" +
+      "stays deleted: a run still going on it cannot write it back (README, \"Deleted threads stay deleted\").\n" +
+      "`threads copy` copies a thread's history (every namespace, values, pending writes) to another\n" +
+      "thread id in one transaction, as the saver's copyThread does: the copy reads exactly as the\n" +
+      "source at every checkpoint. An existing target is refused (exit 1) unless --overwrite.",
     options: `  --limit <n>           at most n threads (default 20)
-  --dry-run             (delete) print what would be deleted; delete nothing
+  --dry-run             (delete, copy) print what would be deleted or copied; change nothing
+  --up-to <checkpoint>  (copy) only the history up to this checkpoint of the root namespace,
+                        which becomes the copy's head
+  --overwrite           (copy) replace a target thread that exists (it is deleted first)
+  --module <file>       (copy) a module exporting \`serde\`, the saver's serializer, when it
+                        encrypts values (EncryptedSerializer): they are sealed for the copy's rows
   --json                print as JSON`,
     examples: `  ${BIN} threads --limit 5
   ${BIN} threads delete 12345 --dry-run
-  ${BIN} threads delete 12345 67890`,
+  ${BIN} threads delete 12345 67890
+  ${BIN} threads copy 12345 12345-branch --up-to 1f1ec622-c863-68a0-ffff-83f2a13c33b4`,
     async run(argv, io) {
       const { values, positionals: rest } = parse("threads", argv, {
         ...CONNECTION_OPTIONS,
         ...JSON_OPTION,
         limit: { type: "string" },
         "dry-run": { type: "boolean" },
+        "up-to": { type: "string" },
+        overwrite: { type: "boolean" },
+        module: { type: "string" },
       });
+      const copyOnly = (["up-to", "overwrite", "module"] as const).find((k) => values[k] !== undefined);
+      if (copyOnly !== undefined && rest[0] !== "copy") throw new UsageError(`--${copyOnly}: only with threads copy`, "threads");
+      if (rest[0] === "copy") {
+        if (values.limit !== undefined) throw new UsageError("--limit: not an option of threads copy", "threads");
+        positionals("threads", rest.slice(1), ["from", "to"], 2);
+        const [from, to] = rest.slice(1).map((t, i) => keyArg("threads", { what: i === 0 ? "<from>" : "<to>", value: t, limit: "thread_id" }));
+        if (from === to) throw new UsageError("<to>: is the same thread as <from>; copy to another thread id", "threads");
+        const c = {
+          ...common("threads", values),
+          from: from!,
+          to: to!,
+          upTo: values["up-to"] === undefined ? undefined : keyArg("threads", { what: "--up-to", value: values["up-to"], limit: "checkpoint_id" }),
+          overwrite: values.overwrite === true,
+          module: values.module,
+          dryRun: values["dry-run"] === true,
+        };
+        return (await commands()).copyThreadCommand(c, io);
+      }
       if (rest[0] === "delete") {
         if (rest.length < 2) throw new UsageError("missing argument <thread>", "threads");
         if (values.limit !== undefined) throw new UsageError("--limit: not an option of threads delete", "threads");
@@ -197,8 +231,10 @@ const COMMANDS: Record<string, CommandSpec> = {
         };
         return (await commands()).deleteThreadsCommand(c, io);
       }
-      if (rest.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(rest[0])} (to delete threads: threads delete <thread>...)`, "threads");
-      if (values["dry-run"]) throw new UsageError("--dry-run: only with threads delete", "threads");
+      if (rest.length > 0) {
+        throw new UsageError(`unexpected argument ${JSON.stringify(rest[0])} (threads delete <thread>..., or threads copy <from> <to>)`, "threads");
+      }
+      if (values["dry-run"]) throw new UsageError("--dry-run: only with threads delete or threads copy", "threads");
       const c = { ...common("threads", values), limit: positiveInt("threads", "limit", values.limit, 20) };
       return (await commands()).threadsCommand(c, io);
     },
@@ -298,11 +334,12 @@ const COMMANDS: Record<string, CommandSpec> = {
   },
 
   prune: {
-    usage: "prune [--keep-last <n>] [--older-than <dur>] [--idle-for <dur>] [--ttl | --no-ttl] [--dry-run | --yes]",
+    usage: "prune [--keep-last <n>] [--older-than <dur>] [--idle-for <dur>] [--ttl | --no-ttl] [--keep-tombstones <dur>] [--dry-run | --yes]",
     summary:
       "Retention. Deletes checkpoints outside the last N of each lineage and/or older than a\n" +
       "duration (the head always stays), whole threads idle for a duration or past the TTL\n" +
-      "their saver recorded, and the writes and blobs nothing needs any more. Safe while\n" +
+      "their saver recorded, the writes and blobs nothing needs any more, and deleted threads'\n" +
+      "tombstones older than --keep-tombstones. Safe while\n" +
       "graphs run (short transactions per batch; busy threads are skipped and reported).\n" +
       "A DRY RUN unless --yes: it prints what would be deleted, per thread. Durations: 30d, 12h, 1h30m, 500ms.\n" +
       "Progress is shown on a terminal; Ctrl-C stops after the current batch.",
@@ -314,6 +351,8 @@ const COMMANDS: Record<string, CommandSpec> = {
   --no-ttl              do not enforce ttls
   --thread <id>         only this thread (repeatable)
   --grace <dur>         leave anything younger alone: a running graph's work (default 15m; 0 = off)
+  --keep-tombstones <dur>  keep a deleted thread's tombstone this long: runs still going on it
+                        cannot write it back meanwhile (default 7d; 0 = collect them all)
   --dry-run             print what would be deleted, per thread; delete nothing (the default)
   --yes                 delete for real
   --json                print the result as JSON (a dry run: with every thread's counts)`,
@@ -331,6 +370,7 @@ const COMMANDS: Record<string, CommandSpec> = {
         "no-ttl": { type: "boolean" },
         thread: { type: "string", multiple: true },
         grace: { type: "string" },
+        "keep-tombstones": { type: "string" },
         yes: { type: "boolean" },
         "dry-run": { type: "boolean" },
       });
@@ -341,6 +381,7 @@ const COMMANDS: Record<string, CommandSpec> = {
       const olderThan = durationArg("prune", "older-than", values["older-than"]);
       const idleFor = durationArg("prune", "idle-for", values["idle-for"]);
       const grace = values.grace === "0" ? "0" : durationArg("prune", "grace", values.grace);
+      const keepTombstones = values["keep-tombstones"] === "0" ? "0" : durationArg("prune", "keep-tombstones", values["keep-tombstones"]);
       if (keepLast === undefined && olderThan === undefined && idleFor === undefined && !values.ttl) {
         throw new UsageError("no retention rule: give --keep-last, --older-than, --idle-for, or --ttl", "prune");
       }
@@ -352,6 +393,7 @@ const COMMANDS: Record<string, CommandSpec> = {
         threadTtl: values["no-ttl"] ? false : values.ttl ? true : undefined,
         threadIds: values.thread?.map((t) => keyArg("prune", { what: "--thread", value: t, limit: "thread_id" })),
         grace,
+        keepTombstones,
         yes: values.yes === true,
       };
       return (await commands()).pruneCommand(c, io);
@@ -460,9 +502,10 @@ const COMMANDS: Record<string, CommandSpec> = {
     usage: "grants --role <role> [--schema <name>] [--revoke-public-temp]",
     summary:
       "Prints the statements that let an application role run every saver operation and\n" +
-      "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the four\n" +
-      "tables (checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads), SELECT on\n" +
-      "checkpointer_migrations; then it revokes what the role does not need\n" +
+      "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the six\n" +
+      "tables (checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads, checkpoint_tombstones,\n" +
+      "checkpointer_retention), SELECT on checkpointer_migrations, EXECUTE on the write gate\n" +
+      "(checkpointer_thread_gate); then it revokes what the role does not need\n" +
       "(CREATE on the schema, TRUNCATE/REFERENCES/TRIGGER, TEMPORARY on the database). Run\n" +
       "migrations as the schema owner, then run these as the owner. Needs no database connection.",
     options: `  --role <role>         the application's role (required)

@@ -10,6 +10,7 @@ import { quoteIdent } from "../validate.js";
 import { ADOPTION_SQLSTATE, ADOPTION_TABLE, BRIDGE, BRIDGE_DELETE, FORGET, GUARD, lockOfficial, PY_TASK_PATH, ROLLED_BACK, TABLES } from "./adopt.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js";
 import { ELEMENTS_CHANNEL } from "../saver/elements.js";
+import { gateCall, lockForDelete, upsertTombstones } from "../saver/tombstones.js";
 
 // Our tables' columns come from names.ts (C, H, W, B); the official tables' (`${s}.…`, `NEW.…`, `gone`
 // on their triggers) are the official saver's layout, written as its own names: the same words, not ours.
@@ -156,6 +157,24 @@ ON CONFLICT (${BLOB_KEY}) DO NOTHING`;
                        to_json(${lit(ELEMENTS_CHANNEL)}::text), ${lit(quoteIdent(schema))}, to_json(NEW.thread_id), to_json(NEW.checkpoint_ns));
   END IF;`;
 
+  /**
+   * The tombstone gate (saver/tombstones.ts) for an official write, first: its
+   * lock before any row's, as in this package's own writes. A write continuing
+   * a thread deleted here (on either side) is refused (LGB04), so a rollback
+   * cannot bring it back either. Blobs carry no checkpoint id: their gate only
+   * waits for a deletion in progress; the put's checkpoint, in the same
+   * transaction, is the one refused. Writes are refused only when they name
+   * the deleted history (see the write trigger).
+   */
+  const gate = (ids: string, starts: string) => `refused := ${gateCall(schema, { thread: "NEW.thread_id", ns: "NEW.checkpoint_ns", ids, starts })};
+  IF refused IS NOT NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.threadDeleted}',
+      MESSAGE = format('langgraph-checkpoint-pg: thread %s (namespace %s) was deleted; this official write continues its deleted history (%s). Nothing was written.',
+                       to_json(NEW.thread_id), to_json(NEW.checkpoint_ns), refused);
+  END IF;`;
+  /** A deletion's lock on each thread it deleted rows of (saver/tombstones.ts), in thread order, before it touches ours. */
+  const lockDeleted = `PERFORM ${lockForDelete(schema, "d.thread_id")} FROM (SELECT DISTINCT g.thread_id FROM gone g ORDER BY 1) AS d;`;
+
   return [
     `CREATE TABLE ${t}.${ADOPTION_TABLE} (
   one boolean PRIMARY KEY DEFAULT true CHECK (one),
@@ -194,7 +213,8 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
       "checkpointer_bridge_blob",
       { schema: from, tables: ["checkpoint_blobs"], trigger: BRIDGE, when: "AFTER", level: "ROW", ops: ["INSERT", "UPDATE"] },
       `${refuseReserved(`NEW.channel = ${lit(ELEMENTS_CHANNEL)}`)}
-  -- The lineage head first: the lock order of this package's put (head, then blobs and row).
+  ${gate("ARRAY[]::text[]", "true")}
+  -- The lineage head next: the lock order of this package's put (gate, head, then blobs and row).
   SELECT h.${H.checkpointId} INTO head FROM ${t}.${H.table} h WHERE h.${H.threadId} = NEW.thread_id AND h.${H.checkpointNs} = NEW.checkpoint_ns FOR UPDATE;
   -- Values for a thread our saver continued would serve only a fork from an older state (its checkpoint is refused
   -- below): refused here already, so nothing of it reaches our tables.
@@ -202,13 +222,17 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
   INSERT INTO ${t}.${B.table} (${BLOB_COLS})
   VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.channel, NEW.version, ${retag("NEW.type")}, NEW.blob)
   ON CONFLICT (${BLOB_KEY}) DO NOTHING;`,
-      "head text;",
+      "head text; refused text;",
     ),
     ...fn(
       schema,
       "checkpointer_bridge_checkpoint",
       { schema: from, tables: ["checkpoints"], trigger: BRIDGE, when: "AFTER", level: "ROW", ops: ["INSERT", "UPDATE"] },
       `${refuseReserved(`NEW.checkpoint -> 'channel_versions' ? ${lit(ELEMENTS_CHANNEL)}`)}
+  ${gate(
+    "ARRAY[NEW.checkpoint_id, NEW.parent_checkpoint_id]::text[]",
+    "(NEW.parent_checkpoint_id IS NULL AND NOT coalesce(jsonb_typeof(NEW.metadata -> 'parents') = 'object' AND NEW.metadata -> 'parents' <> '{}'::jsonb, false))",
+  )}
   SELECT h.${H.checkpointId} INTO head FROM ${t}.${H.table} h
    WHERE h.${H.threadId} = NEW.thread_id AND h.${H.checkpointNs} = NEW.checkpoint_ns FOR UPDATE;
   -- A re-put of the head itself is not a fork.
@@ -227,13 +251,16 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
   VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, tasks)
   ON CONFLICT (${cols(H.threadId, H.checkpointNs)}) DO UPDATE
      SET ${H.checkpointId} = EXCLUDED.${H.checkpointId}, ${H.hasPendingTasks} = EXCLUDED.${H.hasPendingTasks}, ${H.movedAt} = now(), ${H.rowVersion} = h.${H.rowVersion} + 1;`,
-      "head text; tasks boolean;",
+      "head text; tasks boolean; refused text;",
     ),
     ...fn(
       schema,
       "checkpointer_bridge_write",
       { schema: from, tables: ["checkpoint_writes"], trigger: BRIDGE, when: "AFTER", level: "ROW", ops: ["INSERT", "UPDATE"] },
-      `-- Writes on a thread our saver continued would be replayed from an older checkpoint: refused too.
+      `-- The official saver sends a run's writes without waiting for the put of their checkpoint: those of a new
+  -- conversation may come before the put that starts it, so only the deleted history is refused here.
+  ${gate("ARRAY[NEW.checkpoint_id]::text[]", "true")}
+  -- Writes on a thread our saver continued would be replayed from an older checkpoint: refused too.
   SELECT h.${H.checkpointId} INTO head FROM ${t}.${H.table} h WHERE h.${H.threadId} = NEW.thread_id AND h.${H.checkpointNs} = NEW.checkpoint_ns;
   ${refuseMovedOn}
   IF TG_OP = 'INSERT' THEN
@@ -247,7 +274,7 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
        SET ${W.channel} = EXCLUDED.${W.channel}, ${W.type} = EXCLUDED.${W.type}, ${W.value} = EXCLUDED.${W.value}, ${W.taskPath} = EXCLUDED.${W.taskPath},
            ${W.rowVersion} = w.${W.rowVersion} + 1;
   END IF;`,
-      "head text;",
+      "head text; refused text;",
     ),
     // Deletes go both ways with no switch to skip a trigger (any client could set one, issue 26 row 7): each side
     // deletes what the other deleted, and the echo stops at the first statement that found nothing left.
@@ -257,6 +284,19 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
         `checkpointer_bridge_delete_${table}`,
         { schema: from, tables: [table], trigger: BRIDGE_DELETE, when: "AFTER", level: "STATEMENT", ops: ["DELETE"] },
         `${returnWhenNoneGone}
+  ${lockDeleted}${
+    table === "checkpoints"
+      ? `
+  -- Threads the official saver deleted whole (its deleteThread) leave a tombstone here, as this package's deleteThread does.
+  ${upsertTombstones(
+    schema,
+    `SELECT d.thread_id, GREATEST(d.last, (SELECT max(x.${C.checkpointId}) FROM ${t}.${C.table} x WHERE x.${C.threadId} = d.thread_id COLLATE "C"),
+                                  (SELECT max(x.${W.checkpointId}) FROM ${t}.${W.table} x WHERE x.${W.threadId} = d.thread_id COLLATE "C"))
+    FROM (SELECT g.thread_id, max(g.checkpoint_id COLLATE "C") AS last FROM gone g
+           WHERE NOT EXISTS (SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = g.thread_id) GROUP BY g.thread_id) AS d`,
+  )};`
+      : ""
+  }
   DELETE FROM ${t}.${OURS[table]} x USING gone g WHERE ${eq("x", "g", { a: ourKeys[table], b: officialKeys[table] }, '"C"')};${
     table === "checkpoints"
       ? `

@@ -80,6 +80,8 @@ export const ADOPTION_SQLSTATE = {
   finished: "LGB02",
   /** A write to our schema after it was rolled back. */
   rolledBack: "LGB03",
+  /** An official write continuing a thread that was deleted (saver/tombstones.ts). */
+  threadDeleted: "LGB04",
 } as const;
 
 export type AdoptionState = "bridging" | "finished" | "rolled-back";

@@ -5,7 +5,7 @@ import type { PruneCounts, PruneKept, PruneThreadCounts } from "./prune-options.
 import type { RoundRow } from "./prune-sql.js";
 
 export function zero(): PruneCounts {
-  return { checkpoints: 0, writes: 0, blobs: 0, checkpointBytes: 0, writeBytes: 0, blobBytes: 0, threadsExpired: 0, threadsSkipped: 0 };
+  return { checkpoints: 0, writes: 0, blobs: 0, checkpointBytes: 0, writeBytes: 0, blobBytes: 0, threadsExpired: 0, threadsSkipped: 0, tombstones: 0 };
 }
 
 export function addRows(into: PruneCounts, row: RoundRow): void {

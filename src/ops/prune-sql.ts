@@ -6,8 +6,9 @@
  * prune.ts reads keep fixed names (`AS thread_id`).
  */
 import { quoteIdent } from "../validate.js";
-import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
+import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_TOMBSTONES, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
 import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE } from "../saver/elements.js";
+import { tryLockForDelete, upsertTombstones } from "../saver/tombstones.js";
 
 /** One lineage: a thread and a namespace. */
 export interface Lineage {
@@ -34,6 +35,7 @@ export function buildSql(schema: string) {
   const wr = `${s}.${CHECKPOINT_WRITES.table}`;
   const bl = `${s}.${CHECKPOINT_BLOBS.table}`;
   const hd = `${s}.${CHECKPOINT_HEADS.table}`;
+  const tb = `${s}.${CHECKPOINT_TOMBSTONES.table}`;
 
   /** Checkpoint `c` stores a value for channel `ch` (what ends a delta walk: the seed). */
   const stores = (c: string, ch: string) => `EXISTS (
@@ -145,7 +147,21 @@ SELECT ${COL.threadId} AS thread_id FROM expired`;
                   UNION ALL SELECT ${COL.threadId}, 0, 0, 0, 0, 1, bytes FROM gone_b) g
            GROUP BY g.${COL.threadId}) p) AS per_thread`;
 
-  /** Deletes the idle threads among $1 whole, like `deleteThread` (the dry variant only sizes them). */
+  /**
+   * Of the threads $1, those whose deletion lock (saver/tombstones.ts) this
+   * transaction could take: no write is in flight on them, and none can start
+   * until it commits. Tried, never waited on (the transaction holds head
+   * locks; a write waiting for one of them holds its thread's lock). Run
+   * before `expire`, so that its snapshot sees what writes committed first.
+   */
+  const lockForExpiry = `/* langgraph-checkpoint-pg prune: lock for expiry */
+SELECT ARRAY(SELECT x.t FROM pg_catalog.unnest($1::text[]) AS x(t) WHERE ${tryLockForDelete(schema, "x.t")}) AS locked`;
+
+  /**
+   * Deletes the idle threads among $1 whole, like `deleteThread`, leaving their
+   * tombstones (the dry variant only sizes them). $1 are threads whose deletion
+   * lock this transaction holds (`lockForExpiry`).
+   */
   const expire = (dry: boolean) => `/* langgraph-checkpoint-pg prune: expire */${idle},
 sized_c AS MATERIALIZED (SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId}, pg_catalog.pg_column_size(c.*) AS bytes FROM expired e JOIN ${cp} c ON c.${COL.threadId} = e.${COL.threadId}),
 sized_w AS MATERIALIZED (SELECT w.${COL.threadId}, w.${COL.checkpointNs}, w.${COL.checkpointId}, w.${COL.taskId}, w.${COL.idx}, pg_catalog.pg_column_size(w.*) AS bytes
@@ -154,7 +170,13 @@ sized_b AS MATERIALIZED (SELECT b.${COL.threadId}, b.${COL.checkpointNs}, b.${CO
                            FROM expired e JOIN ${bl} b ON b.${COL.threadId} = e.${COL.threadId}), ${
     dry
       ? `gone_c AS (SELECT ${COL.threadId}, bytes FROM sized_c), gone_w AS (SELECT ${COL.threadId}, bytes FROM sized_w), gone_b AS (SELECT ${COL.threadId}, bytes FROM sized_b)`
-      : `gone_c AS (DELETE FROM ${cp} c USING sized_c x WHERE ${sameCheckpoint("c", "x")} RETURNING x.bytes),
+      : `tomb AS (${upsertTombstones(
+          schema,
+          `SELECT e.${COL.threadId}, GREATEST((SELECT pg_catalog.max(c.${COL.checkpointId}) FROM ${cp} c WHERE c.${COL.threadId} = e.${COL.threadId}),
+                                     (SELECT pg_catalog.max(w.${COL.checkpointId}) FROM ${wr} w WHERE w.${COL.threadId} = e.${COL.threadId}))
+     FROM expired e`,
+        )}),
+gone_c AS (DELETE FROM ${cp} c USING sized_c x WHERE ${sameCheckpoint("c", "x")} RETURNING x.bytes),
 gone_h AS (DELETE FROM ${hd} h USING expired e WHERE h.${COL.threadId} = e.${COL.threadId}),
 gone_w AS (DELETE FROM ${wr} w USING sized_w x WHERE ${sameCheckpoint("w", "x")} AND w.${COL.taskId} = x.${COL.taskId} AND w.${COL.idx} = x.${COL.idx} RETURNING x.bytes),
 gone_b AS (DELETE FROM ${bl} b USING sized_b x
@@ -335,7 +357,26 @@ SELECT (SELECT pg_catalog.count(*) FROM gone_c)::int AS checkpoints, (SELECT coa
        (SELECT pg_catalog.row_to_json(k) FROM kept_by k) AS kept,
        (SELECT pg_catalog.row_to_json(b) FROM (SELECT ${COL.threadId} AS thread_id, ${COL.checkpointNs} AS checkpoint_ns, ${COL.checkpointId} AS checkpoint_id, reason FROM broken LIMIT 1) b) AS broken${dry ? perThread : ""}`;
 
-  return { threadPage, claim, idleThreads, expire, round };
+  /**
+   * Tombstones older than $1 seconds (among threads $2; NULL: all), at most $3
+   * of them: deleted (the dry variant counts them all). A write that reads one
+   * meanwhile is refused or not, either is right for a tombstone that old.
+   */
+  const tombstones = (dry: boolean) => {
+    const old = `${CHECKPOINT_TOMBSTONES.deletedAt} < pg_catalog.now() - pg_catalog.make_interval(secs => $1::float8)
+     AND ($2::text[] IS NULL OR ${CHECKPOINT_TOMBSTONES.threadId} = ANY ($2::text[]))`;
+    return dry
+      ? `/* langgraph-checkpoint-pg prune: tombstones */
+SELECT pg_catalog.count(*)::int AS n FROM ${tb} WHERE ${old}`
+      : `/* langgraph-checkpoint-pg prune: tombstones */
+WITH gone AS (
+  DELETE FROM ${tb} WHERE ${CHECKPOINT_TOMBSTONES.threadId} IN (SELECT ${CHECKPOINT_TOMBSTONES.threadId} FROM ${tb} WHERE ${old} LIMIT $3::int)
+  RETURNING 1
+)
+SELECT pg_catalog.count(*)::int AS n FROM gone`;
+  };
+
+  return { threadPage, claim, idleThreads, lockForExpiry, expire, round, tombstones };
 }
 
 export type Sql = ReturnType<typeof buildSql>;

@@ -42,6 +42,12 @@
  * - **Another prune.** Two prunes never work on the same thread at once
  *   (a transaction-scoped advisory lock per thread, tried, never waited on).
  *
+ * An expired thread leaves a tombstone, as `deleteThread` does (see
+ * saver/tombstones.ts): it is deleted only once its deletion lock is taken
+ * (tried: a thread being written is not idle), so a run still going on it
+ * cannot write it back. Tombstones older than `keepTombstones` are collected
+ * at the end of each run.
+ *
  * Issue #6. The statements are in prune-sql.ts, next to the one function that
  * runs them, rather than in saver/queries.ts (the saver's statements); the options
  * and their checks in prune-options.ts.
@@ -196,6 +202,7 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
       elapsedMs: performance.now() - started,
     });
   }
+  if (!aborted) totals.tombstones = await collectTombstones(db, sql, o);
   return {
     ...totals,
     dryRun: o.dryRun,
@@ -259,6 +266,18 @@ async function dryBatch(db: Db, { sql, rules }: Job, threads: string[]): Promise
       { rollback: true },
     ),
   );
+}
+
+/** Tombstones older than `keepTombstones`: deleted in chunks (counted, dry). */
+async function collectTombstones(db: Db, sql: Sql, o: Settings): Promise<number> {
+  const params = [o.keepTombstonesMs / 1000, o.threadIds ?? null, o.chunkSize * COLLECT_FACTOR];
+  if (o.dryRun) return (await query<{ n: number }>(db, sql.tombstones(true), params.slice(0, 2), "prune (counting tombstones)")).rows[0]!.n;
+  let total = 0;
+  for (;;) {
+    const n = (await query<{ n: number }>(db, sql.tombstones(false), params, "prune (collecting tombstones)")).rows[0]!.n;
+    total += n;
+    if (n < o.chunkSize * COLLECT_FACTOR) return total;
+  }
 }
 
 function expireParams(rules: Rules, threads: string[]): unknown[] {
@@ -377,7 +396,10 @@ async function realBatch(db: Db, job: Job, threads: string[]): Promise<BatchOutc
           // A thread whose head a put holds right now is not idle any more: it is left out.
           const claimed = await claim(tx, job, idle.ids, true);
           if (claimed.whole.length === 0) return undefined;
-          return (await tx.query<RoundRow & { expired: string[] }>(sql.expire(false), expireParams(rules, claimed.whole))).rows[0]!;
+          // And no write in flight on it (its deletion lock), so none can come after its tombstone.
+          const { locked } = (await tx.query<{ locked: string[] }>(sql.lockForExpiry, [claimed.whole])).rows[0]!;
+          if (locked.length === 0) return undefined;
+          return (await tx.query<RoundRow & { expired: string[] }>(sql.expire(false), expireParams(rules, locked))).rows[0]!;
         }),
       );
       if (gone) {

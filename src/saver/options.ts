@@ -11,6 +11,7 @@ import type { EventHandler, HandlerErrorHandler } from "../events.js";
 import { parseDuration } from "../duration.js";
 import { checkVersioning, type StateVersioning, type Upcaster } from "../serde/upcast.js";
 import { checkSchemaName } from "../validate.js";
+import { checkRetention, type RetentionOptions, type RetentionSettings } from "./retention.js";
 import { MAX_STATEMENT_BYTES } from "./encode.js";
 
 /**
@@ -97,6 +98,16 @@ export interface PostgresSaverOptions {
    * job of an earlier release uses the database.
    */
   elementStorage?: boolean;
+  /**
+   * Run `prune` in the background, once per interval across all processes
+   * that have this on (a database lock and the database's clock decide, not
+   * timers): `{ every: "10m", keepLast?, olderThan?, idleFor?, threadTtl?, grace?,
+   * keepTombstones?, ... }`, prune's options by their names. Starts with the
+   * saver unless `start: false` (then `startRetention()`); stops on
+   * `stopRetention()` and `end()`. Each run is reported by a `retention` event.
+   * Default: off (run `prune` or the CLI yourself). See README, "Retention".
+   */
+  retention?: RetentionOptions;
 }
 
 /** Every option of {@link PostgresSaverOptions}: anything else is refused, never ignored. */
@@ -113,6 +124,7 @@ const SAVER_OPTIONS: ReadonlySet<string> = new Set([
   "maxValueBytes",
   "preparedStatements",
   "elementStorage",
+  "retention",
 ] satisfies (keyof PostgresSaverOptions)[]);
 
 /** The options of `PostgresSaver.fromConnString()`: the saver's and `pool`. */
@@ -309,6 +321,7 @@ export function checkedSettings(options: PostgresSaverOptions): {
   maxValueBytes: number;
   versioning: StateVersioning | undefined;
   elementStorage: boolean;
+  retention: RetentionSettings | undefined;
 } {
   const lineage = options.lineage ?? "branch";
   if (lineage !== "branch" && lineage !== "linear") throw new InvalidOptionsError("lineage", 'expected "branch" or "linear"');
@@ -325,5 +338,6 @@ export function checkedSettings(options: PostgresSaverOptions): {
   const ttlSeconds = options.ttl === undefined ? null : Math.max(1, Math.ceil(parseDuration(options.ttl, "ttl") / 1000));
   const elementStorage = options.elementStorage ?? false;
   if (typeof elementStorage !== "boolean") throw new InvalidOptionsError("elementStorage", "expected true or false");
-  return { schema, lineage, prepared: options.preparedStatements ?? true, leaseSeconds: lease / 1000, ttlSeconds, maxValueBytes, versioning, elementStorage };
+  const retention = checkRetention(options.retention, schema);
+  return { schema, lineage, prepared: options.preparedStatements ?? true, leaseSeconds: lease / 1000, ttlSeconds, maxValueBytes, versioning, elementStorage, retention };
 }

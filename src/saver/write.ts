@@ -7,7 +7,7 @@
  */
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { TASKS, WRITES_IDX_MAP, type ChannelVersions, type Checkpoint, type CheckpointMetadata, type PendingWrite } from "@langchain/langgraph-checkpoint";
-import { InvalidInputError } from "../errors.js";
+import { InvalidInputError, ThreadDeletedError } from "../errors.js";
 import { encodeMetadata } from "../serde/metadata.js";
 import { dumpsForRow } from "../serde/rowserde.js";
 import { isSyntheticVersion } from "../serde/upcast.js";
@@ -18,6 +18,7 @@ import { MAX_STATEMENT_BYTES, boundBytes, checkSize, checkStatementSize, encodeU
 import { ELEMENTS_CHANNEL, REFS_TYPE, encodeList, isElementList, lineageKey, type ElementRow } from "./elements.js";
 import { ALLOW_FORK_KEY } from "./options.js";
 import { putWritesBatchValues, putWritesValues, type PutParams } from "./params.js";
+import type { RefusalReason } from "./tombstones.js";
 
 /** A `put` call's arguments. */
 export interface PutCall {
@@ -284,7 +285,7 @@ export async function sendWrites(ctx: SaverContext, calls: WriteRows[]): Promise
       lengths: packed.lengths,
       bytes: packed.bytes,
     });
-    await ctx.query("putWrites", values, "putWrites");
+    refused((await ctx.query<GateRow>("putWrites", values, "putWrites")).rows[0], first);
     return;
   }
   const perRow = (f: (c: WriteRows) => string) => calls.flatMap((c) => c.idx.map(() => f(c)));
@@ -302,5 +303,16 @@ export async function sendWrites(ctx: SaverContext, calls: WriteRows[]): Promise
     lengths: packed.lengths,
     bytes: packed.bytes,
   });
-  await ctx.query("putWritesBatch", values, "putWrites");
+  refused((await ctx.query<GateRow>("putWritesBatch", values, "putWrites")).rows[0], first);
+}
+
+/** What the putWrites statements return: the gate's answer (tombstones.ts). */
+interface GateRow {
+  refused: RefusalReason | null;
+}
+
+/** Throws when the thread's tombstone refused the writes (nothing was written; the saver reports it). */
+function refused(row: GateRow | undefined, call: WriteRows): void {
+  if (!row?.refused) return;
+  throw new ThreadDeletedError({ threadId: call.threadId, checkpointNs: call.checkpointNs, checkpointId: call.checkpointId, operation: "putWrites", reason: row.refused });
 }

@@ -682,7 +682,7 @@ describe("concurrency", () => {
       // Now prune holds the head's row lock. A graph's next step (only `b` changed) arrives.
       const vb = v(5);
       const putting = saver.put(config, makeCheckpoint({ a: "from the root", b: 4 }, { a: va, b: vb }), meta(3), { b: vb });
-      await waitForLockWait("WITH head AS");
+      await waitForLockWait("), head AS (");
       await blocker.query("COMMIT");
       const [r, next] = await Promise.all([pruning, putting]);
       expect(r.checkpoints).toBe(3);
