@@ -8,6 +8,11 @@
  * the ratio of each run and their geometric mean are printed.
  *
  *   DATABASE_URL=postgres://... node --import tsx bench/ab.ts <rev> [--rounds 8] [--ops put,putWrites,getTuple,list]
+ *     [--messages N] [--elements]
+ *
+ * `--messages N`: every checkpoint holds the first N messages of the
+ * conversation (default: the workload's rolling 8-23); `--elements`: both
+ * savers store lists by their elements (`elementStorage: true`).
  *
  * The revision's src/ and migrations/ are extracted into .releases/<commit>/
  * (git-ignored; inside the repository so its imports resolve to node_modules).
@@ -41,18 +46,19 @@ function extract(rev: string): string {
 
 type Module = typeof import("../src/index.js");
 
-async function thread(mod: Module, url: string, label: string): Promise<ChatThread> {
+async function thread(mod: Module, url: string, label: string, shape: { messages?: number; elements: boolean }): Promise<ChatThread> {
   const db = await createDatabase(url, `ab_${label}`);
   const pool = db.pool({ max: 10 });
   await mod.migrate({ pool, schema: "public" });
-  const t = new ChatThread(new mod.PostgresSaver(pool), `ab-${label}`, { remember: false });
+  const saver = new mod.PostgresSaver(pool, shape.elements ? { elementStorage: true } : {});
+  const t = new ChatThread(saver, `ab-${label}`, { remember: false, ...(shape.messages ? { messageCount: () => shape.messages! } : {}) });
   await t.build(20);
   return t;
 }
 
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
-  const rev = args.find((a) => !a.startsWith("--"));
+  const rev = args.find((a, i) => !a.startsWith("--") && !["--rounds", "--ops", "--messages"].includes(args[i - 1] ?? ""));
   const roundsAt = args.indexOf("--rounds");
   const rounds = roundsAt >= 0 ? Number(args[roundsAt + 1]) : 8;
   const opsAt = args.indexOf("--ops");
@@ -62,9 +68,15 @@ async function main(): Promise<void> {
     console.error(`--ops takes a comma-separated subset of ${ALL.join(",")}`);
     process.exit(2);
   }
+  const messagesAt = args.indexOf("--messages");
+  const shape = { messages: messagesAt >= 0 ? Number(args[messagesAt + 1]) : undefined, elements: args.includes("--elements") };
+  if (shape.messages !== undefined && !(Number.isInteger(shape.messages) && shape.messages > 0)) {
+    console.error("--messages takes a positive integer");
+    process.exit(2);
+  }
   const url = process.env.DATABASE_URL;
   if (!rev || !url || !Number.isInteger(rounds) || rounds < 1) {
-    console.error("usage: DATABASE_URL=postgres://... node --import tsx bench/ab.ts <rev> [--rounds N] [--ops put,putWrites,getTuple,list]");
+    console.error("usage: DATABASE_URL=postgres://... node --import tsx bench/ab.ts <rev> [--rounds N] [--ops put,putWrites,getTuple,list] [--messages N] [--elements]");
     process.exit(2);
   }
   const before = (await import(join(extract(rev), "src", "index.ts"))) as Module;
@@ -73,7 +85,7 @@ async function main(): Promise<void> {
   try {
     for (const order of [["before", "after"], ["after", "before"]] as const) {
       const threads: Record<string, ChatThread> = {};
-      for (const name of order) threads[name] = await thread(name === "before" ? before : after, url, name);
+      for (const name of order) threads[name] = await thread(name === "before" ? before : after, url, name, shape);
       for (const op of ops as (typeof ALL)[number][]) {
         const run = async (t: ChatThread, i: number): Promise<unknown> => {
           if (op === "put") return t.put(1000 + i);

@@ -44,6 +44,13 @@ export function chatMessage(i: number, thread = "t"): BaseMessage {
 }
 
 export const MESSAGE_POOL: BaseMessage[] = Array.from({ length: 64 }, (_, i) => chatMessage(i));
+const longer: BaseMessage[] = [...MESSAGE_POOL];
+
+/** The first n messages of the conversation (the pool, then more of the same kind). */
+export function messagesUpTo(n: number): BaseMessage[] {
+  while (longer.length < n) longer.push(chatMessage(longer.length));
+  return longer.slice(0, n);
+}
 
 export const CHANNELS = ["messages", "last_intent", "user_id", "locale", "session"] as const;
 export const CHANGING = ["messages", "last_intent"] as const;
@@ -54,7 +61,7 @@ export const defaultMessageCount = (i: number): number => 8 + (i % 16);
 /** Channel values of step i. */
 export function valuesAt(i: number, messageCount = defaultMessageCount): Record<string, unknown> {
   return {
-    messages: MESSAGE_POOL.slice(0, messageCount(i)),
+    messages: messagesUpTo(messageCount(i)),
     last_intent: `intent-${i % 7}: ${text(i, 24)}`,
     user_id: "user-7f3a2c",
     locale: "en-US",

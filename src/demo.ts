@@ -9,14 +9,10 @@
  * state survived the restart. `--fresh` starts the thread over.
  *
  * No database needed: without DATABASE_URL it uses the embedded one in
- * ./.langgraph-pg. Needs `@langchain/langgraph` (a devDependency: the demo runs
+ * ./.langgraph-pg (a new folder starts from the empty database the package
+ * ships, see src/db/snapshot.ts). Needs `@langchain/langgraph` (a devDependency: the demo runs
  * from the repository).
  */
-import { existsSync, readFileSync } from "node:fs";
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { brotliDecompressSync } from "node:zlib";
 import { Annotation, Command, END, START, StateGraph } from "@langchain/langgraph";
 import { BIN, CONNECTION_OPTIONS, UsageError, connectionTarget, keyArg, parse, positionals, schemaOption } from "./cli/args.js";
 import { connect } from "./cli/connect.js";
@@ -25,7 +21,6 @@ import { EXIT, errorText, exitCodeOf } from "./cli/exit.js";
 import { fields, styleFor, table, valueText, type Style } from "./cli/format.js";
 import { exportThread, type BlobRecord, type CheckpointRecord, type ExportRecord, type WriteRecord } from "./ops/transfer.js";
 import { toJsonSafe } from "./ops/decode.js";
-import { loadMigrations } from "./db/migrate.js";
 import { PostgresSaver } from "./saver/saver.js";
 
 const HELP = `Usage: npm run demo -- [options]   (npm run -s demo -- --json: JSON alone)
@@ -61,44 +56,6 @@ function addressGraph(checkpointer: PostgresSaver) {
     .addEdge(START, "get_address")
     .addEdge("get_address", END)
     .compile({ checkpointer });
-}
-
-/**
- * A new embedded folder starts from scripts/demo-pgdata.tar.br (`npm run
- * demo:snapshot`): a database with the migrations applied, saved by PGlite.
- * PGlite's initdb and the first migrations took most of a first run. Used only
- * with the PGlite version that made it (a data folder belongs to one Postgres
- * build) and while its migrations are the shipped ones; otherwise the demo
- * runs initdb and migrates as usual.
- */
-function demoSnapshot(): Uint8Array | undefined {
-  const made = snapshotInfo();
-  if (!made || made.pglite !== installedPGlite(made.root)) return undefined;
-  const shipped = loadMigrations();
-  if (made.migrations.some((m, i) => shipped[i]?.name !== m.name || shipped[i]?.sha256 !== m.sha256)) return undefined;
-  return brotliDecompressSync(readFileSync(join(made.root, "scripts", "demo-pgdata.tar.br")));
-}
-
-interface SnapshotInfo {
-  root: string;
-  pglite: string;
-  migrations: { name: string; sha256: string }[];
-}
-
-/** scripts/demo-pgdata.json, found above this file (src/, or the bundle under node_modules/.cache). */
-function snapshotInfo(): SnapshotInfo | undefined {
-  for (let root = dirname(fileURLToPath(import.meta.url)); ; root = dirname(root)) {
-    const file = join(root, "scripts", "demo-pgdata.json");
-    if (existsSync(file)) return { root, ...(JSON.parse(readFileSync(file, "utf8")) as Omit<SnapshotInfo, "root">) };
-    if (dirname(root) === root) return undefined;
-  }
-}
-
-/** The installed PGlite's version (its package.json is not exported: found above its entry point). */
-function installedPGlite(root: string): string {
-  let dir = dirname(createRequire(join(root, "package.json")).resolve("@electric-sql/pglite"));
-  while (!existsSync(join(dir, "package.json"))) dir = dirname(dir);
-  return (JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { version: string }).version;
 }
 
 interface DemoCheckpoint {
@@ -215,7 +172,8 @@ async function main(argv: string[]): Promise<number> {
     const threadId = keyArg("demo", { what: "--thread", value: values.thread ?? "12345", limit: "thread_id" });
     const target = connectionTarget("demo", values);
     url = resolveUrl(target);
-    const conn = await connect(target, { create: true, applicationName: "langgraph-checkpoint-pg:demo", loadDataDir: demoSnapshot });
+    // No `notice`: a demo, its output says where the data is, and it is not refused in production.
+    const conn = await connect(target, { create: true, applicationName: "langgraph-checkpoint-pg:demo" });
     try {
       const saver = new PostgresSaver(conn.pool, { schema });
       await saver.setup();

@@ -10,7 +10,7 @@ import { CheckpointerError } from "./errors/base.js";
 import { isRetryable, sqlStateOf } from "./errors/database.js";
 
 export { CheckpointerError, type CheckpointerErrorCode } from "./errors/base.js";
-export { DatabaseOperationError, UnconfirmedCommitError, classify, isRetryable, sqlStateOf, type FailureClass } from "./errors/database.js";
+export { DatabaseOperationError, UnconfirmedCommitError, classify, describeFailure, failureText, isRetryable, sqlStateOf, type FailureClass } from "./errors/database.js";
 
 /**
  * Bad input to a saver method or function, detected before any SQL runs.
@@ -430,6 +430,88 @@ export class CheckpointParentMissingError extends CheckpointerError {
     this.checkpointId = info.checkpointId;
     this.parentCheckpointId = info.parentCheckpointId;
     this.missing = info.missing;
+  }
+}
+
+/**
+ * A `put` or `putWrites` on a deleted thread that continues its deleted
+ * history: a run that was still in flight when the thread was deleted
+ * (`deleteThread`, `prune`'s expiry, the CLI), writing after it. Nothing was
+ * written, and the thread stays deleted. Not retryable: `withRetry` and
+ * `withConflictRetry` rethrow it at once. A new conversation on the same
+ * thread id (a run that starts from no checkpoint) is not refused. The rule is
+ * in the README ("Deleted threads stay deleted").
+ *
+ * - `history`: the write names a checkpoint of the deleted history (its
+ *   parent, its own id, or the checkpoint of the writes) that is not stored.
+ * - `thread`: nothing has started the thread again since it was deleted, and
+ *   the write does not start a conversation (it has a parent, or is a
+ *   subgraph's checkpoint, or is pending writes).
+ *
+ * @example
+ * ```ts
+ * try { await graph.invoke(input, config); }
+ * catch (e) { if (e instanceof ThreadDeletedError) console.log(`thread ${e.threadId} was deleted during the run`); }
+ * ```
+ */
+export class ThreadDeletedError extends CheckpointerError {
+  readonly threadId: string;
+  readonly checkpointNs: string;
+  /** The checkpoint the refused put stores, or the refused writes belong to. */
+  readonly checkpointId: string;
+  readonly operation: "put" | "putWrites";
+  readonly reason: "history" | "thread";
+  constructor(info: { threadId: string; checkpointNs: string; checkpointId: string; operation: "put" | "putWrites"; reason: "history" | "thread" }) {
+    super(
+      "THREAD_DELETED",
+      `${info.operation} on thread ${JSON.stringify(info.threadId)} namespace ${JSON.stringify(info.checkpointNs)} (checkpoint ${info.checkpointId}) refused: ` +
+        (info.reason === "history"
+          ? "the thread was deleted, and this continues its deleted history. "
+          : "the thread was deleted, and no new conversation has started on it since. ") +
+        "Nothing was written; a run that starts anew (from no checkpoint) may use the thread id.",
+    );
+    this.threadId = info.threadId;
+    this.checkpointNs = info.checkpointNs;
+    this.checkpointId = info.checkpointId;
+    this.operation = info.operation;
+    this.reason = info.reason;
+  }
+}
+
+/**
+ * `copyThread` (or the CLI's `threads copy`) refused, and wrote nothing:
+ * - `source-missing`: the source thread holds no checkpoint;
+ * - `target-exists`: the target thread holds rows (pass `overwrite: true`, or
+ *   `--overwrite`, to replace them);
+ * - `checkpoint-missing`: `upTo` names no checkpoint of the source's root namespace;
+ * - `needs-serializer`: the source holds values encrypted for their rows
+ *   (`EncryptedSerializer`) and the saver copying it has not that serializer
+ *   (the CLI: `--module`), so the copy could not be read.
+ * Not retryable.
+ *
+ * @example
+ * ```ts
+ * try { await saver.copyThread("chat-1", "chat-2"); }
+ * catch (e) { if (e instanceof ThreadCopyError && e.reason === "target-exists") await saver.copyThread("chat-1", "chat-2", { overwrite: true }); }
+ * ```
+ */
+export type ThreadCopyRefusal = "source-missing" | "target-exists" | "checkpoint-missing" | "needs-serializer";
+
+export class ThreadCopyError extends CheckpointerError {
+  readonly fromThreadId: string;
+  readonly toThreadId: string;
+  readonly reason: ThreadCopyRefusal;
+  constructor(info: { fromThreadId: string; toThreadId: string; upTo?: string; reason: ThreadCopyRefusal }) {
+    const what = {
+      "source-missing": `thread ${JSON.stringify(info.fromThreadId)} holds no checkpoint`,
+      "target-exists": `thread ${JSON.stringify(info.toThreadId)} exists (pass overwrite: true, or --overwrite, to replace it)`,
+      "checkpoint-missing": `thread ${JSON.stringify(info.fromThreadId)} has no checkpoint ${JSON.stringify(info.upTo)} in its root namespace`,
+      "needs-serializer": `thread ${JSON.stringify(info.fromThreadId)} holds values encrypted for their rows; copy it with the saver's serializer (the CLI: --module)`,
+    }[info.reason];
+    super("THREAD_COPY_REFUSED", `copyThread ${JSON.stringify(info.fromThreadId)} -> ${JSON.stringify(info.toThreadId)} refused: ${what}. Nothing was written.`);
+    this.fromThreadId = info.fromThreadId;
+    this.toThreadId = info.toThreadId;
+    this.reason = info.reason;
   }
 }
 

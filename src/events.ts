@@ -54,6 +54,42 @@ export type SaverEvent =
       durationMs: number;
     }
   | {
+      /**
+       * A put or putWrites was refused because its thread was deleted and it
+       * continues the deleted history (see `ThreadDeletedError`); nothing was written.
+       */
+      type: "deletedThreadWrite";
+      threadId: string;
+      checkpointNs: string;
+      checkpointId: string;
+      operation: "put" | "putWrites";
+      reason: "history" | "thread";
+      durationMs: number;
+    }
+  | {
+      /** `deleteThread` deleted a thread (every namespace) and left its tombstone. */
+      type: "deleteThread";
+      threadId: string;
+      checkpoints: number;
+      writes: number;
+      blobs: number;
+      durationMs: number;
+    }
+  | {
+      /** `copyThread` copied a thread's history (or the part up to `upTo`) to another thread id. */
+      type: "copyThread";
+      fromThreadId: string;
+      toThreadId: string;
+      upTo: string | undefined;
+      /** The target held rows that the copy replaced (`overwrite: true`). */
+      overwrote: boolean;
+      checkpoints: number;
+      writes: number;
+      blobs: number;
+      durationMs: number;
+    }
+  | RetentionEvent
+  | {
       /** A branch-mode put whose parent was not the head: it started a new branch and displaced the old head. */
       type: "fork";
       threadId: string;
@@ -114,6 +150,33 @@ export type SaverEvent =
       schemaVersion: number;
       codeVersion: number;
     };
+
+/**
+ * A run of the saver's background retention (option `retention`): what its
+ * `prune` deleted, and when it started and finished by the database's clock;
+ * or a run that failed (`retentionFailed`: the message and SQLSTATE or socket
+ * code; the next check tries again).
+ */
+export type RetentionEvent =
+  | {
+      type: "retention";
+      schema: string;
+      checkpoints: number;
+      writes: number;
+      blobs: number;
+      bytes: number;
+      threadsExpired: number;
+      threadsSkipped: number;
+      tombstones: number;
+      threadsScanned: number;
+      /** Stopped early by `stopRetention()` or `end()`. */
+      aborted: boolean;
+      /** ISO 8601, the database's clock. */
+      startedAt: string;
+      finishedAt: string;
+      durationMs: number;
+    }
+  | { type: "retentionFailed"; schema: string; message: string; code: string | undefined };
 
 /** Receives structured events. May be async: a rejected promise is contained like a throw. */
 export type EventHandler = (event: SaverEvent) => unknown;

@@ -12,7 +12,7 @@ export * from "./ops/index.js";
 export * from "./serde/index.js";
 // The store (LangGraph's BaseStore); also `langgraph-checkpoint-pg/store`.
 export * from "./store/index.js";
-export type { SaverEvent, EventHandler, HandlerErrorHandler, HandlerErrorInfo } from "./events.js";
+export type { SaverEvent, RetentionEvent, EventHandler, HandlerErrorHandler, HandlerErrorInfo } from "./events.js";
 export { withConflictRetry, withRetry, type ConflictRetryOptions, type WithRetryOptions } from "./retry.js";
 export {
   CheckpointerError,
@@ -27,6 +27,9 @@ export {
   AdoptionRolledBackError,
   CheckpointConflictError,
   CheckpointParentMissingError,
+  ThreadDeletedError,
+  ThreadCopyError,
+  type ThreadCopyRefusal,
   SerializationError,
   DeserializationError,
   DatabaseOperationError,

@@ -17,6 +17,8 @@ export const LIMITS = {
   task_id: 256,
   channel: 512,
   version: 128,
+  /** Not in any index (`checkpoint_writes` sorts by it in memory): bounded by the statement size only. */
+  task_path: Number.POSITIVE_INFINITY,
 } as const;
 
 const encoder = new TextEncoder();
@@ -30,6 +32,42 @@ export function checkKey(field: string, value: unknown, limit: number, opts: { a
     const got = value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
     throw new InvalidInputError(field, `expected a string, got ${got}${typeof value === "number" ? " (pass String(id) if you mean it)" : ""}`);
   }
+  return checkKeyText(field, value, limit, opts);
+}
+
+/**
+ * A thread id: a string, or a safe integer taken as its decimal string. The
+ * official saver stores `thread_id: 42` as "42" (pg sends the number as text)
+ * and apps rely on that, so `42` and `"42"` name the same thread here too.
+ * Anything else that is not a string (a fraction, NaN, a bigint, an object) is
+ * refused, naming the field.
+ */
+export function threadIdOf(field: string, value: unknown): string {
+  if (typeof value === "number") {
+    if (!Number.isSafeInteger(value)) {
+      throw new InvalidInputError(field, "expected a string or a safe integer, got a number that is not one (a fraction, NaN, or beyond ±(2^53 - 1))");
+    }
+    return String(value);
+  }
+  if (typeof value !== "string") {
+    const got = value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
+    throw new InvalidInputError(field, `expected a string or a safe integer, got ${got}`);
+  }
+  return checkKeyText(field, value, LIMITS.thread_id);
+}
+
+/**
+ * The config with a numeric `thread_id` as its decimal string (see
+ * {@link threadIdOf}), so everything downstream, the in-flight and
+ * call-order keys included, sees one id; the config itself when nothing changes.
+ */
+export function withStringThreadId<C extends RunnableConfig | undefined>(config: C): C {
+  const id: unknown = config?.configurable?.thread_id;
+  if (typeof id !== "number" || !Number.isSafeInteger(id)) return config;
+  return { ...config, configurable: { ...config!.configurable, thread_id: String(id) } };
+}
+
+function checkKeyText(field: string, value: string, limit: number, opts: { allowEmpty?: boolean } = {}): string {
   if (value === "" && !opts.allowEmpty) throw new InvalidInputError(field, "must not be empty");
   if (value.includes("\u0000")) throw new InvalidInputError(field, "must not contain NUL (\\u0000) characters");
   if (LONE_SURROGATE.test(value)) throw new InvalidInputError(field, "is not valid Unicode (a lone surrogate: half of a character)");
@@ -60,7 +98,7 @@ export function readConfig(config: RunnableConfig | undefined, where: string, re
   if (rawThread === undefined && requireThread) {
     throw new InvalidInputError(`${where} config.configurable.thread_id`, "is missing; every checkpoint belongs to a thread");
   }
-  const threadId = rawThread === undefined ? undefined : checkKey(`${where} config.configurable.thread_id`, rawThread, LIMITS.thread_id);
+  const threadId = rawThread === undefined ? undefined : threadIdOf(`${where} config.configurable.thread_id`, rawThread);
   const checkpointNs =
     configurable.checkpoint_ns === undefined
       ? undefined

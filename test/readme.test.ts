@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { expect, it } from "vitest";
 import { withTestDatabase } from "./helpers/db.js";
-import { anchor, quickStart, readme } from "./helpers/readme.js";
+import { anchor, quickStart, readme, readmeBlocks } from "./helpers/readme.js";
 
 const db = withTestDatabase("readme");
 
@@ -47,3 +47,22 @@ it("the quick-start example runs and prints the article's final state, twice on 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+it("the thread lifecycle examples (deleted threads, copying, retention) run as written", async () => {
+  const blocks = readmeBlocks().filter(
+    (b) => b.lang === "ts" && (b.section === "Deleting and copying threads" || (b.section === "Retention" && b.code.includes("retention: {"))),
+  );
+  const expected = [/^true undefined\ndone\n$/, /\[\n?\s*'first question',\s*'echo: first question',\s*'another question',\s*'echo: another question'\s*\]/, /retention stopped/];
+  expect(blocks).toHaveLength(expected.length);
+  const dir = mkdtempSync(join(process.cwd(), "test", ".readme-"));
+  try {
+    for (const [i, block] of blocks.entries()) {
+      const file = join(dir, `lifecycle-${i}.mts`);
+      writeFileSync(file, block.code.replace(`from "langgraph-checkpoint-pg"`, `from ${JSON.stringify(join(process.cwd(), "src/index.ts"))}`));
+      const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", file], { cwd: process.cwd(), env: { ...process.env, DATABASE_URL: db.url } });
+      expect(stdout, `README.md line ${block.line}`).toMatch(expected[i]!);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 120_000);

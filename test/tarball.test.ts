@@ -52,7 +52,7 @@ beforeAll(async () => {
   // npm pack in a copy: its prepack builds dist/ there.
   const stage = join(work, "stage");
   mkdirSync(join(stage, "scripts"), { recursive: true });
-  for (const f of ["package.json", "README.md", "LICENSE", "tsconfig.json", "bin", "src", "migrations", "scripts/build.mjs"]) cpSync(join(ROOT, f), join(stage, f), { recursive: true });
+  for (const f of ["package.json", "README.md", "LICENSE", "tsconfig.json", "bin", "src", "migrations", "embedded", "scripts/build.mjs"]) cpSync(join(ROOT, f), join(stage, f), { recursive: true });
   symlinkSync(join(ROOT, "node_modules"), join(stage, "node_modules"), "dir");
   const { stdout } = await exec("npm", ["pack", "--json", "--pack-destination", work], { cwd: stage, maxBuffer: 16 << 20 });
   const info = (JSON.parse(stdout) as { filename: string; files: { path: string }[] }[])[0]!;
@@ -179,6 +179,8 @@ describe("the packed package, installed in an empty project", () => {
       "bin/langgraph-checkpoint-pg.js",
       "migrations/0000_init.sql",
       "migrations/meta/_journal.json",
+      "embedded/initdb.tar.br",
+      "embedded/initdb.json",
     ]) {
       expect(packed).toContain(f);
     }
@@ -256,15 +258,16 @@ describe("the packed package, installed in an empty project", () => {
     const program = (load: string) => `${load}
       const { getTableConfig } = require("drizzle-orm/pg-core");
       const shape = (t) => { const c = getTableConfig(t); return { schema: c.schema ?? null, name: c.name, columns: c.columns.map((col) => col.name), keys: c.primaryKeys.map((k) => k.getName()) }; };
-      const tables = [s.checkpoints, s.checkpointWrites, s.checkpointBlobs, s.checkpointHeads];
+      const tables = [s.checkpoints, s.checkpointWrites, s.checkpointBlobs, s.checkpointHeads, s.checkpointTombstones, s.checkpointerRetention];
       const agents = s.checkpointTables("cjs_app");
-      console.log(JSON.stringify({ exports: Object.keys(s).sort(), tables: tables.map(shape), agents: [agents.checkpoints, agents.checkpointWrites, agents.checkpointBlobs, agents.checkpointHeads].map(shape) }));`;
+      const named = [agents.checkpoints, agents.checkpointWrites, agents.checkpointBlobs, agents.checkpointHeads, agents.checkpointTombstones, agents.checkpointerRetention];
+      console.log(JSON.stringify({ exports: Object.keys(s).sort(), tables: tables.map(shape), agents: named.map(shape) }));`;
     writeFileSync(join(app, "schema-esm.mjs"), program('import { createRequire } from "node:module"; const require = createRequire(import.meta.url); const s = await import("langgraph-checkpoint-pg/schema");'));
     writeFileSync(join(app, "schema-cjs.cjs"), program('const s = require("langgraph-checkpoint-pg/schema");'));
     const [esm, cjs] = await Promise.all([sh("node schema-esm.mjs"), sh("node schema-cjs.cjs")]);
     const [a, b] = [JSON.parse(ok(esm)), JSON.parse(ok(cjs))];
     expect(a).toEqual(b);
-    expect(a.exports).toEqual(["checkpointBlobs", "checkpointHeads", "checkpointTables", "checkpointWrites", "checkpoints"]);
+    expect(a.exports).toEqual(["checkpointBlobs", "checkpointHeads", "checkpointTables", "checkpointTombstones", "checkpointWrites", "checkpointerRetention", "checkpoints"]);
     // Every table the migrations made, column for column (cjs_app was migrated by the test above).
     const { rows } = await db.pool.query(
       `SELECT c.relname AS name, array_agg(a.attname::text ORDER BY a.attnum) AS columns
@@ -415,6 +418,23 @@ export = blobValue;
     expect(ok(help)).toMatch(/^langgraph-checkpoint-pg: migrate and inspect the LangGraph\.js Postgres checkpointer\n\nUsage: langgraph-checkpoint-pg <command> \[options\]/);
     expect(help.stdout).toMatch(/^ {2}threads delete <id> +delete threads whole/m);
     expect(ok(version).trim()).toBe(pkg.version);
+  });
+
+  it("without PGlite (an optional peer, not installed here): an option typo is reported as the typo; production refuses the fallback; elsewhere the message names what to install", async () => {
+    const program = (options: string) =>
+      `import { PostgresSaver } from "langgraph-checkpoint-pg";\n` +
+      `try { await PostgresSaver.open(${options}); console.log("opened"); } catch (e) { console.log(JSON.stringify({ name: e.name, option: e.option, message: e.message })); }\n`;
+    const cases: [string, Record<string, string>, RegExp][] = [
+      ['{ databaseURL: "postgres://nobody@127.0.0.1:1/db" }', {}, /^Invalid option databaseURL: is not an option of open\(\) \(did you mean databaseUrl\?\); its options: databaseUrl, dataDir, embedded, /],
+      ["", { NODE_ENV: "production" }, /^NODE_ENV is production and no database URL is set: refusing to fall back to the embedded database/],
+      ["", {}, /^Invalid option databaseUrl: none was given and DATABASE_URL is not set, and the embedded database needs the optional package @electric-sql\/pglite/],
+    ];
+    for (const [i, [options, env, message]] of cases.entries()) {
+      writeFileSync(join(app, `no-pglite-${i}.mjs`), program(options));
+      const out = JSON.parse(ok(await sh(`node no-pglite-${i}.mjs`, { DATABASE_URL: "", ...env }))) as { message: string };
+      expect(out.message).toMatch(message);
+    }
+    expect(existsSync(join(app, ".langgraph-pg"))).toBe(false);
   });
 
   it("upgrade-state loads a .ts module through the project's tsx, and says in one line what to do without it", async () => {

@@ -7,8 +7,7 @@ import { isPGlite, pgliteDb, poolDb } from "../db/db.js";
 import { migrationNumber } from "../errors.js";
 import { migrationStatus } from "../ops/inspect.js";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
-import type { SaverEvent } from "../events.js";
-import { MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, type AdoptOption, type MigrateResult } from "../db/migrate.js";
+import { MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, withBackoff, type AdoptOption, type MigrateResult } from "../db/migrate.js";
 import { finishAdoption } from "../ops/adopt-steps.js";
 import { isEncryptedSerializer, reencrypt, type ReencryptResult } from "../ops/reencrypt.js";
 import { rollbackAdoption } from "../ops/rollback.js";
@@ -19,10 +18,11 @@ import { BIN } from "./args.js";
 import { EXIT, NoEmbeddedDatabaseError, NotFoundError } from "./exit.js";
 import { fields, formatTime, progress, styleFor, table } from "./format.js";
 import { json, withConnection, type Common, type Io } from "./context.js";
+import { resolveUrl, scrub } from "./mask.js";
 import { loadModule } from "./module.js";
 
 export async function migrateCommand(
-  c: Common & { dryRun: boolean; adopt: AdoptOption | undefined; step: "finish" | "rollback" | undefined },
+  c: Common & { dryRun: boolean; wait: { text: string; ms: number }; adopt: AdoptOption | undefined; step: "finish" | "rollback" | undefined },
   io: Io,
 ): Promise<number> {
   const { schema, dryRun } = c;
@@ -67,19 +67,33 @@ export async function migrateCommand(
     }
     return EXIT.OK;
   };
-  const onEvent = (e: SaverEvent) => {
-    if (e.type === "retry") io.err(`${BIN}: attempt ${e.attempt} of ${e.attempts} failed (${e.code ?? "error"}); retrying in ${e.delayMs} ms`);
-  };
-  try {
-    return await withConnection(c, !dryRun, async (conn) =>
-      print(await runMigrations(isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool), schema, { dryRun, adopt: c.adopt, onEvent }), conn.label),
+  const once = () =>
+    withConnection(c, !dryRun, async (conn) =>
+      print(await runMigrations(isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool), schema, { dryRun, adopt: c.adopt, retry: false }), conn.label),
     );
+  try {
+    return await untilReachable(c, io, once);
   } catch (err) {
     // A dry run never creates the embedded folder: without one, everything is pending.
     if (!(dryRun && err instanceof NoEmbeddedDatabaseError)) throw err;
     const all = loadMigrations().map((m) => ({ version: m.version, name: m.name, sql: m.sql }));
     return print({ schema, fromVersion: 0, toVersion: 0, applied: all }, "a new embedded database");
   }
+}
+
+/**
+ * Run `once` (which connects anew each time) until it succeeds or `--wait` runs out: a server may
+ * still be starting (a CI service container). The embedded database is there or not: nothing to
+ * wait for (and a locked folder exits 4 at once). The store's migrate waits the same way.
+ */
+export function untilReachable<T>(c: Common & { wait: { text: string; ms: number } }, io: Io, once: () => Promise<T>): Promise<T> {
+  const url = resolveUrl(c.target);
+  return withBackoff(url !== undefined && c.wait.ms > 0 ? { attempts: Infinity, maxElapsedMs: c.wait.ms } : false, once, (n) =>
+    io.err(
+      `${BIN} migrate: attempt ${n.attempt} failed: ${scrub(n.error.message, url)}; trying again in ${(n.delayMs / 1000).toFixed(1)} s ` +
+        `(waiting up to ${c.wait.text} in all: --wait)`,
+    ),
+  );
 }
 
 /** `migrate --finish-adoption` and `--rollback-adoption`. */
@@ -234,15 +248,17 @@ export async function reencryptCommand(c: Common & { module: string; batchSize: 
         serde,
         batchSize: c.batchSize,
         dryRun: c.dryRun,
-        onProgress: (p) => bar.update(`reencrypt: ${p.blobs} blobs, ${p.writes} writes, ${p.checkpoints} checkpoints`),
+        onProgress: (p) => bar.update(`reencrypt: ${p.lists} lists, ${p.blobs} blobs, ${p.writes} writes, ${p.checkpoints} checkpoints`),
       });
     } finally {
       bar.done();
     }
     if (c.json) io.out(json({ database: conn.label, schema: c.schema, ...result }));
     else {
+      const lists = result.lists > 0 ? `re-key ${result.lists} list(s) stored by their elements and ` : "";
       const counts = `${result.blobs} blob(s), ${result.writes} write(s) and the values of ${result.checkpoints} checkpoint(s)`;
-      io.out(c.dryRun ? `Would rewrite ${counts} in schema ${JSON.stringify(c.schema)} of ${conn.label}.` : `Rewrote ${counts} in schema ${JSON.stringify(c.schema)} of ${conn.label}.`);
+      const where = `in schema ${JSON.stringify(c.schema)} of ${conn.label}`;
+      io.out(c.dryRun ? `Would ${lists}rewrite ${counts} ${where}.` : `${lists ? `Re-keyed ${result.lists} list(s) and rewrote` : "Rewrote"} ${counts} ${where}.`);
     }
     return EXIT.OK;
   });

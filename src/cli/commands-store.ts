@@ -4,10 +4,10 @@
  * or index type is applied here, on purpose: `--dry-run` prints it first).
  */
 import { BIN } from "./args.js";
-import { connect } from "./connect.js";
-import { json, type Common, type Io } from "./context.js";
+import { untilReachable } from "./commands-migrate.js";
+import { json, withConnection, type Common, type Io } from "./context.js";
 import { EXIT } from "./exit.js";
-import { migrateStore, type MigrateStoreResult } from "../store/migrate.js";
+import { migrateStore } from "../store/migrate.js";
 import type { StoreAdoptOption } from "../store/adopt.js";
 import type { DistanceMetric, VectorIndexType } from "../store/vector.js";
 import { quoteIdent } from "../validate.js";
@@ -20,39 +20,31 @@ export interface StoreFlags {
   index: { dims: number; distanceMetric?: DistanceMetric; indexType?: VectorIndexType } | undefined;
 }
 
-export async function storeMigrateCommand(c: Common & StoreFlags, io: Io): Promise<number> {
+export async function storeMigrateCommand(c: Common & StoreFlags & { wait: { text: string; ms: number } }, io: Io, options: { announced?: boolean } = {}): Promise<number> {
   const { schema, dryRun } = c;
-  const conn = await connect(c.target, { create: !dryRun, applicationName: `${BIN}:migrate`, vector: c.index !== undefined });
-  let result: MigrateStoreResult;
-  try {
-    result = await migrateStore({
-      pool: conn.pool,
-      schema,
-      dryRun,
-      adopt: c.adopt,
-      index: c.index,
-      changeIndex: true,
-      onEvent: (e) => {
-        if (e.type === "retry") io.err(`${BIN}: attempt ${e.attempt} of ${e.attempts} failed (${e.code ?? "error"}); retrying in ${e.delayMs} ms`);
-      },
-    });
-  } finally {
-    await conn.close().catch(() => undefined);
-  }
+  // As the checkpointer's migrate: each attempt connects anew, until --wait runs out.
+  const once = () =>
+    withConnection(
+      c,
+      !dryRun,
+      async (conn) => ({ label: conn.label, result: await migrateStore({ pool: conn.pool, schema, dryRun, adopt: c.adopt, index: c.index, changeIndex: true, retry: false }) }),
+      { vector: c.index !== undefined, announced: options.announced },
+    );
+  const { label, result } = await untilReachable(c, io, once);
   const at = (v: number) => (v === 0 ? "no store migration" : `store migration ${migrationNumber(v)}`);
   if (c.json) {
-    io.out(json({ database: conn.label, dryRun, store: true, ...result, applied: result.applied.map((m) => (dryRun ? m : { version: m.version, name: m.name })) }));
+    io.out(json({ database: label, dryRun, store: true, ...result, applied: result.applied.map((m) => (dryRun ? m : { version: m.version, name: m.name })) }));
     return EXIT.OK;
   }
   if (dryRun) {
-    io.out(`-- ${BIN} migrate --store --dry-run: ${conn.label}, schema ${JSON.stringify(schema)}`);
+    io.out(`-- ${BIN} migrate --store --dry-run: ${label}, schema ${JSON.stringify(schema)}`);
     io.out(`-- the store is at ${at(result.fromVersion)}; ${result.applied.length} store migration(s) pending. Nothing was applied.`);
     for (const m of result.applied) io.out(`\n-- store migration ${m.name} (recorded in ${quoteIdent(schema)}.${STORE_MIGRATIONS_TABLE})\n${m.sql.trim()}`);
   } else {
     io.out(
       result.applied.length === 0
-        ? `The store in schema ${JSON.stringify(schema)} is up to date (${at(result.toVersion)}) in ${conn.label}.`
-        : `Migrated the store in schema ${JSON.stringify(schema)} in ${conn.label}: applied ${result.applied.map((m) => m.name).join(", ")}`,
+        ? `The store in schema ${JSON.stringify(schema)} is up to date (${at(result.toVersion)}) in ${label}.`
+        : `Migrated the store in schema ${JSON.stringify(schema)} in ${label}: applied ${result.applied.map((m) => m.name).join(", ")}`,
     );
   }
   const v = result.vector;

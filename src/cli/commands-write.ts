@@ -1,10 +1,11 @@
 /**
- * The commands that change rows: delete, import, prune and compact.
+ * The commands that change rows: delete, copy, import, prune and compact.
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { compact, type CompactResult } from "../ops/compact.js";
 import { listThreads } from "../ops/inspect.js";
-import { prune, type PruneResult } from "../ops/prune.js";
+import { prune, type PruneKept, type PruneResult } from "../ops/prune.js";
+import { DEFAULT_GRACE } from "../ops/prune-options.js";
 import { PostgresSaver } from "../saver/saver.js";
 import { EXIT, NotFoundError } from "./exit.js";
 import { formatBytes, progress, styleFor, table } from "./format.js";
@@ -48,6 +49,29 @@ export async function deleteThreadsCommand(c: Common & { threadIds: string[]; dr
   });
 }
 
+export async function copyThreadCommand(
+  c: Common & { from: string; to: string; upTo: string | undefined; overwrite: boolean; module: string | undefined; dryRun: boolean },
+  io: Io,
+): Promise<number> {
+  const serde = c.module === undefined ? undefined : await serdeFrom(c.module);
+  return withConnection(c, false, async (conn) => {
+    const where = `schema ${JSON.stringify(c.schema)} of ${conn.label}`;
+    const saver = new PostgresSaver(conn.pool, { schema: c.schema, ...(serde ? { serde } : {}) });
+    const r = await saver.copyThread(c.from, c.to, { ...(c.upTo !== undefined ? { upTo: c.upTo } : {}), overwrite: c.overwrite, dryRun: c.dryRun });
+    if (c.json) {
+      io.out(json({ database: conn.label, schema: c.schema, dryRun: c.dryRun, from: c.from, to: c.to, upTo: c.upTo ?? null, ...r }));
+      return EXIT.OK;
+    }
+    const st = styleFor(process.stdout);
+    const what =
+      `thread ${st.cyan(JSON.stringify(c.from))}${c.upTo ? ` up to checkpoint ${c.upTo}` : ""} to ${st.cyan(JSON.stringify(c.to))} in ${where}: ` +
+      `${r.checkpoints} checkpoints, ${r.writes} writes, ${r.blobs} blobs` +
+      (r.overwrote ? ` (replacing the thread ${JSON.stringify(c.to)} held)` : "");
+    io.out(c.dryRun ? `${st.yellow("Dry run")}: would copy ${what}. Nothing was written; run it again without --dry-run to copy.` : `Copied ${what}.`);
+    return EXIT.OK;
+  });
+}
+
 export async function importCommand(c: Common & { file: string | undefined; skipExisting: boolean }, io: Io): Promise<number> {
   return withConnection(c, false, async (conn) => {
     const where = `schema ${JSON.stringify(c.schema)} of ${conn.label}`;
@@ -78,6 +102,7 @@ export async function pruneCommand(
     threadTtl: boolean | undefined;
     threadIds: string[] | undefined;
     grace: string | undefined;
+    keepTombstones: string | undefined;
     yes: boolean;
   },
   io: Io,
@@ -102,6 +127,7 @@ export async function pruneCommand(
         ...(c.threadTtl !== undefined ? { threadTtl: c.threadTtl } : {}),
         ...(c.threadIds !== undefined ? { threadIds: c.threadIds } : {}),
         ...(c.grace !== undefined ? { grace: c.grace } : {}),
+        ...(c.keepTombstones !== undefined ? { keepTombstones: c.keepTombstones } : {}),
         onProgress: (p) =>
           bar.update(
             `${dryRun ? "dry run" : "pruning"}: ${p.threadsScanned} threads, ${p.totals.checkpoints} checkpoints, ` +
@@ -118,7 +144,8 @@ export async function pruneCommand(
       const st = styleFor(process.stdout);
       const what =
         `${result.checkpoints} checkpoints, ${result.writes} writes, ${result.blobs} blobs (${formatBytes(result.bytes)})` +
-        (result.threadsExpired ? `, including ${result.threadsExpired} idle or expired thread(s)` : "");
+        (result.threadsExpired ? `, including ${result.threadsExpired} idle or expired thread(s)` : "") +
+        (result.tombstones ? `, and ${result.tombstones} tombstone(s) of deleted threads` : "");
       if (dryRun && result.threads && result.threads.length > 0) {
         const right = (header: string) => ({ header, align: "right" as const });
         const shown = result.threads.slice(0, PRUNE_ROWS_SHOWN);
@@ -140,10 +167,12 @@ export async function pruneCommand(
       io.out(
         dryRun
           ? `${st.yellow("Dry run")}: would delete ${what} in schema ${JSON.stringify(c.schema)} of ${conn.label} ` +
-              `(${result.threads?.length ?? 0} of ${result.threadsScanned} thread(s) scanned). Nothing was deleted; add --yes to delete.`
+              `(${result.threadsScanned} thread(s) scanned, ${result.threads?.length ?? 0} with something to delete). Nothing was deleted; add --yes to delete.`
           : `Deleted ${what} from schema ${JSON.stringify(c.schema)} of ${conn.label} (${result.threadsScanned} thread(s) scanned).` +
               (result.bytes > 0 ? "\nThe space is reused by new rows after (auto)vacuum; VACUUM FULL or pg_repack returns it to the OS." : ""),
       );
+      const kept = keptText(result.kept, c);
+      if (kept) io.out(`${dryRun ? "Would keep" : "Kept"} ${kept}`);
       if (result.threadsSkipped > 0) {
         io.out(
           `${st.yellow(`Skipped ${result.threadsSkipped} busy thread(s)`)} (a graph or another prune was writing them; the next run picks them up): ` +
@@ -159,20 +188,31 @@ export async function pruneCommand(
   });
 }
 
+/**
+ * What prune kept, by rule, as the flags that asked for it: "22 checkpoint(s):
+ * 20 by --keep-last 20, 2 by --grace 15m (...)". Undefined when it kept none
+ * (no checkpoint rule, or nothing there).
+ */
+function keptText(kept: PruneKept, c: { keepLast?: number; olderThan?: string; grace?: string }): string | undefined {
+  const total = kept.keepLast + kept.head + kept.olderThan + kept.grace + kept.delta;
+  if (total === 0) return undefined;
+  const grace = c.grace ?? DEFAULT_GRACE;
+  const parts = [
+    kept.keepLast > 0 ? `${kept.keepLast} by --keep-last ${c.keepLast}` : "",
+    kept.head > 0 ? `${kept.head} as the latest of their thread (always kept)` : "",
+    kept.olderThan > 0 ? `${kept.olderThan} by --older-than ${c.olderThan}` : "",
+    kept.grace > 0 ? `${kept.grace} by --grace ${grace} (written within it, or the parent of one that was: a graph may still run on them; --grace 0 turns it off)` : "",
+    kept.delta > 0 ? `${kept.delta} that delta channels of kept checkpoints are rebuilt from` : "",
+  ].filter((p) => p !== "");
+  return `${total} checkpoint(s): ${parts.join(", ")}.`;
+}
+
 /** Convert lists stored whole into element storage (see src/ops/compact.ts); a custom serializer comes from a module. */
 export async function compactCommand(
   c: Common & { threadIds: string[] | undefined; dryRun: boolean; batchSize: number; module: string | undefined },
   io: Io,
 ): Promise<number> {
-  let serde: SerializerProtocol | undefined;
-  if (c.module !== undefined) {
-    const spec = await loadModule(c.module, "serializer", "serde");
-    const s = spec.serde as Partial<SerializerProtocol> | undefined;
-    if (typeof s?.dumpsTyped !== "function" || typeof s.loadsTyped !== "function") {
-      throw new NotFoundError(`the module ${JSON.stringify(c.module)} does not export serde, a serializer (with dumpsTyped and loadsTyped)`);
-    }
-    serde = s as SerializerProtocol;
-  }
+  const serde = c.module === undefined ? undefined : await serdeFrom(c.module);
   return withConnection(c, false, async (conn) => {
     const bar = progress();
     let result: CompactResult;
@@ -209,4 +249,14 @@ export async function compactCommand(
     }
     return EXIT.OK;
   });
+}
+
+/** The serializer a `--module` exports as `serde`. */
+async function serdeFrom(module: string): Promise<SerializerProtocol> {
+  const spec = await loadModule(module, "serializer", "serde");
+  const s = spec.serde as Partial<SerializerProtocol> | undefined;
+  if (typeof s?.dumpsTyped !== "function" || typeof s.loadsTyped !== "function") {
+    throw new NotFoundError(`the module ${JSON.stringify(module)} does not export serde, a serializer (with dumpsTyped and loadsTyped)`);
+  }
+  return s as SerializerProtocol;
 }

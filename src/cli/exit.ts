@@ -12,7 +12,7 @@ export const EXIT = {
   OK: 0,
   /** The operation failed: database error, thread not found, import conflict, bad export file. */
   FAILED: 1,
-  /** Bad usage: unknown command or option, missing or malformed argument. Nothing was done. */
+  /** Bad usage: unknown command or option, missing or malformed argument (with NODE_ENV=production: no database named). Nothing was done. */
   USAGE: 2,
   /** The schema is not migrated, or was migrated by a newer release, or the official saver's tables wait for a decision (--adopt). */
   SCHEMA: 3,
@@ -51,6 +51,7 @@ export class NoEmbeddedDatabaseError extends CheckpointerError {
 export function exitCodeOf(err: unknown): number {
   if (err instanceof UsageError) return EXIT.USAGE;
   if (err instanceof CheckpointerError) {
+    if (err.code === "DATABASE_URL_MISSING") return EXIT.USAGE;
     if (err.code === "SCHEMA_NOT_MIGRATED" || err.code === "SCHEMA_TOO_NEW" || err.code === "ADOPTION_REQUIRED") return EXIT.SCHEMA;
     if (err.code === "DATA_DIR_LOCKED") return EXIT.LOCKED;
   }
@@ -60,9 +61,9 @@ export function exitCodeOf(err: unknown): number {
 /** One line (no stack) for an error, with the database password masked out. */
 export function errorText(err: unknown, url: string | undefined): string {
   let text: string;
+  // The library's errors carry the server's words already (describeFailure, src/errors/database.ts).
   if (err instanceof CheckpointerError) {
-    const cause = err.cause instanceof Error && err.code === "MIGRATION_FAILED" ? ` (${err.cause.message.split("\n")[0]})` : "";
-    text = `${err.message}${cause}`;
+    text = err.message;
   } else if (err instanceof UsageError || err instanceof ExportFileError || err instanceof NotFoundError) {
     text = err.message;
   } else {

@@ -24,6 +24,7 @@ import {
   schemaOption,
 } from "./args.js";
 import type { Common, Io } from "./commands.js";
+import { parseDuration } from "../duration.js";
 import { EXIT, errorText, exitCodeOf } from "./exit.js";
 import { resolveUrl } from "./mask.js";
 
@@ -51,6 +52,7 @@ Commands:
   status                applied and pending migrations, row counts per table
   threads               recent threads: checkpoints, namespaces, size, last update
   threads delete <id>   delete threads whole (--dry-run: what would go)
+  threads copy <a> <b>  copy a thread's history to another thread id (--up-to: part of it)
   history <thread>      a thread's checkpoints as a tree, per namespace
   show <thread> [id]    one checkpoint, decoded: metadata, channel values, pending writes
   export [thread...]    threads as JSON lines (--all: every thread)
@@ -82,6 +84,9 @@ interface CommandSpec {
 const commands = () => import("./commands.js");
 
 const JSON_OPTION = { json: { type: "boolean" } } as const;
+
+/** How long `migrate` waits for a server by default: a CI database container takes seconds to start. */
+const DEFAULT_MIGRATE_WAIT = "60s";
 
 /** The flags and checks every command shares. */
 function common(command: string, values: { "database-url"?: string; "data-dir"?: string; schema?: string; json?: boolean }): Common {
@@ -138,7 +143,7 @@ function storeFlags(values: {
 const COMMANDS: Record<string, CommandSpec> = {
   migrate: {
     usage:
-      "migrate [--dry-run] [--adopt <schema> | --no-adopt | --finish-adoption | --rollback-adoption] [--json] " +
+      "migrate [--dry-run] [--wait <duration>] [--adopt <schema> | --no-adopt | --finish-adoption | --rollback-adoption] [--json] " +
       "[--store | --store-only [--dims N [--metric M] [--index-type T]] [--adopt-store <schema> | --no-adopt-store]]",
     summary:
       "Apply the pending migrations to the schema, in one transaction under an advisory lock\n" +
@@ -146,8 +151,12 @@ const COMMANDS: Record<string, CommandSpec> = {
       "A schema migrated by a newer release is refused (exit 3), unless its newer\n" +
       "migrations say this release keeps working. On a database holding the official\n" +
       "LangGraph saver's tables, the first migration of a schema stops (exit 3) until told\n" +
-      "what to do with them: switching from it takes three steps, see the README.",
+      "what to do with them: switching from it takes three steps, see the README.\n" +
+      "A server that is not reachable yet (starting up, restarting) is waited for,\n" +
+      "one line on stderr per failed attempt.",
     options: `  --dry-run             print the SQL (or the rollback's counts); change nothing
+  --wait <duration>     how long to wait for a server that is not reachable yet (default 60s;
+                        0: one attempt); a wrong password or a bad URL fails at once
   --adopt <schema>      switch from the official saver whose tables are in <schema>:
                         copy its threads into --schema and keep copying what its
                         instances still write (its tables stay as they are)
@@ -165,6 +174,7 @@ const COMMANDS: Record<string, CommandSpec> = {
   --adopt-store <schema>  copy the items of the official PostgresStore in <schema>
   --no-adopt-store      start the store empty beside the official store's tables`,
     examples: `  DATABASE_URL=postgres://app@db/app ${BIN} migrate
+  ${BIN} migrate --wait 2m     # a database container that is still starting
   ${BIN} migrate --store --dims 1536 --dry-run
   ${BIN} migrate --schema agents --dry-run > plan.sql
   ${BIN} migrate --schema langgraph --adopt public --dry-run
@@ -174,6 +184,7 @@ const COMMANDS: Record<string, CommandSpec> = {
         ...CONNECTION_OPTIONS,
         ...JSON_OPTION,
         "dry-run": { type: "boolean" },
+        wait: { type: "string" },
         adopt: { type: "string" },
         "no-adopt": { type: "boolean" },
         "finish-adoption": { type: "boolean" },
@@ -185,9 +196,11 @@ const COMMANDS: Record<string, CommandSpec> = {
       const chosen = (["adopt", "no-adopt", "finish-adoption", "rollback-adoption"] as const).filter((k) => values[k] !== undefined);
       if (chosen.length > 1) throw new UsageError(`--${chosen[0]} and --${chosen[1]} exclude each other`, "migrate");
       const from = values.adopt === undefined ? undefined : schemaOption("migrate", values.adopt);
+      const wait = values.wait === undefined ? DEFAULT_MIGRATE_WAIT : values.wait === "0" ? "0" : durationArg("migrate", "wait", values.wait)!;
       const c = {
         ...common("migrate", values),
         dryRun: values["dry-run"] === true,
+        wait: { text: wait, ms: wait === "0" ? 0 : parseDuration(wait, "wait") },
         adopt: from !== undefined ? { from } : values["no-adopt"] ? false : undefined,
         step: values["finish-adoption"] ? ("finish" as const) : values["rollback-adoption"] ? ("rollback" as const) : undefined,
       };
@@ -199,7 +212,8 @@ const COMMANDS: Record<string, CommandSpec> = {
         return (await commands()).storeMigrateCommand({ ...c, ...store.flags }, io);
       }
       const code = await (await commands()).migrateCommand(c, io);
-      return store.on && code === 0 ? (await commands()).storeMigrateCommand({ ...c, ...store.flags }, io) : code;
+      // The checkpointer's step announced a fallback to the embedded database already.
+      return store.on && code === 0 ? (await commands()).storeMigrateCommand({ ...c, ...store.flags }, io, { announced: true }) : code;
     },
   },
 
@@ -220,25 +234,58 @@ const COMMANDS: Record<string, CommandSpec> = {
   },
 
   threads: {
-    usage: "threads [--limit <n>] [--json]  |  threads delete <thread>... [--dry-run] [--json]",
+    usage:
+      "threads [--limit <n>] [--json]  |  threads delete <thread>... [--dry-run] [--json]  |  " +
+      "threads copy <from> <to> [--up-to <checkpoint>] [--overwrite] [--module <file>] [--dry-run] [--json]",
     summary:
       "Recently updated threads: checkpoints, namespaces, writes, blobs, stored size, last update.\n" +
       "`threads delete` deletes threads whole (every namespace: checkpoints, writes, blobs), each in\n" +
       "one transaction, as the saver's deleteThread does; with --dry-run it prints what would go.\n" +
-      "A thread that does not exist is an error (exit 1) and nothing is deleted.",
+      "A thread that does not exist is an error (exit 1) and nothing is deleted. A deleted thread\n" +
+      "stays deleted: a run still going on it cannot write it back (README, \"Deleted threads stay deleted\").\n" +
+      "`threads copy` copies a thread's history (every namespace, values, pending writes) to another\n" +
+      "thread id in one transaction, as the saver's copyThread does: the copy reads exactly as the\n" +
+      "source at every checkpoint. An existing target is refused (exit 1) unless --overwrite.",
     options: `  --limit <n>           at most n threads (default 20)
-  --dry-run             (delete) print what would be deleted; delete nothing
+  --dry-run             (delete, copy) print what would be deleted or copied; change nothing
+  --up-to <checkpoint>  (copy) only the history up to this checkpoint of the root namespace,
+                        which becomes the copy's head
+  --overwrite           (copy) replace a target thread that exists (it is deleted first)
+  --module <file>       (copy) a module exporting \`serde\`, the saver's serializer, when it
+                        encrypts values (EncryptedSerializer): they are sealed for the copy's rows
   --json                print as JSON`,
     examples: `  ${BIN} threads --limit 5
   ${BIN} threads delete 12345 --dry-run
-  ${BIN} threads delete 12345 67890`,
+  ${BIN} threads delete 12345 67890
+  ${BIN} threads copy 12345 12345-branch --up-to 1f1ec622-c863-68a0-ffff-83f2a13c33b4`,
     async run(argv, io) {
       const { values, positionals: rest } = parse("threads", argv, {
         ...CONNECTION_OPTIONS,
         ...JSON_OPTION,
         limit: { type: "string" },
         "dry-run": { type: "boolean" },
+        "up-to": { type: "string" },
+        overwrite: { type: "boolean" },
+        module: { type: "string" },
       });
+      const copyOnly = (["up-to", "overwrite", "module"] as const).find((k) => values[k] !== undefined);
+      if (copyOnly !== undefined && rest[0] !== "copy") throw new UsageError(`--${copyOnly}: only with threads copy`, "threads");
+      if (rest[0] === "copy") {
+        if (values.limit !== undefined) throw new UsageError("--limit: not an option of threads copy", "threads");
+        positionals("threads", rest.slice(1), ["from", "to"], 2);
+        const [from, to] = rest.slice(1).map((t, i) => keyArg("threads", { what: i === 0 ? "<from>" : "<to>", value: t, limit: "thread_id" }));
+        if (from === to) throw new UsageError("<to>: is the same thread as <from>; copy to another thread id", "threads");
+        const c = {
+          ...common("threads", values),
+          from: from!,
+          to: to!,
+          upTo: values["up-to"] === undefined ? undefined : keyArg("threads", { what: "--up-to", value: values["up-to"], limit: "checkpoint_id" }),
+          overwrite: values.overwrite === true,
+          module: values.module,
+          dryRun: values["dry-run"] === true,
+        };
+        return (await commands()).copyThreadCommand(c, io);
+      }
       if (rest[0] === "delete") {
         if (rest.length < 2) throw new UsageError("missing argument <thread>", "threads");
         if (values.limit !== undefined) throw new UsageError("--limit: not an option of threads delete", "threads");
@@ -249,8 +296,10 @@ const COMMANDS: Record<string, CommandSpec> = {
         };
         return (await commands()).deleteThreadsCommand(c, io);
       }
-      if (rest.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(rest[0])} (to delete threads: threads delete <thread>...)`, "threads");
-      if (values["dry-run"]) throw new UsageError("--dry-run: only with threads delete", "threads");
+      if (rest.length > 0) {
+        throw new UsageError(`unexpected argument ${JSON.stringify(rest[0])} (threads delete <thread>..., or threads copy <from> <to>)`, "threads");
+      }
+      if (values["dry-run"]) throw new UsageError("--dry-run: only with threads delete or threads copy", "threads");
       const c = { ...common("threads", values), limit: positiveInt("threads", "limit", values.limit, 20) };
       return (await commands()).threadsCommand(c, io);
     },
@@ -350,11 +399,12 @@ const COMMANDS: Record<string, CommandSpec> = {
   },
 
   prune: {
-    usage: "prune [--keep-last <n>] [--older-than <dur>] [--idle-for <dur>] [--ttl | --no-ttl] [--dry-run | --yes]",
+    usage: "prune [--keep-last <n>] [--older-than <dur>] [--idle-for <dur>] [--ttl | --no-ttl] [--keep-tombstones <dur>] [--dry-run | --yes]",
     summary:
       "Retention. Deletes checkpoints outside the last N of each lineage and/or older than a\n" +
       "duration (the head always stays), whole threads idle for a duration or past the TTL\n" +
-      "their saver recorded, and the writes and blobs nothing needs any more. Safe while\n" +
+      "their saver recorded, the writes and blobs nothing needs any more, and deleted threads'\n" +
+      "tombstones older than --keep-tombstones. Safe while\n" +
       "graphs run (short transactions per batch; busy threads are skipped and reported).\n" +
       "A DRY RUN unless --yes: it prints what would be deleted, per thread. Durations: 30d, 12h, 1h30m, 500ms.\n" +
       "Progress is shown on a terminal; Ctrl-C stops after the current batch.",
@@ -366,6 +416,8 @@ const COMMANDS: Record<string, CommandSpec> = {
   --no-ttl              do not enforce ttls
   --thread <id>         only this thread (repeatable)
   --grace <dur>         leave anything younger alone: a running graph's work (default 15m; 0 = off)
+  --keep-tombstones <dur>  keep a deleted thread's tombstone this long: runs still going on it
+                        cannot write it back meanwhile (default 7d; 0 = collect them all)
   --dry-run             print what would be deleted, per thread; delete nothing (the default)
   --yes                 delete for real
   --json                print the result as JSON (a dry run: with every thread's counts)`,
@@ -383,6 +435,7 @@ const COMMANDS: Record<string, CommandSpec> = {
         "no-ttl": { type: "boolean" },
         thread: { type: "string", multiple: true },
         grace: { type: "string" },
+        "keep-tombstones": { type: "string" },
         yes: { type: "boolean" },
         "dry-run": { type: "boolean" },
       });
@@ -393,6 +446,7 @@ const COMMANDS: Record<string, CommandSpec> = {
       const olderThan = durationArg("prune", "older-than", values["older-than"]);
       const idleFor = durationArg("prune", "idle-for", values["idle-for"]);
       const grace = values.grace === "0" ? "0" : durationArg("prune", "grace", values.grace);
+      const keepTombstones = values["keep-tombstones"] === "0" ? "0" : durationArg("prune", "keep-tombstones", values["keep-tombstones"]);
       if (keepLast === undefined && olderThan === undefined && idleFor === undefined && !values.ttl) {
         throw new UsageError("no retention rule: give --keep-last, --older-than, --idle-for, or --ttl", "prune");
       }
@@ -404,6 +458,7 @@ const COMMANDS: Record<string, CommandSpec> = {
         threadTtl: values["no-ttl"] ? false : values.ttl ? true : undefined,
         threadIds: values.thread?.map((t) => keyArg("prune", { what: "--thread", value: t, limit: "thread_id" })),
         grace,
+        keepTombstones,
         yes: values.yes === true,
       };
       return (await commands()).pruneCommand(c, io);
@@ -512,9 +567,10 @@ const COMMANDS: Record<string, CommandSpec> = {
     usage: "grants --role <role> [--schema <name>] [--revoke-public-temp]",
     summary:
       "Prints the statements that let an application role run every saver operation and\n" +
-      "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the four\n" +
-      "tables (checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads), SELECT on\n" +
-      "checkpointer_migrations; then it revokes what the role does not need\n" +
+      "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the six\n" +
+      "tables (checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads, checkpoint_tombstones,\n" +
+      "checkpointer_retention), SELECT on checkpointer_migrations, EXECUTE on the write gate\n" +
+      "(checkpointer_thread_gate); then it revokes what the role does not need\n" +
       "(CREATE on the schema, TRUNCATE/REFERENCES/TRIGGER, TEMPORARY on the database). Run\n" +
       "migrations as the schema owner, then run these as the owner. Needs no database connection.",
     options: `  --role <role>         the application's role (required)

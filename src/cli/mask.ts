@@ -24,9 +24,10 @@ export function scrub(text: string, url: string | undefined): string {
   } catch {
     password = /password\s*=\s*(?:'([^']*)'|(\S+))/i.exec(url)?.slice(1).find((x) => x !== undefined);
   }
-  let out = text.split(url).join(maskUrl(url));
-  if (password && password.length >= 3) out = out.split(password).join("***");
-  return out;
+  const masked = maskUrl(url);
+  // The masked URL itself stays readable (a password equal to the user or database name is common).
+  const parts = text.split(url).join(masked).split(masked);
+  return (password && password.length >= 3 ? parts.map((p) => p.split(password).join("***")) : parts).join(masked);
 }
 
 /** The URL that will be used, if any: `--database-url`, else none when `--data-dir` is given, else `DATABASE_URL`. */

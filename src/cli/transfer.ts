@@ -13,6 +13,7 @@ import {
   EXPORT_FORMAT_VERSION,
   exportHeader,
   exportThread,
+  importColumns,
   importThread,
   type ExportHeader,
   type ExportRecord,
@@ -148,9 +149,10 @@ export interface ImportSummary {
 
 /**
  * Import every thread of an export, one transaction per thread. A file is
- * checked completely first (JSON, structure, every record's fields and the
- * per-thread counts), so a malformed file writes nothing; stdin is checked
- * thread by thread as it streams.
+ * checked completely first (JSON, structure, every record's fields as the
+ * target's columns will read them, the checkpoints' shape and the per-thread
+ * counts), so a malformed file writes nothing; stdin is checked thread by
+ * thread as it streams.
  */
 export async function importThreads(
   target: Omit<InspectOptions, "serde">,
@@ -158,9 +160,11 @@ export async function importThreads(
   ifExists: "fail" | "skip",
   onPartial: (summary: ImportSummary) => void,
 ): Promise<ImportSummary> {
+  // Against the target's columns: every thread of a file is checked as its import will check it.
+  const columns = await importColumns(target);
   const check = async (chunk: ThreadChunk) => {
     try {
-      checkRecords(chunk.records);
+      checkRecords(chunk.records, columns);
     } catch (err) {
       throw atLines(err, chunk);
     }

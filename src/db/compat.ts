@@ -62,6 +62,11 @@ export const COMPATIBILITY: Readonly<Record<number, MigrationCompatibility>> = {
     why: "0005_heads_table moves the lineage heads to checkpoint_heads and drops checkpoints.is_head, which older code writes",
   },
   7: { compatibleFrom: 0, why: "0006_unversioned_values adds nullable columns; older code keeps dropping unversioned values, as it always did" },
+  8: {
+    compatibleFrom: 0,
+    why:
+      "0007_tombstones_retention adds two tables and a function that only newer code uses; older code neither leaves nor checks tombstones, as before",
+  },
 };
 
 /**

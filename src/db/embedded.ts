@@ -2,14 +2,20 @@
  * The zero-setup default: Postgres in WebAssembly (PGlite) persisted in a data
  * folder. PGlite is single-process: two processes opening one folder lose
  * writes silently, so a lock file guards the folder. A lock left by a killed
- * process (its pid no longer runs on this host) is taken over safely.
+ * process (its pid no longer runs on this host) is taken over safely. A new
+ * folder starts from the shipped empty database (snapshot.ts). Falling back to
+ * it when no database was named is refused in production
+ * ({@link refuseImplicitEmbedded}).
  */
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
 import { hostname } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { gunzipSync } from "node:zlib";
+import { join, resolve } from "node:path";
 import { CheckpointerError, InvalidOptionsError } from "../errors.js";
 import type { PGliteLike } from "./db.js";
+import { extractDataDir, shippedSnapshot } from "./snapshot.js";
+
+/** The embedded database's buffer cache: a local, one-process database; its pages are in the OS cache anyway. */
+const EMBEDDED_SHARED_BUFFERS = "16MB";
 
 /** Where the embedded database lives unless told otherwise: `./.langgraph-pg` under the working directory. */
 export const DEFAULT_DATA_DIR = ".langgraph-pg";
@@ -49,6 +55,8 @@ export interface LockInfo {
 export interface EmbeddedDatabase {
   db: PGliteLike;
   dataDir: string;
+  /** Set when this call created the database: from the shipped (or a given) snapshot, or by PGlite's initdb. */
+  created?: "snapshot" | "initdb";
   /** Close the database and release the folder lock. */
   close(): Promise<void>;
 }
@@ -121,60 +129,13 @@ export interface OpenEmbeddedOptions {
    * Called only when the folder holds no database yet: returns a data folder
    * saved by PGlite's `dumpDataDir()` (a tar, gzipped or not) to start from,
    * instead of running initdb (seconds of CPU). It must come from the same
-   * PGlite version. Returning `undefined` runs initdb.
+   * PGlite version. Returning `undefined` runs initdb. Default: the empty
+   * database this package ships for its PGlite version (see src/db/snapshot.ts),
+   * or initdb with any other version.
    */
   loadDataDir?: () => Uint8Array | undefined | Promise<Uint8Array | undefined>;
   /** PGlite extensions to load (`{ vector }` from `@electric-sql/pglite-pgvector`), as PGlite's own option takes them. */
   extensions?: Record<string, unknown>;
-}
-
-/**
- * Writes a tar of a data folder (regular files and folders only) into `dir`,
- * which must not exist: first into a sibling folder, renamed at the end, so a
- * crash never leaves a half-written database behind. Plain file writes: an
- * order of magnitude cheaper than PGlite's own loadDataDir, which writes
- * through its emulated file system.
- */
-function extractDataDir(tar: Uint8Array, dir: string): void {
-  const data = tar[0] === 0x1f && tar[1] === 0x8b ? gunzipSync(tar) : tar;
-  const temp = `${dir}.loading-${process.pid}`;
-  rmSync(temp, { recursive: true, force: true });
-  try {
-    writeEntries(data, temp);
-  } catch (err) {
-    rmSync(temp, { recursive: true, force: true });
-    throw err;
-  }
-  renameSync(temp, dir);
-}
-
-/** The tar's entries into `temp`, each path checked to stay inside it. */
-function writeEntries(data: Uint8Array, temp: string): void {
-  const bad = (why: string) => new InvalidOptionsError("loadDataDir", `not a PGlite data folder tar: ${why}`);
-  const text = (header: Uint8Array, from: number, to: number) => {
-    const field = header.subarray(from, to);
-    const end = field.indexOf(0);
-    return Buffer.from(end < 0 ? field : field.subarray(0, end)).toString("utf8");
-  };
-  for (let at = 0; at + 512 <= data.length; ) {
-    const header = data.subarray(at, at + 512);
-    if (header.every((b) => b === 0)) break;
-    const prefix = text(header, 345, 500);
-    const name = (prefix ? `${prefix}/` : "") + text(header, 0, 100);
-    const size = Number.parseInt(text(header, 124, 136).trim() || "0", 8);
-    const type = header[156] === 0 ? "0" : String.fromCharCode(header[156]!);
-    const parts = name.split("/").filter((p) => p !== "" && p !== ".");
-    if (!Number.isSafeInteger(size) || size < 0 || at + 512 + size > data.length) throw bad(`entry ${JSON.stringify(name)} is cut short`);
-    if (parts.some((p) => p === "..")) throw bad(`entry ${JSON.stringify(name)} leaves the folder`);
-    const path = join(temp, ...parts);
-    if (type === "5") mkdirSync(path, { recursive: true, mode: 0o700 });
-    else if (type === "0") {
-      mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-      writeFileSync(path, data.subarray(at + 512, at + 512 + size), { mode: 0o600 });
-    } else throw bad(`entry ${JSON.stringify(name)} is neither a file nor a folder`);
-    at += 512 + Math.ceil(size / 512) * 512;
-  }
-  if (!existsSync(join(temp, "PG_VERSION"))) throw bad("it holds no PG_VERSION");
 }
 
 /**
@@ -188,35 +149,57 @@ function writeEntries(data: Uint8Array, temp: string): void {
  * await close();
  * ```
  */
-export async function openEmbedded(dataDir: string = DEFAULT_DATA_DIR, options: OpenEmbeddedOptions = {}): Promise<EmbeddedDatabase> {
+export function openEmbedded(dataDir: string = DEFAULT_DATA_DIR, options: OpenEmbeddedOptions = {}): Promise<EmbeddedDatabase> {
+  return openEmbeddedFor("dataDir", dataDir, options);
+}
+
+/**
+ * {@link openEmbedded}, its errors naming `field`: the option that led here
+ * (`PostgresSaver.open()` without a database URL names `databaseUrl`).
+ */
+export async function openEmbeddedFor(field: string, dataDir: string, options: OpenEmbeddedOptions = {}): Promise<EmbeddedDatabase> {
   if (typeof dataDir !== "string" || dataDir === "") throw new InvalidOptionsError("dataDir", "expected a folder path");
   if (options === null || typeof options !== "object") throw new InvalidOptionsError("options", "expected { loadDataDir? }");
   if (options.loadDataDir !== undefined && typeof options.loadDataDir !== "function") {
     throw new InvalidOptionsError("loadDataDir", "expected a function returning the tar's bytes (or undefined)");
   }
   const dir = resolve(dataDir);
-  let mod: { PGlite: new (dir: string, options?: { extensions?: Record<string, unknown> }) => PGliteLike & { waitReady: Promise<void> } };
+  let mod: {
+    PGlite: (new (dir: string, options?: { startParams?: string[]; extensions?: Record<string, unknown> }) => PGliteLike & { waitReady: Promise<void> }) & {
+      defaultStartParams?: string[];
+    };
+  };
   try {
     mod = (await import("@electric-sql/pglite")) as unknown as typeof mod;
   } catch {
     throw new InvalidOptionsError(
-      "dataDir",
-      "the embedded database needs the optional package @electric-sql/pglite (npm install @electric-sql/pglite), or set DATABASE_URL",
+      field,
+      `${field === "databaseUrl" ? "none was given and DATABASE_URL is not set, and " : ""}the embedded database needs the optional package ` +
+        "@electric-sql/pglite (npm install @electric-sql/pglite), or set DATABASE_URL",
     );
   }
   const release = lockDataDir(dir);
   try {
     const pgdata = join(dir, "pgdata");
+    let created: EmbeddedDatabase["created"];
     // Decided under the lock: no other process can be creating the folder.
-    if (options.loadDataDir && !existsSync(pgdata)) {
-      const tar = await options.loadDataDir();
+    if (!existsSync(pgdata)) {
+      const tar = options.loadDataDir ? await options.loadDataDir() : shippedSnapshot();
       if (tar !== undefined) extractDataDir(tar, pgdata);
+      created = tar === undefined ? "initdb" : "snapshot";
     }
-    const db = new mod.PGlite(pgdata, options.extensions ? { extensions: options.extensions } : undefined);
+    // PGlite touches every shared buffer as it starts: Postgres' default 128 MB is a third of an
+    // embedded database's peak memory. Its own start parameters stay (where this PGlite says what they are).
+    const defaults = mod.PGlite.defaultStartParams;
+    const db = new mod.PGlite(pgdata, {
+      ...(Array.isArray(defaults) ? { startParams: [...defaults, "-c", `shared_buffers=${EMBEDDED_SHARED_BUFFERS}`] } : {}),
+      ...(options.extensions ? { extensions: options.extensions } : {}),
+    });
     await db.waitReady;
     return {
       db,
       dataDir: dir,
+      ...(created ? { created } : {}),
       async close() {
         try {
           if (!db.closed) await db.close();
@@ -235,7 +218,8 @@ export async function openEmbedded(dataDir: string = DEFAULT_DATA_DIR, options: 
 const shared = new Map<string, { open: Promise<EmbeddedDatabase>; users: number }>();
 
 /**
- * The embedded database in `dataDir` for one more user in this process: a
+ * The embedded database in `dataDir` for one more user in this process (its
+ * errors naming `field`, as {@link openEmbeddedFor}'s): a
  * saver and a store (`PostgresSaver.open()`, `PostgresStore.open()`) share
  * one PGlite instance and its folder lock, which admits one process, not one
  * opener. The database closes when its last user closes it. pgvector is
@@ -249,12 +233,14 @@ const shared = new Map<string, { open: Promise<EmbeddedDatabase>; users: number 
  * await a.close(); await b.close(); // closed now
  * ```
  */
-export async function shareEmbedded(dataDir: string = DEFAULT_DATA_DIR): Promise<EmbeddedDatabase> {
+export async function shareEmbedded(dataDir: string = DEFAULT_DATA_DIR, field = "dataDir"): Promise<EmbeddedDatabase> {
   if (typeof dataDir !== "string" || dataDir === "") throw new InvalidOptionsError("dataDir", "expected a folder path");
   const dir = resolve(dataDir);
   let entry = shared.get(dir);
+  let first = false;
   if (!entry) {
-    const open = (async () => openEmbedded(dir, { extensions: await embeddedExtensions() }))();
+    first = true;
+    const open = (async () => openEmbeddedFor(field, dir, { extensions: await embeddedExtensions() }))();
     entry = { open, users: 0 };
     shared.set(dir, entry);
     open.catch(() => shared.delete(dir));
@@ -272,6 +258,8 @@ export async function shareEmbedded(dataDir: string = DEFAULT_DATA_DIR): Promise
   return {
     db: embedded.db,
     dataDir: embedded.dataDir,
+    // Only the opener whose call created the folder says so.
+    ...(first && embedded.created ? { created: embedded.created } : {}),
     async close() {
       if (closed) return;
       closed = true;
@@ -295,4 +283,38 @@ export async function shareEmbedded(dataDir: string = DEFAULT_DATA_DIR): Promise
 export async function embeddedExtensions(): Promise<Record<string, unknown> | undefined> {
   const vector = await import("@electric-sql/pglite-pgvector" as string).then((m: { vector?: unknown }) => m.vector).catch(() => undefined);
   return vector ? { vector } : undefined;
+}
+
+/**
+ * Nothing named a database: no URL (`DATABASE_URL` included) and no explicit
+ * request for the embedded one. With `NODE_ENV=production` that is a missing
+ * setting, not a wish for a local folder: in a container the folder and every
+ * conversation in it go with the next deploy, and other instances never see
+ * it. So {@link refuseImplicitEmbedded} refuses it there.
+ *
+ * @example
+ * ```ts
+ * try { await PostgresSaver.open(); } catch (e) { if (e instanceof DatabaseUrlMissingError) console.error(e.message); }
+ * ```
+ */
+export class DatabaseUrlMissingError extends CheckpointerError {
+  /** The folder it would have used. */
+  readonly dataDir: string;
+  constructor(dataDir: string, explicitly: string) {
+    super(
+      "DATABASE_URL_MISSING",
+      `NODE_ENV is production and no database URL is set: refusing to fall back to the embedded database in ${dataDir}, a local folder ` +
+        `that a redeploy loses and other instances never see. Set DATABASE_URL to your Postgres server, or ask for the embedded database explicitly: ${explicitly}.`,
+    );
+    this.dataDir = dataDir;
+  }
+}
+
+/**
+ * The rule for every fallback to the embedded database (open(), the CLI):
+ * refused with `NODE_ENV=production` ({@link DatabaseUrlMissingError}, saying
+ * how to ask for it `explicitly`), allowed elsewhere.
+ */
+export function refuseImplicitEmbedded(dataDir: string, explicitly: string): void {
+  if (process.env.NODE_ENV?.trim().toLowerCase() === "production") throw new DatabaseUrlMissingError(resolve(dataDir), explicitly);
 }

@@ -38,6 +38,7 @@ import {
   InvalidOptionsError,
   MigrationError,
   SchemaTooNewError,
+  failureText,
   sqlStateOf,
 } from "../errors.js";
 import { emit, guard, type EventHandler, type HandlerErrorHandler } from "../events.js";
@@ -91,6 +92,12 @@ export interface RetryOptions {
   initialDelayMs?: number;
   /** Cap on one wait in ms. Default 5000. */
   maxDelayMs?: number;
+  /**
+   * No retry starts later than this many ms after the first attempt began
+   * (the CLI's `migrate --wait`). Default: no bound but `attempts`, which may
+   * then be `Infinity`.
+   */
+  maxElapsedMs?: number;
 }
 
 /**
@@ -101,7 +108,7 @@ export interface RetryOptions {
  * await saver.setup({ retry: { ...DEFAULT_RETRY, attempts: 30 } }); // wait about two minutes
  * ```
  */
-export const DEFAULT_RETRY: Readonly<Required<RetryOptions>> = Object.freeze({ attempts: 10, initialDelayMs: 250, maxDelayMs: 5000 });
+export const DEFAULT_RETRY: Readonly<Required<RetryOptions>> = Object.freeze({ attempts: 10, initialDelayMs: 250, maxDelayMs: 5000, maxElapsedMs: Infinity });
 
 /**
  * What to do with the tables of the official LangGraph Postgres saver (JS or
@@ -183,7 +190,7 @@ export async function withTarget<T>(options: TargetOptions, operation: string, f
     own.on("error", () => undefined);
     await own.connect().catch(async (cause: unknown) => {
       await own.end().catch(() => undefined);
-      throw new MigrationError(`could not connect to run ${operation} (${describeFailure(cause)})`, { cause });
+      throw new MigrationError(`could not connect to run ${operation} ${failureText(cause)}`, { cause });
     });
   }
   try {
@@ -214,7 +221,8 @@ export function runMigrations(
   return withRetry({ operation: options.operation ?? "migrate", schema, retry: options.retry, onEvent }, () => migrateOnce(db, schema, settings));
 }
 
-function checkAdopt(adopt: unknown): AdoptOption | undefined {
+/** `adopt` checked (see {@link AdoptOption}); `open()` checks it before anything is opened. */
+export function checkAdopt(adopt: unknown): AdoptOption | undefined {
   if (adopt === undefined || typeof adopt === "boolean") return adopt;
   if (adopt !== null && typeof adopt === "object" && Object.keys(adopt).every((k) => k === "from")) {
     return { from: checkSchemaName((adopt as { from?: unknown }).from, "adopt.from") };
@@ -222,36 +230,68 @@ function checkAdopt(adopt: unknown): AdoptOption | undefined {
   throw new InvalidOptionsError("adopt", 'expected true, false, or { from: "<schema of the official tables>" }');
 }
 
-function checkRetry(retry: RetryOptions | false | undefined): Required<RetryOptions> {
+/** `retry` checked, with its defaults (see {@link RetryOptions}); `open()` checks it before anything is opened. */
+export function checkRetry(retry: unknown): Required<RetryOptions> {
   if (retry === false) return { ...DEFAULT_RETRY, attempts: 1 };
   if (retry === undefined) return DEFAULT_RETRY;
-  if (retry === null || typeof retry !== "object") throw new InvalidOptionsError("retry", "expected { attempts?, initialDelayMs?, maxDelayMs? } or false");
+  if (retry === null || typeof retry !== "object") throw new InvalidOptionsError("retry", "expected { attempts?, initialDelayMs?, maxDelayMs?, maxElapsedMs? } or false");
   for (const key of Object.keys(retry)) {
-    if (!(key in DEFAULT_RETRY)) throw new InvalidOptionsError(`retry.${key}`, "is not an option (attempts, initialDelayMs, maxDelayMs)");
+    if (!(key in DEFAULT_RETRY)) throw new InvalidOptionsError(`retry.${key}`, "is not an option (attempts, initialDelayMs, maxDelayMs, maxElapsedMs)");
   }
-  const r = { ...DEFAULT_RETRY, ...retry };
-  if (!Number.isInteger(r.attempts) || r.attempts < 1) throw new InvalidOptionsError("retry.attempts", "expected an integer >= 1");
+  const r = { ...DEFAULT_RETRY, ...(retry as RetryOptions) };
+  if (!(Number.isInteger(r.attempts) || r.attempts === Infinity) || r.attempts < 1) throw new InvalidOptionsError("retry.attempts", "expected an integer >= 1 (or Infinity)");
   if (!(r.initialDelayMs >= 0) || !(r.maxDelayMs >= 0)) throw new InvalidOptionsError("retry.initialDelayMs/maxDelayMs", "expected non-negative numbers");
+  if (!(r.maxElapsedMs >= 0)) throw new InvalidOptionsError("retry.maxElapsedMs", "expected a non-negative number of milliseconds");
   return r;
 }
 
-/** Run `fn` until it succeeds, fails for good, or runs out of attempts; report each retry (the store's migrations use it too). */
-export async function withRetry<T>(
-  { operation, schema, retry, onEvent }: { operation: "setup" | "migrate"; schema: string; retry: RetryOptions | false | undefined; onEvent: EventHandler | undefined },
-  fn: () => Promise<T>,
-): Promise<T> {
-  const { attempts, initialDelayMs, maxDelayMs } = checkRetry(retry);
+/** What {@link withBackoff} tells its caller before each retry. */
+export interface RetryNotice {
+  /** The attempt that failed (1-based), of `attempts` (Infinity: bounded by time only). */
+  attempt: number;
+  attempts: number;
+  delayMs: number;
+  /** The SQLSTATE, or the socket error's code (ECONNREFUSED...). */
+  code: string | undefined;
+  error: CheckpointerError;
+}
+
+/**
+ * Run `fn` until it succeeds, fails for good (an error that is not a
+ * retryable {@link CheckpointerError}), or runs out of attempts or time;
+ * jittered exponential backoff between attempts, each retry announced to
+ * `onRetry` first. setup(), migrate() and the CLI's `migrate --wait` wait this way.
+ *
+ * @example
+ * ```ts
+ * await withBackoff({ attempts: Infinity, maxElapsedMs: 60_000 }, () => migrate({ connectionString, retry: false }), (n) => console.error(`attempt ${n.attempt} failed`));
+ * ```
+ */
+export async function withBackoff<T>(retry: RetryOptions | false | undefined, fn: () => Promise<T>, onRetry: (notice: RetryNotice) => void): Promise<T> {
+  const { attempts, initialDelayMs, maxDelayMs, maxElapsedMs } = checkRetry(retry);
+  const started = performance.now();
   for (let attempt = 1; ; attempt++) {
     try {
       return await fn();
     } catch (err) {
       if (!(err instanceof CheckpointerError) || !err.retryable || attempt >= attempts) throw err;
-      const cap = Math.min(maxDelayMs, initialDelayMs * 2 ** (attempt - 1));
+      const cap = Math.min(maxDelayMs, initialDelayMs * 2 ** Math.min(attempt - 1, 30));
       const delayMs = Math.round(cap / 2 + (Math.random() * cap) / 2);
-      emit(onEvent, { type: "retry", operation, schema, attempt, attempts, delayMs, code: codeOf(err), message: err.message });
+      if (performance.now() - started + delayMs > maxElapsedMs) throw err;
+      onRetry({ attempt, attempts, delayMs, code: codeOf(err), error: err });
       await sleep(delayMs);
     }
   }
+}
+
+/** Run `fn` with {@link withBackoff}; report each retry as a `retry` event (both migration tracks, the store's included). */
+export function withRetry<T>(
+  { operation, schema, retry, onEvent }: { operation: "setup" | "migrate"; schema: string; retry: RetryOptions | false | undefined; onEvent: EventHandler | undefined },
+  fn: () => Promise<T>,
+): Promise<T> {
+  return withBackoff(retry, fn, ({ attempt, attempts, delayMs, code, error }) =>
+    emit(onEvent, { type: "retry", operation, schema, attempt, attempts, delayMs, code, message: error.message }),
+  );
 }
 
 /** The underlying code of an error: its SQLSTATE, or the socket error's code (ECONNREFUSED...). */
@@ -265,12 +305,6 @@ function codeOf(err: unknown): string | undefined {
   return undefined;
 }
 
-/** First line of a driver error, for a message: the SQLSTATE, or what the socket said. */
-export function describeFailure(err: unknown): string {
-  const state = sqlStateOf(err);
-  if (state) return `SQLSTATE ${state}`;
-  return err instanceof Error ? `connection error: ${err.message.split("\n")[0]}` : "connection error";
-}
 
 /** The migration run itself, on any driver: one transaction, under the lock. */
 async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; onEvent?: EventHandler; adopt?: AdoptOption }): Promise<MigrateResult> {
@@ -320,7 +354,7 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
               { migration: "adoption" },
             );
           }
-          const plan = await planAdoption(tx, schema, adoptFrom);
+          const plan = await planAdoption(tx, schema, adoptFrom, { lock: !dryRun });
           if (!dryRun) for (const statement of plan.statements) await tx.query(statement);
           result.adoption = { from: plan.from, source: plan.source, officialVersion: plan.officialVersion, adopted: true, sql: plan.sql };
         }
@@ -342,8 +376,8 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
     if (err instanceof CheckpointerError) throw err;
     throw new MigrationError(
       progress.current
-        ? `migration ${progress.current.name} failed on schema "${schema}" (${describeFailure(err)}); nothing was applied`
-        : `migrating schema "${schema}" failed (${describeFailure(err)}); nothing was applied`,
+        ? `migration ${progress.current.name} failed on schema "${schema}" ${failureText(err)}; nothing was applied`
+        : `migrating schema "${schema}" failed ${failureText(err)}; nothing was applied`,
       { cause: err, migration: progress.current?.name },
     );
   }

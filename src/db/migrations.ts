@@ -72,17 +72,22 @@ const PACKAGE_NAME = "langgraph-checkpoint-pg";
  * (The CommonJS build defines `import.meta.url` as its own file's URL.)
  */
 function migrationsDir(): string {
-  const start = dirname(fileURLToPath(import.meta.url));
-  for (let dir = start; ; dir = dirname(dir)) {
-    if (existsSync(join(dir, "migrations", "meta", "_journal.json")) && packageName(join(dir, "package.json")) === PACKAGE_NAME) {
-      return join(dir, "migrations");
-    }
-    if (dirname(dir) === dir) {
-      throw new MigrationError(
-        `the migrations of ${PACKAGE_NAME} were not found in any folder above ${start}: ` +
-          `keep the package's files together (a bundler must leave ${PACKAGE_NAME} external, or copy its migrations/ folder next to its package.json)`,
-      );
-    }
+  const journal = packageFile(join("migrations", "meta", "_journal.json"));
+  if (journal) return dirname(dirname(journal));
+  throw new MigrationError(
+    `the migrations of ${PACKAGE_NAME} were not found in any folder above ${dirname(fileURLToPath(import.meta.url))}: ` +
+      `keep the package's files together (a bundler must leave ${PACKAGE_NAME} external, or copy its migrations/ folder next to its package.json)`,
+  );
+}
+
+/**
+ * A file this package ships (`relative` to its root), found as
+ * {@link migrationsDir} finds the migrations; undefined when it is not there.
+ */
+export function packageFile(relative: string): string | undefined {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
+    if (existsSync(join(dir, relative)) && packageName(join(dir, "package.json")) === PACKAGE_NAME) return join(dir, relative);
+    if (dirname(dir) === dir) return undefined;
   }
 }
 

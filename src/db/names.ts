@@ -13,7 +13,7 @@
  * ```
  */
 import type { Table } from "drizzle-orm";
-import type { checkpointBlobs, checkpointHeads, checkpointWrites, checkpoints } from "./schema.js";
+import type { checkpointBlobs, checkpointerRetention, checkpointHeads, checkpointTombstones, checkpointWrites, checkpoints } from "./schema.js";
 
 /** A table's SQL name, and each column's under its key in the drizzle definition. */
 type Names<T extends Table> = { readonly table: T["_"]["name"] } & { readonly [K in keyof T["_"]["columns"]]: T["_"]["columns"][K]["_"]["name"] };
@@ -71,6 +71,21 @@ export const CHECKPOINT_BLOBS = {
   value: "value",
   rowVersion: "row_version",
 } as const satisfies Names<typeof checkpointBlobs>;
+
+export const CHECKPOINT_TOMBSTONES = {
+  table: "checkpoint_tombstones",
+  threadId: "thread_id",
+  deletedAt: "deleted_at",
+  lastCheckpointId: "last_checkpoint_id",
+} as const satisfies Names<typeof checkpointTombstones>;
+
+export const CHECKPOINTER_RETENTION = {
+  table: "checkpointer_retention",
+  job: "job",
+  startedAt: "started_at",
+  finishedAt: "finished_at",
+  runs: "runs",
+} as const satisfies Names<typeof checkpointerRetention>;
 
 /** Our tables, in the order a migration or a rollback locks them (a put locks the head first). */
 export const OWN_TABLES = [CHECKPOINT_HEADS.table, CHECKPOINTS.table, CHECKPOINT_BLOBS.table, CHECKPOINT_WRITES.table] as const;

@@ -91,6 +91,8 @@ const checkpointsColumns = () => ({
    * write, in `channel_values` but not in `channel_versions`): no blob can
    * name them, so they are kept here, all of them as one serialized map
    * `{ channel: value }` (`serde.dumpsTyped`; NULL: none), and come back as stored.
+   * The map also lists the versioned channels the checkpoint holds as
+   * `undefined`: a blob holding `undefined` reads as no value (saver/encode.ts).
    */
   unversionedType: text("unversioned_type"),
   unversionedValues: bytea("unversioned_values"),
@@ -198,6 +200,46 @@ const checkpointBlobsExtra = (t: Columns<"threadId" | "checkpointNs" | "channel"
 export const checkpointBlobs = pgTable("checkpoint_blobs", checkpointBlobsColumns(), checkpointBlobsExtra);
 
 /**
+ * A deleted thread's record: a put or putWrites that continues its deleted
+ * history is refused (`ThreadDeletedError`) instead of bringing it back (a run
+ * still in flight when the thread was deleted). Left by every delete path
+ * (`deleteThread`, `prune`'s expiry, the CLI, the adoption bridge) and kept
+ * until `prune` collects it (`keepTombstones`). The rule that decides, and why
+ * it needs nothing but these columns, is in src/saver/tombstones.ts.
+ */
+const checkpointTombstonesColumns = () => ({
+  threadId: key("thread_id").notNull(),
+  /** When the thread was (last) deleted, by the database's clock. */
+  deletedAt: timestamp("deleted_at", { withTimezone: true }).notNull().defaultNow(),
+  /**
+   * The greatest checkpoint id the thread held when it was deleted (in any
+   * namespace, the checkpoints its writes name included; byte order), and of
+   * its earlier deletions; NULL when it held none.
+   */
+  lastCheckpointId: key("last_checkpoint_id"),
+});
+
+const checkpointTombstonesExtra = (t: Columns<"threadId">) => [primaryKey({ name: "checkpoint_tombstones_pkey", columns: [t.threadId] })];
+
+export const checkpointTombstones = pgTable("checkpoint_tombstones", checkpointTombstonesColumns(), checkpointTombstonesExtra);
+
+/**
+ * Bookkeeping of the saver's background retention (the `retention` option):
+ * when a run last started and finished, so that of several processes one runs
+ * it once per interval, by the database's clock. One row per job (`prune`).
+ */
+const checkpointerRetentionColumns = () => ({
+  job: text("job").notNull(),
+  startedAt: timestamp("started_at", { withTimezone: true }),
+  finishedAt: timestamp("finished_at", { withTimezone: true }),
+  runs: bigint("runs", { mode: "number" }).notNull().default(0),
+});
+
+const checkpointerRetentionExtra = (t: Columns<"job">) => [primaryKey({ name: "checkpointer_retention_pkey", columns: [t.job] })];
+
+export const checkpointerRetention = pgTable("checkpointer_retention", checkpointerRetentionColumns(), checkpointerRetentionExtra);
+
+/**
  * The tables in the Postgres schema `schema`, for a saver created with
  * `{ schema }` (`migrate({ schema })`). The same definitions as the exported
  * tables, qualified with the schema name in every statement drizzle builds.
@@ -219,5 +261,7 @@ export function checkpointTables<S extends string>(schema: S) {
     checkpointWrites: named.table("checkpoint_writes", checkpointWritesColumns(), checkpointWritesExtra),
     checkpointBlobs: named.table("checkpoint_blobs", checkpointBlobsColumns(), checkpointBlobsExtra),
     checkpointHeads: named.table("checkpoint_heads", checkpointHeadsColumns(), checkpointHeadsExtra),
+    checkpointTombstones: named.table("checkpoint_tombstones", checkpointTombstonesColumns(), checkpointTombstonesExtra),
+    checkpointerRetention: named.table("checkpointer_retention", checkpointerRetentionColumns(), checkpointerRetentionExtra),
   };
 }

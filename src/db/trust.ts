@@ -40,6 +40,8 @@ const TOUCHED = [
   "checkpoint_writes",
   "checkpoint_blobs",
   "checkpoint_heads",
+  "checkpoint_tombstones",
+  "checkpointer_retention",
   "checkpoint_migrations",
   "store_items",
   "store_item_vectors",

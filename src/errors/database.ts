@@ -29,16 +29,63 @@ export class DatabaseOperationError extends CheckpointerError {
   constructor(operation: string, cause: unknown, options?: { retryable?: boolean }) {
     const sqlState = sqlStateOf(cause);
     const failure = classify(cause);
-    const code = sqlState ? undefined : socketCodeOf(cause);
-    const detail = cause instanceof Error ? cause.message.split("\n")[0] : "unknown error";
-    const what = sqlState ? `SQLSTATE ${sqlState}` : failure.connection ? `connection error${code ? ` ${code}` : ""} (${detail})` : detail;
-    super("DATABASE_ERROR", `${operation} failed: ${what}`, { cause, retryable: options?.retryable ?? failure.retryable });
+    const { what, said } = describeFailure(cause);
+    const text = sqlState || failure.connection ? `${what}${said ? ` (${said})` : ""}` : (said ?? "unknown error");
+    super("DATABASE_ERROR", `${operation} failed: ${text}`, { cause, retryable: options?.retryable ?? failure.retryable });
     this.operation = operation;
     this.sqlState = sqlState;
   }
 }
 
 const SQLSTATE = /^[0-9A-Z]{5}$/;
+
+/**
+ * A driver failure, for a message: `what` is `SQLSTATE 28P01`, or `connection
+ * error ECONNREFUSED` (`connection error` without a socket code); `said` is
+ * the first line of what the server (or the socket) said, e.g. `password
+ * authentication failed for user "app"`. The one place messages take a
+ * driver's words from. Left out for data exceptions (SQLSTATE class 22:
+ * `invalid input syntax for type json: "…"` quotes the value it choked on),
+ * so no parameter reaches a message; a server never puts a password in one.
+ *
+ * @example
+ * ```ts
+ * const { what, said } = describeFailure(err);
+ * log.error(`${operation} failed: ${what}${said ? ` (${said})` : ""}`);
+ * ```
+ */
+export function describeFailure(err: unknown): { what: string; said: string | undefined } {
+  const sqlState = sqlStateOf(err);
+  if (sqlState) return { what: `SQLSTATE ${sqlState}`, said: sqlState.startsWith("22") ? undefined : firstLine(err) };
+  const code = socketCodeOf(err);
+  const said = firstLine(err);
+  if (code || classify(err).connection || !(err instanceof Error)) return { what: `connection error${code ? ` ${code}` : ""}`, said };
+  return { what: err.name, said };
+}
+
+/**
+ * {@link describeFailure} as the tail of a message: `(SQLSTATE 28P01): password
+ * authentication failed for user "app"`, `(connection error ECONNREFUSED):
+ * connect ECONNREFUSED 127.0.0.1:5432`, or `(SQLSTATE 22P02)` alone.
+ *
+ * @example
+ * ```ts
+ * throw new MigrationError(`migrating schema "public" failed ${failureText(err)}; nothing was applied`, { cause: err });
+ * ```
+ */
+export function failureText(err: unknown): string {
+  const { what, said } = describeFailure(err);
+  return `(${what})${said ? `: ${said}` : ""}`;
+}
+
+/** The first non-empty first line of a message in `err`'s chain (an AggregateError of a refused dual-stack connect has none of its own). */
+function firstLine(err: unknown): string | undefined {
+  for (const e of chain(err)) {
+    const message = (e as { message?: unknown }).message;
+    if (typeof message === "string" && message.trim() !== "") return message.split("\n")[0]!.trim();
+  }
+  return undefined;
+}
 
 /**
  * The SQLSTATE of an error the server sent, if it is one. Only a driver

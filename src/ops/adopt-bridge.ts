@@ -7,8 +7,10 @@
  */
 import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
 import { quoteIdent } from "../validate.js";
-import { ADOPTION_SQLSTATE, ADOPTION_TABLE, BRIDGE, BRIDGE_DELETE, BRIDGE_SETTING, FORGET, GUARD, lockOfficial, PY_TASK_PATH, ROLLED_BACK, TABLES } from "./adopt.js";
+import { ADOPTION_SQLSTATE, ADOPTION_TABLE, BRIDGE, BRIDGE_DELETE, FORGET, GUARD, lockOfficial, PY_TASK_PATH, ROLLED_BACK, TABLES } from "./adopt.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js";
+import { ELEMENTS_CHANNEL } from "../saver/elements.js";
+import { gateCall, lockForDelete, upsertTombstones } from "../saver/tombstones.js";
 
 // Our tables' columns come from names.ts (C, H, W, B); the official tables' (`${s}.…`, `NEW.…`, `gone`
 // on their triggers) are the official saver's layout, written as its own names: the same words, not ours.
@@ -33,23 +35,62 @@ function dollar(body: string): string {
   return `${tag}${body}${tag}`;
 }
 
-/** `statements` run with the bridge switched off (our own writes to the other side), then restored. */
-const quiet = (statements: string) => `
-  prev := current_setting('${BRIDGE_SETTING}', true);
-  PERFORM set_config('${BRIDGE_SETTING}', 'off', true);
-${statements}
-  PERFORM set_config('${BRIDGE_SETTING}', coalesce(prev, ''), true);`;
+/** Where a trigger function may run: the one trigger this package made for it (see {@link fn}). */
+interface FiredBy {
+  /** The table's schema and name(s); a guard serves each of the official tables. */
+  schema: string;
+  tables: readonly string[];
+  trigger: string;
+  when: "BEFORE" | "AFTER";
+  level: "ROW" | "STATEMENT";
+  ops: readonly ("INSERT" | "UPDATE" | "DELETE")[];
+}
 
-const skipWhenQuiet = `IF current_setting('${BRIDGE_SETTING}', true) = 'off' THEN RETURN NULL; END IF;`;
-
-function fn(schema: string, name: string, body: string, declare = ""): string {
-  return `CREATE OR REPLACE FUNCTION ${quoteIdent(schema)}.${name}() RETURNS trigger
+/**
+ * A trigger function of this package: it runs as its owner (SECURITY DEFINER,
+ * fixed search_path), so that neither application role needs a privilege on
+ * the other side. Two locks keep that from being anyone else's way in
+ * (issue 26, row 2):
+ * - nobody but the owner may EXECUTE it, so nobody else can attach it to a
+ *   table of their own (CREATE TRIGGER needs EXECUTE; firing does not). Not
+ *   only PUBLIC's grant goes: default privileges (ALTER DEFAULT PRIVILEGES
+ *   ... GRANT EXECUTE ON FUNCTIONS) give new functions explicit grants too;
+ * - its body refuses to run unless fired by the trigger it was made for
+ *   (table, trigger name, timing, level, event), should a grant come back.
+ */
+function fn(schema: string, name: string, firedBy: FiredBy, body: string, declare = ""): string[] {
+  const f = `${quoteIdent(schema)}.${name}()`;
+  const tables = firedBy.tables.map(lit).join(", ");
+  const check = `IF TG_TABLE_SCHEMA <> ${lit(firedBy.schema)} OR TG_TABLE_NAME NOT IN (${tables}) OR TG_NAME <> ${lit(firedBy.trigger)}
+     OR TG_WHEN <> '${firedBy.when}' OR TG_LEVEL <> '${firedBy.level}' OR TG_OP NOT IN (${firedBy.ops.map(lit).join(", ")}) THEN
+    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+      MESSAGE = format('langgraph-checkpoint-pg: %s runs only as the trigger %s that this package created on %s; refused as trigger %s (%s %s %s) on %s.%s',
+                       ${lit(f)}, ${lit(firedBy.trigger)}, ${lit(`${quoteIdent(firedBy.schema)}.${firedBy.tables.join("/")}`)},
+                       quote_ident(TG_NAME), TG_WHEN, TG_LEVEL, TG_OP, quote_ident(TG_TABLE_SCHEMA), quote_ident(TG_TABLE_NAME));
+  END IF;`;
+  return [
+    `CREATE OR REPLACE FUNCTION ${f} RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS ${dollar(`
 ${declare ? `DECLARE ${declare}\n` : ""}BEGIN
+  ${check}
   ${body}
   RETURN NULL;
-END`)}`;
+END`)}`,
+    `REVOKE ALL ON FUNCTION ${f} FROM PUBLIC`,
+    `DO ${dollar(`
+DECLARE g text;
+BEGIN
+  FOR g IN SELECT DISTINCT a.grantee::regrole::text FROM pg_catalog.pg_proc p CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
+            WHERE p.oid = ${lit(f)}::pg_catalog.regprocedure AND a.grantee <> 0 AND a.grantee <> p.proowner LOOP
+    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %s', ${lit(f)}, g);
+  END LOOP;
+END`)}`,
+  ];
 }
+
+/** A statement-level trigger whose transition table `gone` is empty has nothing to do: what ends the two sides' deletes calling each other. */
+const returnWhenNoneGone = "IF NOT EXISTS (SELECT 1 FROM gone) THEN RETURN NULL; END IF;";
+
 export function bridgeStatements(schema: string, from: string, source: "js" | "python", version: number): string[] {
   const t = quoteIdent(schema);
   const s = quoteIdent(from);
@@ -99,6 +140,40 @@ ON CONFLICT (${BLOB_KEY}) DO NOTHING`;
   const movedOn = `format('langgraph-checkpoint-pg: thread %s (namespace %s) was continued by langgraph-checkpoint-pg in schema %s after the switch; ` +
     `this official-saver instance would fork it from an older checkpoint. Nothing was written. Retry the request on an upgraded instance.', ` +
     `to_json(NEW.thread_id), to_json(NEW.checkpoint_ns), ${lit(quoteIdent(schema))})`;
+  /** After `head` was read: refused (LGB01) when our saver wrote the lineage's head (it is not an official row). */
+  const refuseMovedOn = `IF head IS NOT NULL AND NOT EXISTS (
+       SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = NEW.thread_id AND o.checkpoint_ns = NEW.checkpoint_ns AND o.checkpoint_id = head) THEN
+    RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.threadMovedOn}', MESSAGE = ${movedOn};
+  END IF;`;
+  /**
+   * Element rows are content-addressed and reused by every later put that
+   * names their hash: one copied from the official side would be read in
+   * place of the value this package stored (issue 26, row 4). No LangGraph
+   * channel has the reserved name, and this saver refuses it too.
+   */
+  const refuseReserved = (condition: string) => `IF ${condition} THEN
+    RAISE EXCEPTION USING ERRCODE = 'reserved_name',
+      MESSAGE = format('langgraph-checkpoint-pg: channel %s is reserved for the element rows of schema %s; this official write (thread %s, namespace %s) uses it. Nothing was written.',
+                       to_json(${lit(ELEMENTS_CHANNEL)}::text), ${lit(quoteIdent(schema))}, to_json(NEW.thread_id), to_json(NEW.checkpoint_ns));
+  END IF;`;
+
+  /**
+   * The tombstone gate (saver/tombstones.ts) for an official write, first: its
+   * lock before any row's, as in this package's own writes. A write continuing
+   * a thread deleted here (on either side) is refused (LGB04), so a rollback
+   * cannot bring it back either. Blobs carry no checkpoint id: their gate only
+   * waits for a deletion in progress; the put's checkpoint, in the same
+   * transaction, is the one refused. Writes are refused only when they name
+   * the deleted history (see the write trigger).
+   */
+  const gate = (ids: string, starts: string) => `refused := ${gateCall(schema, { thread: "NEW.thread_id", ns: "NEW.checkpoint_ns", ids, starts })};
+  IF refused IS NOT NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.threadDeleted}',
+      MESSAGE = format('langgraph-checkpoint-pg: thread %s (namespace %s) was deleted; this official write continues its deleted history (%s). Nothing was written.',
+                       to_json(NEW.thread_id), to_json(NEW.checkpoint_ns), refused);
+  END IF;`;
+  /** A deletion's lock on each thread it deleted rows of (saver/tombstones.ts), in thread order, before it touches ours. */
+  const lockDeleted = `PERFORM ${lockForDelete(schema, "d.thread_id")} FROM (SELECT DISTINCT g.thread_id FROM gone g ORDER BY 1) AS d;`;
 
   return [
     `CREATE TABLE ${t}.${ADOPTION_TABLE} (
@@ -133,26 +208,36 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
   FROM ${t}.${H.table} h
  WHERE ${sameCheckpoint} AND h.${H.hasPendingTasks}`,
     // What official instances write from now on, copied in their own transactions.
-    fn(
+    ...fn(
       schema,
       "checkpointer_bridge_blob",
-      `${skipWhenQuiet}
-  -- The lineage head first: the lock order of this package's put (head, then blobs and row).
-  PERFORM 1 FROM ${t}.${H.table} WHERE ${H.threadId} = NEW.thread_id AND ${H.checkpointNs} = NEW.checkpoint_ns FOR UPDATE;
+      { schema: from, tables: ["checkpoint_blobs"], trigger: BRIDGE, when: "AFTER", level: "ROW", ops: ["INSERT", "UPDATE"] },
+      `${refuseReserved(`NEW.channel = ${lit(ELEMENTS_CHANNEL)}`)}
+  ${gate("ARRAY[]::text[]", "true")}
+  -- The lineage head next: the lock order of this package's put (gate, head, then blobs and row).
+  SELECT h.${H.checkpointId} INTO head FROM ${t}.${H.table} h WHERE h.${H.threadId} = NEW.thread_id AND h.${H.checkpointNs} = NEW.checkpoint_ns FOR UPDATE;
+  -- Values for a thread our saver continued would serve only a fork from an older state (its checkpoint is refused
+  -- below): refused here already, so nothing of it reaches our tables.
+  ${refuseMovedOn}
   INSERT INTO ${t}.${B.table} (${BLOB_COLS})
   VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.channel, NEW.version, ${retag("NEW.type")}, NEW.blob)
   ON CONFLICT (${BLOB_KEY}) DO NOTHING;`,
+      "head text; refused text;",
     ),
-    fn(
+    ...fn(
       schema,
       "checkpointer_bridge_checkpoint",
-      `${skipWhenQuiet}
+      { schema: from, tables: ["checkpoints"], trigger: BRIDGE, when: "AFTER", level: "ROW", ops: ["INSERT", "UPDATE"] },
+      `${refuseReserved(`NEW.checkpoint -> 'channel_versions' ? ${lit(ELEMENTS_CHANNEL)}`)}
+  ${gate(
+    "ARRAY[NEW.checkpoint_id, NEW.parent_checkpoint_id]::text[]",
+    "(NEW.parent_checkpoint_id IS NULL AND NOT coalesce(jsonb_typeof(NEW.metadata -> 'parents') = 'object' AND NEW.metadata -> 'parents' <> '{}'::jsonb, false))",
+  )}
   SELECT h.${H.checkpointId} INTO head FROM ${t}.${H.table} h
    WHERE h.${H.threadId} = NEW.thread_id AND h.${H.checkpointNs} = NEW.checkpoint_ns FOR UPDATE;
-  -- Our saver wrote the head (it is not an official row): this instance read an older state.
-  IF head IS NOT NULL AND head <> NEW.checkpoint_id AND NOT EXISTS (
-       SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = NEW.thread_id AND o.checkpoint_ns = NEW.checkpoint_ns AND o.checkpoint_id = head) THEN
-    RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.threadMovedOn}', MESSAGE = ${movedOn};
+  -- A re-put of the head itself is not a fork.
+  IF head IS DISTINCT FROM NEW.checkpoint_id THEN
+    ${refuseMovedOn}
   END IF;
   ${python ? `${inlineBlobs(`(SELECT NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint) AS n(${cols(C.threadId, C.checkpointNs, C.checkpoint)})`, "n")};` : ""}
   tasks := ${pending("NEW.checkpoint", "NEW.thread_id", "NEW.checkpoint_ns")};
@@ -166,18 +251,18 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
   VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, tasks)
   ON CONFLICT (${cols(H.threadId, H.checkpointNs)}) DO UPDATE
      SET ${H.checkpointId} = EXCLUDED.${H.checkpointId}, ${H.hasPendingTasks} = EXCLUDED.${H.hasPendingTasks}, ${H.movedAt} = now(), ${H.rowVersion} = h.${H.rowVersion} + 1;`,
-      "head text; tasks boolean;",
+      "head text; tasks boolean; refused text;",
     ),
-    fn(
+    ...fn(
       schema,
       "checkpointer_bridge_write",
-      `${skipWhenQuiet}
+      { schema: from, tables: ["checkpoint_writes"], trigger: BRIDGE, when: "AFTER", level: "ROW", ops: ["INSERT", "UPDATE"] },
+      `-- The official saver sends a run's writes without waiting for the put of their checkpoint: those of a new
+  -- conversation may come before the put that starts it, so only the deleted history is refused here.
+  ${gate("ARRAY[NEW.checkpoint_id]::text[]", "true")}
   -- Writes on a thread our saver continued would be replayed from an older checkpoint: refused too.
   SELECT h.${H.checkpointId} INTO head FROM ${t}.${H.table} h WHERE h.${H.threadId} = NEW.thread_id AND h.${H.checkpointNs} = NEW.checkpoint_ns;
-  IF head IS NOT NULL AND NOT EXISTS (
-       SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = NEW.thread_id AND o.checkpoint_ns = NEW.checkpoint_ns AND o.checkpoint_id = head) THEN
-    RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.threadMovedOn}', MESSAGE = ${movedOn};
-  END IF;
+  ${refuseMovedOn}
   IF TG_OP = 'INSERT' THEN
     INSERT INTO ${t}.${W.table} (${WRITE_COLS})
     VALUES (NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id, NEW.task_id, NEW.idx, NEW.channel, ${retag("NEW.type")}, NEW.blob, ${taskPath ? "NEW.task_path" : "''"})
@@ -189,17 +274,34 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
        SET ${W.channel} = EXCLUDED.${W.channel}, ${W.type} = EXCLUDED.${W.type}, ${W.value} = EXCLUDED.${W.value}, ${W.taskPath} = EXCLUDED.${W.taskPath},
            ${W.rowVersion} = w.${W.rowVersion} + 1;
   END IF;`,
-      "head text;",
+      "head text; refused text;",
     ),
-    ...TABLES.map((table) =>
+    // Deletes go both ways with no switch to skip a trigger (any client could set one, issue 26 row 7): each side
+    // deletes what the other deleted, and the echo stops at the first statement that found nothing left.
+    ...TABLES.flatMap((table) =>
       fn(
         schema,
         `checkpointer_bridge_delete_${table}`,
-        `${skipWhenQuiet}${quiet(`
+        { schema: from, tables: [table], trigger: BRIDGE_DELETE, when: "AFTER", level: "STATEMENT", ops: ["DELETE"] },
+        `${returnWhenNoneGone}
+  ${lockDeleted}${
+    table === "checkpoints"
+      ? `
+  -- Threads the official saver deleted whole (its deleteThread) leave a tombstone here, as this package's deleteThread does.
+  ${upsertTombstones(
+    schema,
+    `SELECT d.thread_id, GREATEST(d.last, (SELECT max(x.${C.checkpointId}) FROM ${t}.${C.table} x WHERE x.${C.threadId} = d.thread_id COLLATE "C"),
+                                  (SELECT max(x.${W.checkpointId}) FROM ${t}.${W.table} x WHERE x.${W.threadId} = d.thread_id COLLATE "C"))
+    FROM (SELECT g.thread_id, max(g.checkpoint_id COLLATE "C") AS last FROM gone g
+           WHERE NOT EXISTS (SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = g.thread_id) GROUP BY g.thread_id) AS d`,
+  )};`
+      : ""
+  }
   DELETE FROM ${t}.${OURS[table]} x USING gone g WHERE ${eq("x", "g", { a: ourKeys[table], b: officialKeys[table] }, '"C"')};${
     table === "checkpoints"
       ? `
-  -- Lineages the official saver emptied (its deleteThread): this package's rows on them go too.
+  -- Lineages the official saver emptied (its deleteThread): this package's rows on them go too, element rows
+  -- included (the one place where the bridge deletes those).
   WITH emptied AS (SELECT DISTINCT g.thread_id, g.checkpoint_ns FROM gone g
                     WHERE NOT EXISTS (SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = g.thread_id AND o.checkpoint_ns = g.checkpoint_ns)),
        h AS (DELETE FROM ${t}.${H.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')}),
@@ -207,20 +309,18 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
        w AS (DELETE FROM ${t}.${W.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')})
   DELETE FROM ${t}.${B.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')};`
       : ""
-  }`)}`,
-        "prev text;",
+  }`,
       ),
     ),
-    fn(
+    // A lineage this package deleted (deleteThread, prune of a whole thread): its official copy goes too, so a rollback
+    // does not bring it back. While bridging, these deletes fire the bridge's delete triggers, which find our rows
+    // gone already; once finished, the guard lets them through (the lineage has no head here any more).
+    ...fn(
       schema,
       "checkpointer_forget_official",
-      `${skipWhenQuiet}${quiet(`
-  -- A lineage this package deleted (deleteThread, prune of a whole thread): its official copy goes too,
-  -- so a rollback does not bring it back.
-  DELETE FROM ${s}.checkpoint_writes x USING gone g WHERE ${eq("x", "g", { a: officialLineage, b: [H.threadId, H.checkpointNs] }, '"default"')};
-  DELETE FROM ${s}.checkpoint_blobs x USING gone g WHERE ${eq("x", "g", { a: officialLineage, b: [H.threadId, H.checkpointNs] }, '"default"')};
-  DELETE FROM ${s}.checkpoints x USING gone g WHERE ${eq("x", "g", { a: officialLineage, b: [H.threadId, H.checkpointNs] }, '"default"')};`)}`,
-      "prev text;",
+      { schema, tables: [H.table], trigger: FORGET, when: "AFTER", level: "STATEMENT", ops: ["DELETE"] },
+      `${returnWhenNoneGone}
+  ${(["checkpoint_writes", "checkpoint_blobs", "checkpoints"] as const).map((table) => `DELETE FROM ${s}.${table} x USING gone g WHERE ${eq("x", "g", { a: officialLineage, b: [H.threadId, H.checkpointNs] }, '"default"')};`).join("\n  ")}`,
     ),
     ...TABLES.map((table) =>
       table === "checkpoint_writes"
@@ -238,7 +338,10 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
 /**
  * The statements that finish an adoption: the official tables stop being
  * copied and refuse every write from then on (official instances still
- * running fail with SQLSTATE LGB02 and a message saying so).
+ * running fail with SQLSTATE LGB02 and a message saying so). The one write
+ * let through: deleting the rows of a lineage that has no head in our schema
+ * (deleted here; what `checkpointer_forget_official` does), which loses
+ * nothing and needs no switch a client could set as well.
  */
 export function finishStatements(schema: string, from: string): string[] {
   const t = quoteIdent(schema);
@@ -249,37 +352,52 @@ export function finishStatements(schema: string, from: string): string[] {
     `${lit(quoteIdent(from))}, ${lit(quoteIdent(schema))}, ${lit(schema)})`;
   return [
     lockOfficial(from, "ACCESS EXCLUSIVE"),
-    fn(schema, "checkpointer_guard_official", `${skipWhenQuiet}\n  RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.finished}', MESSAGE = ${message};`),
+    ...fn(
+      schema,
+      "checkpointer_guard_official",
+      { schema: from, tables: TABLES, trigger: GUARD, when: "BEFORE", level: "ROW", ops: ["INSERT", "UPDATE", "DELETE"] },
+      `IF TG_OP = 'DELETE' AND NOT EXISTS (SELECT 1 FROM ${t}.${H.table} h WHERE h.${H.threadId} = OLD.thread_id AND h.${H.checkpointNs} = OLD.checkpoint_ns) THEN
+    RETURN OLD;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.finished}', MESSAGE = ${message};`,
+    ),
     ...TABLES.flatMap((table) => [
       `DROP TRIGGER IF EXISTS ${BRIDGE} ON ${s}.${table}`,
       `DROP TRIGGER IF EXISTS ${BRIDGE_DELETE} ON ${s}.${table}`,
-      `CREATE TRIGGER ${GUARD} BEFORE INSERT OR UPDATE OR DELETE ON ${s}.${table} FOR EACH STATEMENT EXECUTE FUNCTION ${t}.checkpointer_guard_official()`,
+      `CREATE TRIGGER ${GUARD} BEFORE INSERT OR UPDATE OR DELETE ON ${s}.${table} FOR EACH ROW EXECUTE FUNCTION ${t}.checkpointer_guard_official()`,
     ]),
     `UPDATE ${t}.${ADOPTION_TABLE} SET state = 'finished', finished_at = now()`,
   ];
 }
 
 /**
- * After a rollback's conversion: the official tables carry none of our
- * triggers any more, and ours refuse every write (SQLSTATE LGB03), so an
- * instance of this package still running cannot write where the official
- * saver does not look.
+ * What a rollback leaves: the official tables carry none of our triggers
+ * any more (rollback.ts runs these before writing into them, so nothing of
+ * that is copied back or refused), and ours refuse every write (SQLSTATE
+ * LGB03), so an instance of this package still running cannot write where
+ * the official saver does not look.
  */
 export function rollbackStatements(schema: string, from: string): string[] {
   const t = quoteIdent(schema);
   const s = quoteIdent(from);
+  const ours = [H.table, ...TABLES.map((table) => OURS[table])];
   const message =
     `format('langgraph-checkpoint-pg: schema %s was rolled back to the official saver in schema %s: it refuses writes. Nothing was written.', ` +
     `${lit(quoteIdent(schema))}, ${lit(quoteIdent(from))})`;
   return [
-    fn(schema, "checkpointer_guard_rolled_back", `${skipWhenQuiet}\n  RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.rolledBack}', MESSAGE = ${message};`),
+    ...fn(
+      schema,
+      "checkpointer_guard_rolled_back",
+      { schema, tables: ours, trigger: ROLLED_BACK, when: "BEFORE", level: "STATEMENT", ops: ["INSERT", "UPDATE", "DELETE"] },
+      `RAISE EXCEPTION USING ERRCODE = '${ADOPTION_SQLSTATE.rolledBack}', MESSAGE = ${message};`,
+    ),
     ...TABLES.flatMap((table) => [
       `DROP TRIGGER IF EXISTS ${BRIDGE} ON ${s}.${table}`,
       `DROP TRIGGER IF EXISTS ${BRIDGE_DELETE} ON ${s}.${table}`,
       `DROP TRIGGER IF EXISTS ${GUARD} ON ${s}.${table}`,
     ]),
     `DROP TRIGGER IF EXISTS ${FORGET} ON ${t}.${H.table}`,
-    ...[H.table, ...TABLES.map((table) => OURS[table])].flatMap((table) => [
+    ...ours.flatMap((table) => [
       `DROP TRIGGER IF EXISTS ${ROLLED_BACK} ON ${t}.${table}`,
       `CREATE TRIGGER ${ROLLED_BACK} BEFORE INSERT OR UPDATE OR DELETE ON ${t}.${table} FOR EACH STATEMENT EXECUTE FUNCTION ${t}.checkpointer_guard_rolled_back()`,
     ]),

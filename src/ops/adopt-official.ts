@@ -6,6 +6,7 @@
 import type { Queryable } from "../db/db.js";
 import { MigrationError, type OfficialTables } from "../errors.js";
 import { quoteIdent } from "../validate.js";
+import { ELEMENTS_CHANNEL } from "../saver/elements.js";
 import { JS_LAST, OFFICIAL_MIGRATIONS_TABLE, PY_LAST, PY_TASK_PATH, type Table, TABLES, TRIGGER_PREFIX } from "./adopt.js";
 
 /**
@@ -198,16 +199,38 @@ export async function inspectOfficial(tx: Queryable, from: string): Promise<{ so
     }
   }
   if (problems.length > 0) refuse(`the official saver's tables at version ${last}, changed: ${problems.join("; ")}`);
+  return { source: last > JS_LAST ? "python" : "js", version: last };
+}
 
+/**
+ * Check that the rows of the official tables in `from` (whose layout
+ * {@link inspectOfficial} checked) can be carried over as they are. Throws a
+ * {@link MigrationError} saying what was found otherwise. Reads only: one
+ * scan per table.
+ */
+export async function inspectOfficialRows(tx: Queryable, from: string): Promise<void> {
+  const q = quoteIdent(from);
+  const refuse = (found: string, advice: string): never => {
+    throw new MigrationError(`Cannot adopt schema "${from}": it holds ${found}. ${advice} Nothing was changed.`, { migration: "adoption" });
+  };
   const data = (
-    await tx.query<{ typed_checkpoints: boolean; untyped_writes: boolean }>(
-      `SELECT EXISTS (SELECT 1 FROM ${q}.checkpoints WHERE type IS NOT NULL) AS typed_checkpoints,
-              EXISTS (SELECT 1 FROM ${q}.checkpoint_writes WHERE type IS NULL) AS untyped_writes`,
+    await tx.query<{ typed_checkpoints: boolean; reserved_versions: boolean; reserved_blobs: boolean; untyped_writes: boolean }>(
+      `SELECT c.typed AS typed_checkpoints, c.reserved AS reserved_versions,
+              EXISTS (SELECT 1 FROM ${q}.checkpoint_blobs WHERE channel = '${ELEMENTS_CHANNEL}') AS reserved_blobs,
+              EXISTS (SELECT 1 FROM ${q}.checkpoint_writes WHERE type IS NULL) AS untyped_writes
+         FROM (SELECT coalesce(bool_or(type IS NOT NULL), false) AS typed, coalesce(bool_or(checkpoint -> 'channel_versions' ? '${ELEMENTS_CHANNEL}'), false) AS reserved
+                 FROM ${q}.checkpoints) c`,
     )
   ).rows[0]!;
   if (data.typed_checkpoints) {
     refuse('checkpoints whose "type" column is set; neither official saver writes it, so something else did', "Adoption would not carry those values over.");
   }
-  if (data.untyped_writes) refuse("checkpoint_writes rows without a type; their values cannot be decoded by any saver");
-  return { source: last > JS_LAST ? "python" : "js", version: last };
+  // Element rows are content-addressed: one copied in would be read in place of a value this package stores later (issue 26, row 4).
+  if (data.reserved_versions || data.reserved_blobs) {
+    refuse(
+      `${data.reserved_blobs ? "checkpoint_blobs rows" : "checkpoints naming a channel"} called "${ELEMENTS_CHANNEL}", which this package reserves for its element rows; no LangGraph graph writes it, so something else did`,
+      "Delete those rows, or adopt another copy.",
+    );
+  }
+  if (data.untyped_writes) refuse("checkpoint_writes rows without a type; their values cannot be decoded by any saver", "This is not a layout the official LangGraph Postgres saver leaves.");
 }

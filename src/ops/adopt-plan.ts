@@ -7,25 +7,27 @@
 import type { Queryable } from "../db/db.js";
 import { MigrationError } from "../errors.js";
 import { quoteIdent } from "../validate.js";
-import { type AdoptionPlan, OFFICIAL_MIGRATIONS_TABLE, TABLES, TRIGGER_PREFIX } from "./adopt.js";
+import { type AdoptionPlan, lockOfficial, OFFICIAL_MIGRATIONS_TABLE, TABLES, TRIGGER_PREFIX } from "./adopt.js";
 import { bridgeStatements } from "./adopt-bridge.js";
-import { inspectOfficial } from "./adopt-official.js";
+import { inspectOfficial, inspectOfficialRows } from "./adopt-official.js";
 import { OWN_TABLES } from "../db/names.js";
 
 /**
  * Plan the adoption of the official tables in `from` into `schema` (whose
  * tables `migrate` has just created, inside the same transaction): the
  * statements that copy the rows, install the triggers and record the
- * adoption. Throws a {@link MigrationError} for a layout it does not know.
- * Reads only.
+ * adoption. Throws a {@link MigrationError} for a layout it does not know,
+ * or rows it would not carry over. Reads only; with `lock` (an adoption
+ * about to run the plan), it first takes the lock the plan takes against
+ * official writers, so the rows it checks are the rows the plan copies.
  *
  * @example
  * ```ts
- * const plan = await planAdoption(tx, "langgraph", "public");
- * console.log(plan.sql);
+ * const plan = await planAdoption(tx, "langgraph", "public", { lock: true });
+ * for (const statement of plan.statements) await tx.query(statement);
  * ```
  */
-export async function planAdoption(tx: Queryable, schema: string, from: string): Promise<AdoptionPlan> {
+export async function planAdoption(tx: Queryable, schema: string, from: string, options: { lock?: boolean } = {}): Promise<AdoptionPlan> {
   if (from === schema) {
     throw new MigrationError(
       `Cannot adopt schema "${from}" into itself: the official tables and this package's have the same names. Choose another schema for this saver. Nothing was changed.`,
@@ -44,6 +46,8 @@ export async function planAdoption(tx: Queryable, schema: string, from: string):
       { migration: "adoption" },
     );
   }
+  if (options.lock) await tx.query(lockOfficial(from, "SHARE ROW EXCLUSIVE"));
+  await inspectOfficialRows(tx, from);
   const statements = bridgeStatements(schema, from, source, version);
   const sql = [
     `-- Adopting the official LangGraph Postgres saver's tables in schema ${quoteIdent(from)} (${OFFICIAL_MIGRATIONS_TABLE} at version ${version}: ` +

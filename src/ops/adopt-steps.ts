@@ -7,9 +7,9 @@
 import { ADOPTION_TABLE, SCHEMA_LOCK_SQL, readAdoption, type AdoptionRecord } from "./adopt.js";
 import { finishStatements } from "./adopt-bridge.js";
 import type { Db, Queryable } from "../db/db.js";
-import { MIGRATION_LOCK_TIMEOUT, describeFailure, withTarget, type TargetOptions } from "../db/migrate.js";
+import { MIGRATION_LOCK_TIMEOUT, withTarget, type TargetOptions } from "../db/migrate.js";
 import { inspectAdoptionSource, inspectTrust, refuse } from "../db/trust.js";
-import { CheckpointerError, DatabaseOperationError, MigrationError } from "../errors.js";
+import { CheckpointerError, DatabaseOperationError, MigrationError, failureText } from "../errors.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 
 export interface FinishAdoptionOptions extends TargetOptions {
@@ -96,7 +96,7 @@ export async function adoptionStep<T>(db: Db, step: AdoptionStep<T>): Promise<T>
     );
   } catch (err) {
     if (err instanceof CheckpointerError) throw err;
-    throw new MigrationError(`${what} on schema "${schema}" failed (${describeFailure(err)}); nothing was changed`, { cause: err, migration: "adoption" });
+    throw new MigrationError(`${what} on schema "${schema}" failed ${failureText(err)}; nothing was changed`, { cause: err, migration: "adoption" });
   }
 }
 

@@ -27,8 +27,10 @@
  *
  * Trigger functions live in our schema, run as their owner (SECURITY DEFINER,
  * fixed search_path), so official-saver roles need no privilege on our tables;
- * the session setting `langgraph_checkpoint_pg.bridge = off` (transaction-local)
- * lets our own statements pass without being copied back.
+ * only the owner may EXECUTE them, and each runs only as the trigger it was
+ * made for. No switch lets a statement pass a trigger unseen (a setting would
+ * be one any client could set): deletes echo between the two sides until one
+ * finds nothing left, and a rollback removes the triggers before it writes.
  *
  * This file holds what every step shares (the records, the locks, the
  * names); the steps are in adopt-official.ts (recognising the official
@@ -62,8 +64,6 @@ export const BRIDGE_DELETE = `${TRIGGER_PREFIX}bridge_delete`;
 export const GUARD = `${TRIGGER_PREFIX}guard`;
 export const FORGET = `${TRIGGER_PREFIX}forget`;
 export const ROLLED_BACK = `${TRIGGER_PREFIX}rolled_back`;
-/** Transaction-local switch: `off` while our own statements write the other side. */
-export const BRIDGE_SETTING = "langgraph_checkpoint_pg.bridge";
 
 /**
  * SQLSTATEs the adoption's triggers raise.
@@ -80,6 +80,8 @@ export const ADOPTION_SQLSTATE = {
   finished: "LGB02",
   /** A write to our schema after it was rolled back. */
   rolledBack: "LGB03",
+  /** An official write continuing a thread that was deleted (saver/tombstones.ts). */
+  threadDeleted: "LGB04",
 } as const;
 
 export type AdoptionState = "bridging" | "finished" | "rolled-back";

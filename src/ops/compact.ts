@@ -37,7 +37,8 @@ import { assertSchemaCurrent } from "../db/migrate.js";
 import { CHECKPOINT_BLOBS as B } from "../db/names.js";
 import { CheckpointerError, DatabaseOperationError, InvalidOptionsError } from "../errors.js";
 import { guard, type HandlerErrorHandler } from "../events.js";
-import { ELEMENTS_CHANNEL, REFS_TYPE, encodeList, isElementList, storesElements, type ElementRow } from "../saver/elements.js";
+import { elementCodec, type ElementCodec } from "../saver/element-codec.js";
+import { ELEMENTS_CHANNEL, REFS_TYPE, encodeList, isElementList, type ElementRow } from "../saver/elements.js";
 import { pack } from "../saver/encode.js";
 import { loadsForRow } from "../serde/rowserde.js";
 import { MsgpackSerializer } from "../serde/serde.js";
@@ -55,8 +56,10 @@ export interface CompactOptions {
   schema?: string;
   /**
    * The serializer your saver uses (default: `MsgpackSerializer`). Values are
-   * decoded with it and their elements serialized with it. One that binds
-   * values to their rows (`EncryptedSerializer`) is refused: such values stay whole.
+   * decoded with it and their elements serialized with it (an
+   * `EncryptedSerializer` seals each element for its row and keys its hash,
+   * as a saver with `elementStorage` does). One that binds values to their
+   * rows but cannot seal elements is refused: its values stay whole.
    */
   serde?: SerializerProtocol;
   /** Only these threads. Default: every thread in the schema. */
@@ -132,8 +135,9 @@ export async function compact(options: CompactOptions): Promise<CompactResult> {
   if (serde === null || typeof serde !== "object" || typeof serde.dumpsTyped !== "function" || typeof serde.loadsTyped !== "function") {
     throw new InvalidOptionsError("serde", "expected a serializer with dumpsTyped and loadsTyped");
   }
-  if (!storesElements(serde)) {
-    throw new InvalidOptionsError("serde", "binds each value to its row (an EncryptedSerializer): its lists are stored whole, an element shared by several versions cannot be bound to one");
+  const codec = elementCodec(serde);
+  if (!codec) {
+    throw new InvalidOptionsError("serde", "binds each value to its row but cannot seal an element for its own row: its lists stay whole");
   }
   let threadIds: string[] | undefined;
   if (o.threadIds !== undefined) {
@@ -161,7 +165,7 @@ export async function compact(options: CompactOptions): Promise<CompactResult> {
   const counts: CompactCounts = { threads: 0, threadsCompacted: 0, lists: 0, elementRows: 0, bytesBefore: 0, bytesAfter: 0, listsSkipped: 0 };
   // The default serializer's lists are msgpack arrays: other msgpack values need not be read and decoded.
   const arrayStarts = serde instanceof MsgpackSerializer ? MSGPACK_ARRAY_STARTS : null;
-  const job: Job = { db, sql: buildSql(schema), lock: pruneLockName(schema), serde, batchSize, dryRun, counts, arrayStarts };
+  const job: Job = { db, sql: buildSql(schema), lock: pruneLockName(schema), serde, codec, batchSize, dryRun, counts, arrayStarts };
   try {
     await assertSchemaCurrent(db, schema, "compact");
     for await (const threadId of threads(job, threadIds)) {
@@ -181,6 +185,7 @@ interface Job {
   sql: Sql;
   lock: string;
   serde: SerializerProtocol;
+  codec: ElementCodec;
   batchSize: number;
   dryRun: boolean;
   counts: CompactCounts;
@@ -309,7 +314,8 @@ async function compactThread(job: Job, threadId: string, progress: () => void): 
       const r = rows[i]!;
       let seen = sending.get(r.checkpoint_ns);
       if (!seen) sending.set(r.checkpoint_ns, (seen = new Set()));
-      const encoded = await encodeList(serde, value, undefined, seen, () => undefined);
+      const list = { table: "checkpoint_blobs", threadId, checkpointNs: r.checkpoint_ns, channel: r.channel, version: r.version } as const;
+      const encoded = await encodeList(job.codec, value, list, undefined, seen);
       for (const row of encoded.rows) elementRows.set(rowKey(r.checkpoint_ns, row.hash), { ns: r.checkpoint_ns, row });
       lists.push({ row: r, refs: encoded.refs, hashes: encoded.hashes });
     }

@@ -6,10 +6,18 @@
 import { InvalidOptionsError } from "../errors.js";
 import { MIGRATIONS_TABLE } from "../db/migrate.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
-import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js";
+import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_TOMBSTONES, CHECKPOINT_WRITES, CHECKPOINTER_RETENTION, CHECKPOINTS } from "../db/names.js";
+import { GATE_SIGNATURE } from "../saver/tombstones.js";
 
-/** The tables whose rows the saver reads and writes. */
-const DATA_TABLES = [CHECKPOINTS.table, CHECKPOINT_WRITES.table, CHECKPOINT_BLOBS.table, CHECKPOINT_HEADS.table] as const;
+/** The tables whose rows the saver reads and writes (tombstones: deleteThread and prune; retention: its background runs). */
+const DATA_TABLES = [
+  CHECKPOINTS.table,
+  CHECKPOINT_WRITES.table,
+  CHECKPOINT_BLOBS.table,
+  CHECKPOINT_HEADS.table,
+  CHECKPOINT_TOMBSTONES.table,
+  CHECKPOINTER_RETENTION.table,
+] as const;
 
 export interface GrantOptions {
   /** The application's role (it must exist). Any identifier: it is quoted. */
@@ -29,9 +37,10 @@ export interface GrantOptions {
 /**
  * The statements that let `role` run every saver operation (`put`,
  * `putWrites`, `getTuple`, `list`, `deleteThread`, `getDeltaChannelHistory`,
- * pruning) and nothing more: `USAGE` on the schema, `SELECT, INSERT, UPDATE,
- * DELETE` on the four tables, and `SELECT` on `checkpointer_migrations` (the
- * saver checks the schema version once). It then revokes what the role does
+ * pruning, retention) and nothing more: `USAGE` on the schema, `SELECT,
+ * INSERT, UPDATE, DELETE` on its tables, `EXECUTE` on the write gate (the
+ * tombstone check of every write), and `SELECT` on `checkpointer_migrations`
+ * (the saver checks the schema version once). It then revokes what the role does
  * not need and may hold from an earlier grant: `CREATE` on the schema,
  * `TRUNCATE`, `REFERENCES` and `TRIGGER` on the tables, and `TEMPORARY` on
  * the database (also from `PUBLIC` with `revokePublicTemp`). The role cannot
@@ -66,6 +75,7 @@ export function grantStatements(options: GrantOptions): string[] {
     `GRANT USAGE ON SCHEMA ${schema} TO ${role}`,
     `GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE ${tables} TO ${role}`,
     `GRANT SELECT ON TABLE ${schema}.${MIGRATIONS_TABLE} TO ${role}`,
+    `GRANT EXECUTE ON FUNCTION ${schema}.${GATE_SIGNATURE} TO ${role}`,
     `REVOKE CREATE ON SCHEMA ${schema} FROM ${role}`,
     `REVOKE TRUNCATE, REFERENCES, TRIGGER ON TABLE ${tables} FROM ${role}`,
     revokeTemp(name),

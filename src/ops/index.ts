@@ -14,7 +14,7 @@ export { ADOPTION_SQLSTATE, type AdoptionRecord, type AdoptionState, type Adopti
 export { grantStatements, type GrantOptions } from "./grants.js";
 export { reencrypt, type ReencryptOptions, type ReencryptResult, type ReencryptCounts } from "./reencrypt.js";
 export { compact, type CompactOptions, type CompactResult, type CompactCounts, type CompactProgress } from "./compact.js";
-export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts, type PruneThreadCounts } from "./prune.js";
+export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts, type PruneThreadCounts, type PruneKept } from "./prune.js";
 export {
   migrationStatus,
   listThreads,
@@ -33,6 +33,7 @@ export {
   importThread,
   exportHeader,
   checkRecords,
+  importColumns,
   ThreadExistsError,
   EXPORT_FORMAT,
   EXPORT_FORMAT_VERSION,
@@ -44,4 +45,5 @@ export {
   type EndRecord,
   type ImportResult,
 } from "./transfer.js";
+export type { Columns as ImportColumns, Column as ImportColumn } from "./transfer-check.js";
 export { toJsonSafe } from "./decode.js";

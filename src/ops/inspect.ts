@@ -465,7 +465,12 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
         return { channel, version, type: b.type, value: await decode(b.type, b.value, { table: "checkpoint_blobs", ...key, channel, version: b.version }, elements) };
       }),
     ),
-    unversioned: undecodable ? [{ channel: "*", value: unversioned }] : Object.entries(unversioned).map(([channel, value]) => ({ channel, value })),
+    unversioned: undecodable
+      ? [{ channel: "*", value: unversioned }]
+      : // The map also lists versioned channels the checkpoint holds as undefined (saver/encode.ts): those are in `channels`.
+        Object.entries(unversioned)
+          .filter(([channel]) => !versions.some(([c]) => c === channel))
+          .map(([channel, value]) => ({ channel, value })),
     pendingWrites: await Promise.all(
       writes.map(async (w) => ({
         taskId: w.task_id,

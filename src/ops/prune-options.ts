@@ -7,6 +7,7 @@ import type { PGliteLike } from "../db/db.js";
 import { parseDuration } from "../duration.js";
 import { InvalidOptionsError } from "../errors.js";
 import { guard, type HandlerErrorHandler } from "../events.js";
+import { DEFAULT_KEEP_TOMBSTONES } from "../saver/tombstones.js";
 import { checkSchemaName, LIMITS, LONE_SURROGATE } from "../validate.js";
 
 /** Options of {@link prune}. Plain data (durations as `"30d"` strings or milliseconds), so a CLI can pass its flags through. */
@@ -45,6 +46,14 @@ export interface PruneOptions {
    * your slowest step. `0` turns the protection off. Default `"15m"`.
    */
   grace?: string | number;
+  /**
+   * How long a deleted thread's tombstone is kept (README, "Deleted threads
+   * stay deleted"): while it is, a run that was still going when the thread
+   * was deleted cannot write it back. Older ones are deleted at the end of
+   * the run (with `threadIds`, only theirs). Keep it longer than your longest
+   * run. Default `"7d"`; `0` collects every tombstone.
+   */
+  keepTombstones?: string | number;
   /** Threads per batch (one `onProgress` call each). Default 100. */
   batchSize?: number;
   /**
@@ -89,6 +98,8 @@ export interface PruneCounts {
    * The next run picks them up.
    */
   threadsSkipped: number;
+  /** Tombstones of deleted threads collected (older than `keepTombstones`); counted at the end of the run. */
+  tombstones: number;
 }
 
 /** What `onProgress` receives after each batch. */
@@ -129,8 +140,34 @@ export interface PruneThreadCounts {
   expired: boolean;
 }
 
+/**
+ * How many checkpoints `prune` kept in the lineages it pruned (a dry run: would
+ * keep), each credited to the first rule that keeps it, in this order. Threads
+ * it expired whole, or skipped, are not counted.
+ *
+ * @example
+ * ```ts
+ * const { kept } = await prune({ pool, keepLast: 20, dryRun: true });
+ * if (kept.grace > 0) console.log(`${kept.grace} checkpoints are younger than the grace period (15 minutes by default)`);
+ * ```
+ */
+export interface PruneKept {
+  /** Among the newest `keepLast` of their lineage. */
+  keepLast: number;
+  /** A lineage's head (its latest checkpoint) that `keepLast` did not already keep: it always stays. */
+  head: number;
+  /** Younger than `olderThan`. */
+  olderThan: number;
+  /** Younger than `grace`, or the parent of a checkpoint that is: a graph may still be running on them. */
+  grace: number;
+  /** Ancestors a kept checkpoint's delta channels are rebuilt from (LangGraph's `DeltaChannel`). */
+  delta: number;
+}
+
 export interface PruneResult extends PruneCounts {
   dryRun: boolean;
+  /** Checkpoints kept (a dry run: that would be), by the rule that keeps them. */
+  kept: PruneKept;
   /**
    * Dry runs only: per thread with anything to delete, what would go, in
    * thread id order (one entry per such thread: a large schema makes a long list).
@@ -148,7 +185,9 @@ export interface PruneResult extends PruneCounts {
   durationMs: number;
 }
 
-const DEFAULTS = { grace: 15 * 60_000, batchSize: 100, chunkSize: 1000, lockTimeout: 500 } as const;
+/** `grace` when none is given, as a flag says it (the CLI's summary names it). */
+export const DEFAULT_GRACE = "15m";
+const DEFAULTS = { grace: parseDuration(DEFAULT_GRACE, "grace"), batchSize: 100, chunkSize: 1000, lockTimeout: 500 } as const;
 export interface Settings {
   schema: string;
   keepLast: number | undefined;
@@ -158,6 +197,7 @@ export interface Settings {
   threadIds: string[] | undefined;
   dryRun: boolean;
   graceMs: number;
+  keepTombstonesMs: number;
   batchSize: number;
   chunkSize: number;
   lockTimeoutMs: number;
@@ -217,6 +257,8 @@ export function readOptions(options: PruneOptions): Settings {
   }
 
   const graceMs = o.grace === 0 || o.grace === "0" ? 0 : o.grace === undefined ? DEFAULTS.grace : parseDuration(o.grace, "grace");
+  const keepTombstonesMs =
+    o.keepTombstones === 0 || o.keepTombstones === "0" ? 0 : parseDuration(o.keepTombstones ?? DEFAULT_KEEP_TOMBSTONES, "keepTombstones");
   const lockTimeoutMs = o.lockTimeout === undefined ? DEFAULTS.lockTimeout : parseDuration(o.lockTimeout, "lockTimeout");
   const batchSize = optionalInt(o.batchSize, "batchSize", 1, 10_000) ?? DEFAULTS.batchSize;
   const chunkSize = optionalInt(o.chunkSize, "chunkSize", 1, 1_000_000) ?? DEFAULTS.chunkSize;
@@ -234,6 +276,7 @@ export function readOptions(options: PruneOptions): Settings {
     threadIds,
     dryRun: optionalBoolean(o.dryRun, "dryRun") ?? false,
     graceMs,
+    keepTombstonesMs,
     batchSize,
     chunkSize,
     lockTimeoutMs: Math.max(1, Math.round(lockTimeoutMs)),

@@ -6,8 +6,9 @@
  * prune.ts reads keep fixed names (`AS thread_id`).
  */
 import { quoteIdent } from "../validate.js";
-import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
+import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_TOMBSTONES, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
 import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE } from "../saver/elements.js";
+import { tryLockForDelete, upsertTombstones } from "../saver/tombstones.js";
 
 /** One lineage: a thread and a namespace. */
 export interface Lineage {
@@ -25,12 +26,16 @@ export function pruneLockName(schema: string): string {
   return `langgraph-checkpoint-pg:prune:${schema}`;
 }
 
+/** The rules a checkpoint can be kept by, in the order the summary credits them (the first that keeps it). */
+const KEPT = { keepLast: 1, head: 2, olderThan: 3, grace: 4 } as const;
+
 export function buildSql(schema: string) {
   const s = quoteIdent(schema);
   const cp = `${s}.${CHECKPOINTS.table}`;
   const wr = `${s}.${CHECKPOINT_WRITES.table}`;
   const bl = `${s}.${CHECKPOINT_BLOBS.table}`;
   const hd = `${s}.${CHECKPOINT_HEADS.table}`;
+  const tb = `${s}.${CHECKPOINT_TOMBSTONES.table}`;
 
   /** Checkpoint `c` stores a value for channel `ch` (what ends a delta walk: the seed). */
   const stores = (c: string, ch: string) => `EXISTS (
@@ -142,7 +147,21 @@ SELECT ${COL.threadId} AS thread_id FROM expired`;
                   UNION ALL SELECT ${COL.threadId}, 0, 0, 0, 0, 1, bytes FROM gone_b) g
            GROUP BY g.${COL.threadId}) p) AS per_thread`;
 
-  /** Deletes the idle threads among $1 whole, like `deleteThread` (the dry variant only sizes them). */
+  /**
+   * Of the threads $1, those whose deletion lock (saver/tombstones.ts) this
+   * transaction could take: no write is in flight on them, and none can start
+   * until it commits. Tried, never waited on (the transaction holds head
+   * locks; a write waiting for one of them holds its thread's lock). Run
+   * before `expire`, so that its snapshot sees what writes committed first.
+   */
+  const lockForExpiry = `/* langgraph-checkpoint-pg prune: lock for expiry */
+SELECT ARRAY(SELECT x.t FROM pg_catalog.unnest($1::text[]) AS x(t) WHERE ${tryLockForDelete(schema, "x.t")}) AS locked`;
+
+  /**
+   * Deletes the idle threads among $1 whole, like `deleteThread`, leaving their
+   * tombstones (the dry variant only sizes them). $1 are threads whose deletion
+   * lock this transaction holds (`lockForExpiry`).
+   */
   const expire = (dry: boolean) => `/* langgraph-checkpoint-pg prune: expire */${idle},
 sized_c AS MATERIALIZED (SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId}, pg_catalog.pg_column_size(c.*) AS bytes FROM expired e JOIN ${cp} c ON c.${COL.threadId} = e.${COL.threadId}),
 sized_w AS MATERIALIZED (SELECT w.${COL.threadId}, w.${COL.checkpointNs}, w.${COL.checkpointId}, w.${COL.taskId}, w.${COL.idx}, pg_catalog.pg_column_size(w.*) AS bytes
@@ -151,7 +170,13 @@ sized_b AS MATERIALIZED (SELECT b.${COL.threadId}, b.${COL.checkpointNs}, b.${CO
                            FROM expired e JOIN ${bl} b ON b.${COL.threadId} = e.${COL.threadId}), ${
     dry
       ? `gone_c AS (SELECT ${COL.threadId}, bytes FROM sized_c), gone_w AS (SELECT ${COL.threadId}, bytes FROM sized_w), gone_b AS (SELECT ${COL.threadId}, bytes FROM sized_b)`
-      : `gone_c AS (DELETE FROM ${cp} c USING sized_c x WHERE ${sameCheckpoint("c", "x")} RETURNING x.bytes),
+      : `tomb AS (${upsertTombstones(
+          schema,
+          `SELECT e.${COL.threadId}, GREATEST((SELECT pg_catalog.max(c.${COL.checkpointId}) FROM ${cp} c WHERE c.${COL.threadId} = e.${COL.threadId}),
+                                     (SELECT pg_catalog.max(w.${COL.checkpointId}) FROM ${wr} w WHERE w.${COL.threadId} = e.${COL.threadId}))
+     FROM expired e`,
+        )}),
+gone_c AS (DELETE FROM ${cp} c USING sized_c x WHERE ${sameCheckpoint("c", "x")} RETURNING x.bytes),
 gone_h AS (DELETE FROM ${hd} h USING expired e WHERE h.${COL.threadId} = e.${COL.threadId}),
 gone_w AS (DELETE FROM ${wr} w USING sized_w x WHERE ${sameCheckpoint("w", "x")} AND w.${COL.taskId} = x.${COL.taskId} AND w.${COL.idx} = x.${COL.idx} RETURNING x.bytes),
 gone_b AS (DELETE FROM ${bl} b USING sized_b x
@@ -175,7 +200,9 @@ SELECT ARRAY(SELECT ${COL.threadId} FROM expired) AS expired,
    *   names, and up to $10 writes without a checkpoint row older than $7
    *   seconds (except a remaining pre-v4 checkpoint's parent's writes).
    * "Remaining" excludes this round's victims, so a dry run (both jobs, no
-   * limits, one statement) counts exactly what the real rounds delete.
+   * limits, one statement) counts exactly what the real rounds delete. It
+   * also returns, by rule, how many checkpoints the keep set kept (`kept`;
+   * $11: the `olderThan` seconds, telling that rule from the grace period).
    */
   const round = (dry: boolean) => `/* langgraph-checkpoint-pg prune: round */
 WITH RECURSIVE
@@ -186,23 +213,31 @@ lin AS MATERIALIZED (
    WHERE $4::boolean
      AND ($2::text[] IS NULL OR EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS l(t, n) WHERE l.t = h.${COL.threadId} AND l.n = h.${COL.checkpointNs}))
 ),
+-- The keep set's seeds, each with the rule that keeps it (the summary counts them, first rule first):
+-- ${KEPT.keepLast} the newest $5, ${KEPT.head} the head, ${KEPT.olderThan} younger than olderThan ($11), ${KEPT.grace} younger than the grace period
+-- (the window $6 is the larger of the two) or the parent of one younger than it ($7).
 base AS (
-  SELECT l.${COL.threadId}, l.${COL.checkpointNs}, l.head_id AS ${COL.checkpointId} FROM lin l
-  UNION
-  SELECT n.${COL.threadId}, n.${COL.checkpointNs}, n.${COL.checkpointId} FROM lin l CROSS JOIN LATERAL (
+  SELECT l.${COL.threadId}, l.${COL.checkpointNs}, l.head_id AS ${COL.checkpointId}, ${KEPT.head} AS why FROM lin l
+  UNION ALL
+  SELECT n.${COL.threadId}, n.${COL.checkpointNs}, n.${COL.checkpointId}, ${KEPT.keepLast} FROM lin l CROSS JOIN LATERAL (
     SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId} FROM ${cp} c
      WHERE c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs}
      ORDER BY c.${COL.checkpointId} DESC LIMIT $5::int) n
-  UNION
-  SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId} FROM lin l JOIN ${cp} c ON c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs}
+  UNION ALL
+  SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId},
+         CASE WHEN c.${COL.createdAt} >= pg_catalog.now() - pg_catalog.make_interval(secs => $11::float8) THEN ${KEPT.olderThan} ELSE ${KEPT.grace} END
+    FROM lin l JOIN ${cp} c ON c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs}
    WHERE c.${COL.createdAt} >= pg_catalog.now() - pg_catalog.make_interval(secs => $6::float8)
-  UNION
-  SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.parentCheckpointId} FROM lin l JOIN ${cp} c ON c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs}
+  UNION ALL
+  SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.parentCheckpointId}, ${KEPT.grace} FROM lin l JOIN ${cp} c ON c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs}
    WHERE c.${COL.createdAt} >= pg_catalog.now() - pg_catalog.make_interval(secs => $7::float8) AND c.${COL.parentCheckpointId} IS NOT NULL
+),
+why AS MATERIALIZED (
+  SELECT ${COL.threadId}, ${COL.checkpointNs}, ${COL.checkpointId}, pg_catalog.min(why) AS why FROM base GROUP BY 1, 2, 3
 ),
 walk (${COL.threadId}, ${COL.checkpointNs}, ${COL.checkpointId}, parent_id, still) AS (
   SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId}, c.${COL.parentCheckpointId}, ${needs("c")}
-    FROM base k JOIN ${cp} c ON ${sameCheckpoint("c", "k")}
+    FROM why k JOIN ${cp} c ON ${sameCheckpoint("c", "k")}
   UNION
   SELECT p.${COL.threadId}, p.${COL.checkpointNs}, p.${COL.checkpointId}, p.${COL.parentCheckpointId},
          ARRAY(SELECT x.ch FROM (SELECT pg_catalog.unnest(w.still) UNION SELECT pg_catalog.unnest(${needs("p")})) AS x(ch)
@@ -247,6 +282,15 @@ victims AS MATERIALIZED (
 ),
 todo AS MATERIALIZED (SELECT ${COL.threadId}, ${COL.checkpointNs}, ${COL.checkpointId}, bytes FROM victims WHERE $8::int IS NULL OR rn <= $8::int),
 more AS MATERIALIZED (SELECT DISTINCT ${COL.threadId}, ${COL.checkpointNs} FROM victims WHERE rn > $8::int),
+-- What the keep set kept, by rule (what no seed names, the delta walk kept): counted once per lineage,
+-- in the round that finishes it (one with victims left over is in more, and comes back).
+kept_by AS MATERIALIZED (
+  SELECT pg_catalog.count(*) FILTER (WHERE w.why = ${KEPT.keepLast})::int AS keep_last, pg_catalog.count(*) FILTER (WHERE w.why = ${KEPT.head})::int AS head,
+         pg_catalog.count(*) FILTER (WHERE w.why = ${KEPT.olderThan})::int AS older_than, pg_catalog.count(*) FILTER (WHERE w.why = ${KEPT.grace})::int AS grace,
+         pg_catalog.count(*) FILTER (WHERE w.why IS NULL)::int AS delta
+    FROM kept k LEFT JOIN why w ON ${sameCheckpoint("w", "k")}
+   WHERE NOT EXISTS (SELECT 1 FROM more m WHERE m.${COL.threadId} = k.${COL.threadId} AND m.${COL.checkpointNs} = k.${COL.checkpointNs})
+),
 needed_writes AS MATERIALIZED (
   SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.parentCheckpointId} AS ${COL.checkpointId}
     FROM kept k JOIN ${cp} c ON ${sameCheckpoint("c", "k")} WHERE ${legacy("c")}
@@ -310,9 +354,29 @@ SELECT (SELECT pg_catalog.count(*) FROM gone_c)::int AS checkpoints, (SELECT coa
        (SELECT pg_catalog.count(*) FROM gone_b)::int AS blobs, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_b)::bigint AS blob_bytes,
        ARRAY(SELECT ${COL.threadId} FROM more) AS more_threads, ARRAY(SELECT ${COL.checkpointNs} FROM more) AS more_ns,
        ($10::int IS NOT NULL AND ((SELECT pg_catalog.count(*) FROM orphan_writes) >= $10::int OR (SELECT pg_catalog.count(*) FROM unreferenced) >= $10::int)) AS more_garbage,
+       (SELECT pg_catalog.row_to_json(k) FROM kept_by k) AS kept,
        (SELECT pg_catalog.row_to_json(b) FROM (SELECT ${COL.threadId} AS thread_id, ${COL.checkpointNs} AS checkpoint_ns, ${COL.checkpointId} AS checkpoint_id, reason FROM broken LIMIT 1) b) AS broken${dry ? perThread : ""}`;
 
-  return { threadPage, claim, idleThreads, expire, round };
+  /**
+   * Tombstones older than $1 seconds (among threads $2; NULL: all), at most $3
+   * of them: deleted (the dry variant counts them all). A write that reads one
+   * meanwhile is refused or not, either is right for a tombstone that old.
+   */
+  const tombstones = (dry: boolean) => {
+    const old = `${CHECKPOINT_TOMBSTONES.deletedAt} < pg_catalog.now() - pg_catalog.make_interval(secs => $1::float8)
+     AND ($2::text[] IS NULL OR ${CHECKPOINT_TOMBSTONES.threadId} = ANY ($2::text[]))`;
+    return dry
+      ? `/* langgraph-checkpoint-pg prune: tombstones */
+SELECT pg_catalog.count(*)::int AS n FROM ${tb} WHERE ${old}`
+      : `/* langgraph-checkpoint-pg prune: tombstones */
+WITH gone AS (
+  DELETE FROM ${tb} WHERE ${CHECKPOINT_TOMBSTONES.threadId} IN (SELECT ${CHECKPOINT_TOMBSTONES.threadId} FROM ${tb} WHERE ${old} LIMIT $3::int)
+  RETURNING 1
+)
+SELECT pg_catalog.count(*)::int AS n FROM gone`;
+  };
+
+  return { threadPage, claim, idleThreads, lockForExpiry, expire, round, tombstones };
 }
 
 export type Sql = ReturnType<typeof buildSql>;
@@ -326,4 +390,6 @@ export interface RoundRow {
   write_bytes: string | number;
   blobs: number;
   blob_bytes: string | number;
+  /** The round statement: what its keep set kept, by rule, in the lineages it finished. */
+  kept?: { keep_last: number; head: number; older_than: number; grace: number; delta: number } | string;
 }

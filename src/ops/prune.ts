@@ -42,6 +42,12 @@
  * - **Another prune.** Two prunes never work on the same thread at once
  *   (a transaction-scoped advisory lock per thread, tried, never waited on).
  *
+ * An expired thread leaves a tombstone, as `deleteThread` does (see
+ * saver/tombstones.ts): it is deleted only once its deletion lock is taken
+ * (tried: a thread being written is not idle), so a run still going on it
+ * cannot write it back. Tombstones older than `keepTombstones` are collected
+ * at the end of each run.
+ *
  * Issue #6. The statements are in prune-sql.ts, next to the one function that
  * runs them, rather than in saver/queries.ts (the saver's statements); the options
  * and their checks in prune-options.ts.
@@ -56,10 +62,10 @@ import {
 } from "../errors.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
 import { readOptions, type PruneCounts, type PruneOptions, type PruneResult, type PruneThreadCounts, type Settings } from "./prune-options.js";
-import { addCounts, addPerThread, addRows, zero, type BatchOutcome, type PerThreadRow } from "./prune-counts.js";
+import { addCounts, addKept, addKeptTotals, addPerThread, addRows, zero, zeroKept, type BatchOutcome, type PerThreadRow } from "./prune-counts.js";
 import { buildSql, pruneLockName, type Lineage, type RoundRow, type Sql } from "./prune-sql.js";
 
-export type { PruneCounts, PruneOptions, PruneProgress, PruneResult, PruneThreadCounts } from "./prune-options.js";
+export type { PruneCounts, PruneKept, PruneOptions, PruneProgress, PruneResult, PruneThreadCounts } from "./prune-options.js";
 
 /** A round that hit a lock timeout, a deadlock or a serialization failure is retried this many times, then skipped. */
 const ROUND_ATTEMPTS = 4;
@@ -143,6 +149,8 @@ interface Rules {
   pruneCheckpoints: boolean;
   keepLast: number;
   keepWindowSecs: number;
+  /** null: no olderThan (then what the window keeps, the grace period kept). */
+  olderThanSecs: number | null;
   graceSecs: number;
   expire: boolean;
   idleSecs: number | null;
@@ -157,12 +165,14 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
     keepLast: o.keepLast ?? 0,
     // Kept for their age: younger than olderThan (if given) or than the grace period.
     keepWindowSecs: Math.max(o.olderThanMs === undefined ? 0 : o.olderThanMs / 1000, graceSecs),
+    olderThanSecs: o.olderThanMs === undefined ? null : o.olderThanMs / 1000,
     graceSecs,
     expire: o.idleForMs !== undefined || o.threadTtl,
     idleSecs: o.idleForMs === undefined ? null : o.idleForMs / 1000,
     threadTtl: o.threadTtl,
   };
   const totals = zero();
+  const kept = zeroKept();
   const skipped: string[] = [];
   const perThread: PruneThreadCounts[] = [];
   let threadsScanned = 0;
@@ -178,6 +188,7 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
     batches += 1;
     threadsScanned += threads.length;
     addCounts(totals, outcome.counts);
+    addKeptTotals(kept, outcome.kept);
     if (outcome.threads) perThread.push(...outcome.threads);
     for (const id of outcome.skipped) if (skipped.length < 100) skipped.push(id);
     o.onProgress?.({
@@ -191,9 +202,11 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
       elapsedMs: performance.now() - started,
     });
   }
+  if (!aborted) totals.tombstones = await collectTombstones(db, sql, o);
   return {
     ...totals,
     dryRun: o.dryRun,
+    kept,
     ...(o.dryRun ? { threads: perThread } : {}),
     threadsScanned,
     batches,
@@ -228,6 +241,7 @@ async function dryBatch(db: Db, { sql, rules }: Job, threads: string[]): Promise
       async (tx) => {
         await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
         const counts = zero();
+        const kept = zeroKept();
         const perThread = new Map<string, PruneThreadCounts>();
         let expired: string[] = [];
         if (rules.expire) {
@@ -242,15 +256,28 @@ async function dryBatch(db: Db, { sql, rules }: Job, threads: string[]): Promise
         if (rest.length > 0) {
           const row = checkWalk((await tx.query<RoundRow & { per_thread: PerThreadRow[] }>(sql.round(true), roundParams(rules, { threads: rest, lineages: null, victims: rules.pruneCheckpoints, budget: null, collect: true, collectBudget: null }))).rows[0]!);
           addRows(counts, row);
+          addKept(kept, row);
           addPerThread(perThread, row.per_thread, false);
         }
         // Byte order, as the batches come (thread_id is COLLATE "C").
         const threadsOut = [...perThread.values()].sort((a, b) => Buffer.compare(Buffer.from(a.threadId), Buffer.from(b.threadId)));
-        return { counts, expired, skipped: [], threads: threadsOut };
+        return { counts, kept, expired, skipped: [], threads: threadsOut };
       },
       { rollback: true },
     ),
   );
+}
+
+/** Tombstones older than `keepTombstones`: deleted in chunks (counted, dry). */
+async function collectTombstones(db: Db, sql: Sql, o: Settings): Promise<number> {
+  const params = [o.keepTombstonesMs / 1000, o.threadIds ?? null, o.chunkSize * COLLECT_FACTOR];
+  if (o.dryRun) return (await query<{ n: number }>(db, sql.tombstones(true), params.slice(0, 2), "prune (counting tombstones)")).rows[0]!.n;
+  let total = 0;
+  for (;;) {
+    const n = (await query<{ n: number }>(db, sql.tombstones(false), params, "prune (collecting tombstones)")).rows[0]!.n;
+    total += n;
+    if (n < o.chunkSize * COLLECT_FACTOR) return total;
+  }
 }
 
 function expireParams(rules: Rules, threads: string[]): unknown[] {
@@ -284,6 +311,7 @@ function roundParams(rules: Rules, { threads, lineages, victims, budget, collect
     budget,
     collect,
     collectBudget,
+    rules.olderThanSecs,
   ];
 }
 
@@ -345,6 +373,7 @@ const key = (l: Lineage) => `${l.thread}\u0000${l.ns}`;
 async function realBatch(db: Db, job: Job, threads: string[]): Promise<BatchOutcome> {
   const { sql, o, rules } = job;
   const counts = zero();
+  const kept = zeroKept();
   const skipped = new Set<string>();
   let expired: string[] = [];
 
@@ -358,7 +387,7 @@ async function realBatch(db: Db, job: Job, threads: string[]): Promise<BatchOutc
         return { ids: rows.map((r) => r.thread_id), claimed: claimed.threads };
       }),
     );
-    if (idle === undefined) return { counts: { ...counts, threadsSkipped: threads.length }, expired, skipped: threads };
+    if (idle === undefined) return { counts: { ...counts, threadsSkipped: threads.length }, kept, expired, skipped: threads };
     for (const t of threads) if (!idle.claimed.includes(t)) skipped.add(t);
     live = idle.claimed;
     if (idle.ids.length > 0) {
@@ -367,7 +396,10 @@ async function realBatch(db: Db, job: Job, threads: string[]): Promise<BatchOutc
           // A thread whose head a put holds right now is not idle any more: it is left out.
           const claimed = await claim(tx, job, idle.ids, true);
           if (claimed.whole.length === 0) return undefined;
-          return (await tx.query<RoundRow & { expired: string[] }>(sql.expire(false), expireParams(rules, claimed.whole))).rows[0]!;
+          // And no write in flight on it (its deletion lock), so none can come after its tombstone.
+          const { locked } = (await tx.query<{ locked: string[] }>(sql.lockForExpiry, [claimed.whole])).rows[0]!;
+          if (locked.length === 0) return undefined;
+          return (await tx.query<RoundRow & { expired: string[] }>(sql.expire(false), expireParams(rules, locked))).rows[0]!;
         }),
       );
       if (gone) {
@@ -407,6 +439,7 @@ async function realBatch(db: Db, job: Job, threads: string[]): Promise<BatchOutc
       for (const l of r.missed) busy.set(key(l), l);
       if (!r.row) break;
       addRows(counts, r.row);
+      addKept(kept, r.row);
       todo = moreOf(r.row);
       todoThreads = [...new Set(todo.map((l) => l.thread))];
     }
@@ -444,7 +477,7 @@ async function realBatch(db: Db, job: Job, threads: string[]): Promise<BatchOutc
     collect = r.threads;
   }
   counts.threadsSkipped = skipped.size;
-  return { counts, expired, skipped: [...skipped] };
+  return { counts, kept, expired, skipped: [...skipped] };
 }
 
 async function deleteRound(tx: Queryable, { sql, o, rules }: Job, lineages: Lineage[]): Promise<RoundResult> {

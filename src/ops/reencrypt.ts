@@ -11,11 +11,12 @@
  * never changed by the saver, writes only by a retried special write, which
  * waits for the batch).
  *
- * Lists stored by their elements (saver/elements.ts, written before encryption
- * was turned on): each element row is rewritten like any blob row, bound to
- * its own row (channel `__elements__`, version its hash), which is where a
- * read looks for it; refs values (type `pg:refs`: hashes, not serializer
- * output) are left as they are.
+ * Lists stored by their elements (saver/elements.ts) are re-keyed first
+ * (reencrypt-lists.ts): their hashes are keyed under the key that tags them,
+ * so a list under an old key, or written before encryption, gets new element
+ * rows and a new refs value. Element rows are then rewritten like any blob
+ * row (the old ones, which only old lists named, too); refs values and
+ * chunks (type `pg:refs`: hashes, not serializer output) never are.
  */
 import pg from "pg";
 import { dbOf, poolDb, type Db, type PGliteLike, type Queryable } from "../db/db.js";
@@ -23,10 +24,11 @@ import type { EncryptedSerializer } from "../serde/encryption.js";
 import { CheckpointerError, DatabaseOperationError, InvalidOptionsError } from "../errors.js";
 import { guard, type HandlerErrorHandler } from "../events.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
-import type { ValueRow } from "../serde/rowserde.js";
+import { isSealing, type SealingSerializer, type ValueRow } from "../serde/rowserde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
 import { REFS_TYPE } from "../saver/elements.js";
+import { rekeyLists } from "./reencrypt-lists.js";
 
 /** Options of {@link reencrypt}. */
 export interface ReencryptOptions {
@@ -50,6 +52,8 @@ export interface ReencryptOptions {
 
 /** Values rewritten (or, for a dry run, to rewrite), per table. */
 export interface ReencryptCounts {
+  /** Lists stored by their elements re-keyed (new element rows, chunks and refs value under the current key). */
+  lists: number;
   blobs: number;
   writes: number;
   /** Checkpoints whose values without a version were rewritten. */
@@ -75,7 +79,7 @@ interface Table {
 }
 
 /** What reencrypt needs of the serializer (an EncryptedSerializer, also from another copy of this package). */
-export type Reencrypting = Pick<EncryptedSerializer, "rewrap" | "currentForm" | "allowsPlaintext">;
+export type Reencrypting = Pick<EncryptedSerializer, "rewrap" | "currentForm" | "allowsPlaintext"> & Partial<SealingSerializer>;
 
 /** True for an EncryptedSerializer (by shape: a second copy of the package fails instanceof). */
 export function isEncryptedSerializer(x: unknown): x is Reencrypting {
@@ -127,7 +131,9 @@ const TABLES: Table[] = [
 /**
  * Rewrite every value not yet in `serde`'s current form (encrypted under its
  * current key, bound to its row): `checkpoint_blobs.value`,
- * `checkpoint_writes.value`, and `checkpoints.unversioned_values`. Values
+ * `checkpoint_writes.value`, and `checkpoints.unversioned_values`; and
+ * re-key lists stored by their elements whose hashes are keyed under another
+ * key, or not at all (written before encryption: only with `allowPlaintext`). Values
  * that are not encrypted are rewritten only when `serde` has
  * `allowPlaintext`; otherwise they are left alone (the saver refuses them).
  * A value that does not decrypt stops the run with a `DeserializationError`
@@ -137,7 +143,7 @@ const TABLES: Table[] = [
  * ```ts
  * import { EncryptedSerializer, reencrypt } from "langgraph-checkpoint-pg";
  * const serde = new EncryptedSerializer({ keys: { "2025-06": newKey, "2025-01": oldKey }, current: "2025-06" });
- * const { blobs, writes, checkpoints } = await reencrypt({ pool, serde });
+ * const { lists, blobs, writes, checkpoints } = await reencrypt({ pool, serde });
  * // Now no row needs "2025-01", and every value is bound to its row.
  * ```
  */
@@ -158,9 +164,15 @@ export async function reencrypt(options: ReencryptOptions): Promise<ReencryptRes
   const owned = options.pool === undefined ? new pg.Pool({ connectionString: options.connectionString, application_name: "langgraph-checkpoint-pg:reencrypt", max: 1 }) : undefined;
   owned?.on("error", () => undefined);
   const db: Db = owned ? poolDb(owned) : dbOf(options.pool!);
-  const counts: ReencryptCounts = { blobs: 0, writes: 0, checkpoints: 0 };
+  const counts: ReencryptCounts = { lists: 0, blobs: 0, writes: 0, checkpoints: 0 };
   try {
     await assertSchemaCurrent(db, schema, "reencrypt");
+    if (isSealing(serde as SealingSerializer)) {
+      await rekeyLists(db, schema, serde as SealingSerializer, { batchSize, dryRun: options.dryRun ?? false }, (lists) => {
+        counts.lists = lists;
+        if (!options.dryRun) onProgress?.({ ...counts });
+      });
+    }
     for (const table of TABLES) {
       const t = `${quoteIdent(schema)}.${table.name}`;
       const keys = table.key.join(", ");

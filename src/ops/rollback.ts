@@ -22,7 +22,7 @@
  */
 import { JsonPlusSerializer, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { createHash } from "node:crypto";
-import { BRIDGE_SETTING, lockOfficial, type AdoptionRecord } from "./adopt.js";
+import { lockOfficial, type AdoptionRecord } from "./adopt.js";
 import { rollbackStatements } from "./adopt-bridge.js";
 import type { Queryable } from "../db/db.js";
 import { MigrationError } from "../errors.js";
@@ -96,10 +96,11 @@ export async function rollbackAdoption(options: RollbackAdoptionOptions = {}): P
           // The official tables first: an official write locks them, then (its triggers) ours.
           await tx.query(lockOfficial(record.from, "ACCESS EXCLUSIVE"));
           await tx.query(`LOCK TABLE ${OWN_TABLES.map((x) => `${t}.${x}`).join(", ")} IN ACCESS EXCLUSIVE MODE`);
-          await tx.query("SELECT set_config($1, 'off', true)", [BRIDGE_SETTING]);
+          // The triggers leave first: what the conversion writes into the official tables is neither copied back
+          // nor refused (no switch to skip them, which any client could set as well: issue 26, row 7).
+          for (const statement of rollbackStatements(schema, record.from)) await tx.query(statement);
         }
         const counts = await convert(tx, { schema, record, serde, write: !dryRun });
-        if (!dryRun) for (const statement of rollbackStatements(schema, record.from)) await tx.query(statement);
         return { schema, from: record.from, target: record.source, ...counts, rolledBack: !dryRun };
       },
     }),

@@ -13,7 +13,8 @@ import { checkKey, LIMITS, quoteIdent } from "../validate.js";
 import { ELEMENTS_CHANNEL, elementKey } from "../saver/elements.js";
 import { decodeMetadataRaw, decodeSafe, toJsonSafe, type Elements } from "./decode.js";
 import { open, run, type InspectOptions } from "./inspect.js";
-import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
+import { COL } from "../db/names.js";
+import { NOT_COLUMNS, TABLES, validateRecords, type Column, type Columns, type TableKind } from "./transfer-check.js";
 
 /** Name and version of the export format (the first line of an export file). */
 export const EXPORT_FORMAT = "langgraph-checkpoint-pg/export";
@@ -99,12 +100,6 @@ export interface EndRecord {
 
 export type ExportRecord = CheckpointRecord | WriteRecord | BlobRecord | EndRecord;
 
-/** Record fields that are not columns: informational, never written. */
-const NOT_COLUMNS = new Set(["kind", "decoded", "metadata_decoded", "unversioned_decoded"]);
-
-const TABLES = { checkpoint: CHECKPOINTS.table, write: CHECKPOINT_WRITES.table, blob: CHECKPOINT_BLOBS.table } as const;
-type TableKind = keyof typeof TABLES;
-
 /**
  * The header line of an export file (written once, before any thread).
  *
@@ -117,34 +112,44 @@ export function exportHeader(): ExportHeader {
   return { kind: "header", format: EXPORT_FORMAT, version: EXPORT_FORMAT_VERSION, schema_version: latestVersion(), exported_at: new Date().toISOString() };
 }
 
-/** A field of a record: a column of its table, or `is_head` (a checkpoint's `checkpoint_heads` row, stored apart). */
-interface Field {
-  bytea: boolean;
-  head?: true;
-}
-
 /**
- * Columns of the three tables in `schema`, in table order, and which hold
- * bytes; checkpoints also carry `is_head`, so an export names the heads and
+ * Columns of the three tables in `schema` (type, NULL, default), in table
+ * order; checkpoints also carry `is_head`, so an export names the heads and
  * reads the same whatever table keeps them.
  */
-async function tableColumns(db: Pick<Db, "query">, schema: string): Promise<Record<TableKind, Map<string, Field>>> {
-  const rows = await run<{ table: string; name: string; bytea: boolean }>(
+async function tableColumns(db: Pick<Db, "query">, schema: string): Promise<Columns> {
+  const rows = await run<{ table: string; name: string; type: string; nullable: boolean; defaulted: boolean }>(
     db,
     "reading table columns",
-    `SELECT c.relname AS table, a.attname AS name, a.atttypid = 'bytea'::regtype AS bytea
-       FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+    `SELECT c.relname AS table, a.attname AS name, t.typname AS type, NOT a.attnotnull AS nullable, a.atthasdef AS defaulted
+       FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+       JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
       WHERE n.nspname = $1 AND c.relname = ANY ($2::text[]) AND a.attnum > 0 AND NOT a.attisdropped
       ORDER BY c.relname, a.attnum`,
     [schema, Object.values(TABLES)],
   );
-  const out = { checkpoint: new Map(), write: new Map(), blob: new Map() } as Record<TableKind, Map<string, Field>>;
+  const out = { checkpoint: new Map(), write: new Map(), blob: new Map() } as Record<TableKind, Map<string, Column>>;
   for (const r of rows) {
     const kind = (Object.keys(TABLES) as TableKind[]).find((k) => TABLES[k] === r.table)!;
-    out[kind].set(r.name, { bytea: r.bytea });
+    out[kind].set(r.name, { type: r.type, nullable: r.nullable, defaulted: r.defaulted });
   }
-  out.checkpoint.set("is_head", { bytea: false, head: true });
+  out.checkpoint.set("is_head", { type: "bool", nullable: false, defaulted: false, head: true });
   return out;
+}
+
+/**
+ * The target's columns, for {@link checkRecords}: records checked against
+ * them are refused before anything is written, as an import would refuse them.
+ *
+ * @example
+ * ```ts
+ * const columns = await importColumns({ pool, schema: "restored" });
+ * for (const records of threads) checkRecords(records, columns); // every thread first, then import
+ * ```
+ */
+export async function importColumns(options: Omit<InspectOptions, "serde">): Promise<Columns> {
+  const { db, schema } = await open(options);
+  return tableColumns(db, schema);
 }
 
 /** `to_jsonb` writes bytea as `\x` + hex. */
@@ -190,7 +195,7 @@ export async function exportThread(options: InspectOptions & { threadId: string 
   if (cps.length + writes.length + blobs.length === 0) return [];
   const toRecord = (kind: TableKind, row: Record<string, unknown>): Record<string, unknown> => {
     const record: Record<string, unknown> = { kind };
-    for (const [name, col] of columns[kind]) record[name] = col.bytea ? hexToBase64(row[name]) : row[name];
+    for (const [name, col] of columns[kind]) record[name] = col.type === "bytea" ? hexToBase64(row[name]) : row[name];
     return record;
   };
   const records: ExportRecord[] = [];
@@ -285,12 +290,14 @@ export async function importThread(
 ): Promise<ImportResult> {
   const ifExists = options.ifExists ?? "fail";
   if (ifExists !== "fail" && ifExists !== "skip") throw new InvalidInputError("ifExists", 'expected "fail" or "skip"');
-  const { threadId, rows } = validateRecords(options.records);
+  // Checked before any SQL (this release's columns), then against the target's, before anything is written.
+  const { threadId } = validateRecords(options.records);
   const { db, t, schema } = await open(options);
   const tables = { checkpoint: t.checkpoints, write: t.writes, blob: t.blobs };
   try {
     return await db.transaction(async (tx) => {
       const columns = await tableColumns(tx, schema);
+      const { rows } = validateRecords(options.records, columns);
       // Map each record onto the target's columns: bytes from base64 to bytea's `\x` text, everything else as is.
       const prepared = { checkpoint: [], write: [], blob: [] } as Record<TableKind, { row: Record<string, unknown>; size: number }[]>;
       const used = { checkpoint: new Set<string>(), write: new Set<string>(), blob: new Set<string>() };
@@ -300,8 +307,7 @@ export async function importThread(
         let size = 0;
         for (const [name, value] of Object.entries(record)) {
           if (NOT_COLUMNS.has(name)) continue;
-          const col = columns[kind].get(name);
-          if (!col) throw new InvalidInputError(`${at}.${name}`, `is not a column of ${TABLES[kind]} in schema "${schema}" (an export from a newer schema?)`);
+          const col = columns[kind].get(name)!;
           if (col.head) {
             if (value === true) {
               heads.ns.push(String(record.checkpoint_ns));
@@ -309,10 +315,9 @@ export async function importThread(
             }
             continue;
           }
-          if (col.bytea && value !== null) {
-            if (typeof value !== "string" || !BASE64.test(value)) throw new InvalidInputError(`${at}.${name}`, "expected base64 or null");
-            row[name] = `\\x${Buffer.from(value, "base64").toString("hex")}`;
-            size += value.length;
+          if (col.type === "bytea" && value !== null) {
+            row[name] = `\\x${Buffer.from(value as string, "base64").toString("hex")}`;
+            size += (value as string).length;
           } else {
             row[name] = value;
           }
@@ -367,129 +372,19 @@ export async function importThread(
 /** Rows per INSERT statement, and bytes of values (keeps each statement bounded on long threads). */
 const CHUNK = 1000;
 const CHUNK_BYTES = 16 * 1024 * 1024;
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
-
-interface Validated {
-  threadId: string;
-  rows: { kind: TableKind; record: Record<string, unknown>; at: string }[];
-}
-
 /**
  * Check one thread's records the way {@link importThread} does before it
- * writes anything (fields, one thread, end-record counts); throws
- * {@link InvalidInputError} naming the record and field. Returns the thread id.
+ * writes anything (every field as Postgres will read it, the checkpoint's
+ * shape, one thread, end-record counts); throws {@link InvalidInputError}
+ * naming the record and field. With the target's `columns`
+ * ({@link importColumns}), also what only the target can tell (fields it
+ * has no column for). Returns the thread id.
  *
  * @example
  * ```ts
  * const threadId = checkRecords(records); // throws on the first bad field
  * ```
  */
-export function checkRecords(records: readonly (ExportRecord | ExportHeader)[]): string {
-  return validateRecords(records).threadId;
-}
-
-function validateRecords(records: readonly (ExportRecord | ExportHeader)[]): Validated {
-  if (!Array.isArray(records)) throw new InvalidInputError("records", "expected an array of export records");
-  let threadId: string | undefined;
-  let end: EndRecord | undefined;
-  const rows: Validated["rows"] = [];
-  const counts = { checkpoint: 0, write: 0, blob: 0 };
-  const keys = new Map<string, number>();
-  const heads = new Map<string, number>();
-  records.forEach((record, i) => {
-    const at = `records[${i}]`;
-    if (record === null || typeof record !== "object" || Array.isArray(record)) throw new InvalidInputError(at, "expected an object");
-    const r = record as unknown as Record<string, unknown>;
-    const key = (field: string, limit: number, allowEmpty = false) => checkKey(`${at}.${field}`, r[field], limit, { allowEmpty });
-    const text = (field: string) => {
-      if (typeof r[field] !== "string" || (r[field] as string).includes("\u0000")) throw new InvalidInputError(`${at}.${field}`, "expected a string without NUL characters");
-    };
-    const int = (field: string, nullable = false) => {
-      const v = r[field];
-      if (nullable && (v === null || v === undefined)) return;
-      if (typeof v !== "number" || !Number.isSafeInteger(v)) throw new InvalidInputError(`${at}.${field}`, "expected an integer");
-    };
-    const bytes = (field: string) => {
-      const v = r[field];
-      if (v !== null && v !== undefined && (typeof v !== "string" || !BASE64.test(v))) throw new InvalidInputError(`${at}.${field}`, "expected base64 or null");
-    };
-    if (r.kind === "header") {
-      if (r.format !== EXPORT_FORMAT) throw new InvalidInputError(`${at}.format`, `expected ${JSON.stringify(EXPORT_FORMAT)}`);
-      if (typeof r.version !== "number" || r.version > EXPORT_FORMAT_VERSION) {
-        throw new InvalidInputError(`${at}.version`, `format version ${String(r.version)} is newer than this code reads (${EXPORT_FORMAT_VERSION})`);
-      }
-      return;
-    }
-    if (end) throw new InvalidInputError(at, "comes after the thread's end record");
-    const tid = key("thread_id", LIMITS.thread_id);
-    if (threadId === undefined) threadId = tid;
-    else if (tid !== threadId) throw new InvalidInputError(`${at}.thread_id`, `is ${JSON.stringify(tid)}, but these records are for thread ${JSON.stringify(threadId)}`);
-    switch (r.kind) {
-      case "checkpoint":
-        key("checkpoint_ns", LIMITS.checkpoint_ns, true);
-        key("checkpoint_id", LIMITS.checkpoint_id);
-        if (r.parent_checkpoint_id !== null && r.parent_checkpoint_id !== undefined) key("parent_checkpoint_id", LIMITS.checkpoint_id);
-        if (typeof r.is_head !== "boolean") throw new InvalidInputError(`${at}.is_head`, "expected a boolean");
-        if (r.checkpoint === null || typeof r.checkpoint !== "object" || Array.isArray(r.checkpoint)) throw new InvalidInputError(`${at}.checkpoint`, "expected an object");
-        if (r.metadata === undefined) throw new InvalidInputError(`${at}.metadata`, "is missing");
-        int("row_version");
-        if (r.created_at !== undefined && (typeof r.created_at !== "string" || Number.isNaN(Date.parse(r.created_at)))) {
-          throw new InvalidInputError(`${at}.created_at`, "expected an ISO 8601 timestamp");
-        }
-        bytes("metadata_raw");
-        break;
-      case "write":
-        key("checkpoint_ns", LIMITS.checkpoint_ns, true);
-        key("checkpoint_id", LIMITS.checkpoint_id);
-        key("task_id", LIMITS.task_id);
-        key("channel", LIMITS.channel);
-        text("task_path");
-        text("type");
-        int("idx");
-        int("row_version");
-        bytes("value");
-        break;
-      case "blob":
-        key("checkpoint_ns", LIMITS.checkpoint_ns, true);
-        key("channel", LIMITS.channel);
-        key("version", LIMITS.version);
-        text("type");
-        int("row_version");
-        bytes("value");
-        break;
-      case "end":
-        end = record as EndRecord;
-        return;
-      default:
-        throw new InvalidInputError(`${at}.kind`, 'expected "checkpoint", "write", "blob" or "end"');
-    }
-    const kind = r.kind as TableKind;
-    // The target's keys would refuse these too, but only as a bare duplicate-key error.
-    const id =
-      kind === "checkpoint"
-        ? [r.checkpoint_ns, r.checkpoint_id]
-        : kind === "write"
-          ? [r.checkpoint_ns, r.checkpoint_id, r.task_id, r.idx]
-          : [r.checkpoint_ns, r.channel, r.version];
-    const k = `${kind}\u0000${id.join("\u0000")}`;
-    const dup = keys.get(k);
-    if (dup !== undefined) throw new InvalidInputError(at, `repeats the key of records[${dup}] (a ${kind} is stored once)`);
-    keys.set(k, i);
-    if (kind === "checkpoint" && r.is_head === true) {
-      const other = heads.get(r.checkpoint_ns as string);
-      if (other !== undefined) throw new InvalidInputError(`${at}.is_head`, `records[${other}] is already the head of namespace ${JSON.stringify(r.checkpoint_ns)} (one head per lineage)`);
-      heads.set(r.checkpoint_ns as string, i);
-    }
-    counts[kind]++;
-    rows.push({ kind, record: r, at });
-  });
-  if (threadId === undefined) throw new InvalidInputError("records", "contain no rows of any thread");
-  if (end && (end.checkpoints !== counts.checkpoint || end.writes !== counts.write || end.blobs !== counts.blob)) {
-    throw new InvalidInputError(
-      "records",
-      `thread ${JSON.stringify(threadId)} is incomplete: its end record counts ${end.checkpoints}/${end.writes}/${end.blobs} ` +
-        `checkpoints/writes/blobs, the records hold ${counts.checkpoint}/${counts.write}/${counts.blob}`,
-    );
-  }
-  return { threadId, rows };
+export function checkRecords(records: readonly (ExportRecord | ExportHeader)[], columns?: Columns): string {
+  return validateRecords(records, columns).threadId;
 }

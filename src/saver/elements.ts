@@ -6,17 +6,21 @@
  *
  * - An **element row**: channel {@link ELEMENTS_CHANNEL}, version = the
  *   element's hash (32 lowercase hex digits), type and value as the
- *   serializer made them for the element alone. Stored once per (thread,
- *   namespace); a put inserts it with `ON CONFLICT DO NOTHING`.
+ *   serializer made them for the element alone (an encrypting one seals
+ *   them for this row). Stored once per (thread, namespace); a put inserts
+ *   it with `ON CONFLICT DO NOTHING`.
  * - A **refs value** (type {@link REFS_TYPE}): 16-byte hashes one after
- *   another. A list channel's version is a refs value; so is a **chunk**, an
+ *   another (with an encrypting serializer a list's own refs value ends in a
+ *   16-byte tag). A list channel's version is a refs value; so is a **chunk**, an
  *   element row holding the hashes of {@link CHUNK} consecutive elements. A
  *   list of n elements is stored as the hashes of its full chunks (elements
  *   0-31, 32-63, ...: an appended element leaves them unchanged) followed by
  *   the hashes of the rest: about n/32 + 16 hashes per version instead of n.
  *   A chunk holds element hashes only, never chunk hashes (one level).
  * - The hash: the first 16 bytes of SHA-256 over the element's type, a NUL,
- *   and its serialized bytes.
+ *   and its serialized bytes; keyed, and the refs value authenticated, with
+ *   an encrypting serializer (element-codec.ts, which also checks every row
+ *   read against its hash).
  *
  * A read expands refs values in SQL (queries.ts `read`), in the same
  * statement; {@link resolveList} puts the list back together.
@@ -35,20 +39,20 @@
  * checkpoint refers to it. Any other put sends every element.
  *
  * Used, when turned on (`elementStorage: true`), for plain arrays with at
- * least one element, with serializers that do not bind values to their rows
- * (an encrypting serializer stores whole values, as before).
+ * least one element, with serializers whose element hashes are stable (the
+ * same value, the same hash): plain ones, and encrypting ones (which seal
+ * each element for its row, element-codec.ts). Others store whole values,
+ * and say so once.
  */
-import { createHash } from "node:crypto";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { DeserializationError } from "../errors.js";
-import { isRowBound, loadsForRow } from "../serde/rowserde.js";
+import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE, elementCodec, elementRow, splitHashes, type BlobRow, type ElementCodec, type OpenedRefs } from "./element-codec.js";
 
-/** The reserved channel of element rows (no LangGraph channel is called so; the saver refuses it as a channel name). */
-export const ELEMENTS_CHANNEL = "__elements__";
-/** Type tag of a refs value: a list channel's version, or a chunk. */
-export const REFS_TYPE = "pg:refs";
-/** Bytes of one hash. */
-export const HASH_BYTES = 16;
+/**
+ * The reserved channel of element rows (no LangGraph channel is called so; the saver refuses it as a
+ * channel name), the type tag of a refs value (a list channel's version, or a chunk), the bytes of one hash.
+ */
+export { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE };
 /** Elements per chunk. */
 export const CHUNK = 32;
 
@@ -64,15 +68,9 @@ export function isElementList(value: unknown): value is unknown[] {
   return Array.isArray(value) && value.length > 0 && Object.getPrototypeOf(value) === Array.prototype;
 }
 
-/** Whether `serde` can store elements (it does not bind values to their rows). */
+/** Whether `serde` can store and read lists by their elements (element-codec.ts). */
 export function storesElements(serde: SerializerProtocol): boolean {
-  return !isRowBound(serde);
-}
-
-function digest(parts: (string | Uint8Array)[]): Buffer {
-  const h = createHash("sha256");
-  for (const p of parts) h.update(p);
-  return h.digest().subarray(0, HASH_BYTES);
+  return elementCodec(serde) !== undefined;
 }
 
 /**
@@ -83,34 +81,39 @@ function digest(parts: (string | Uint8Array)[]): Buffer {
 export class ElementMemory {
   readonly #lineages = new Map<string, { checkpointId: string; byChannel: Map<string, string[]> }>();
   readonly #maxLineages: number;
-  /** Whether the serializer gives one value the same bytes twice (found out once, at the first list). */
-  #deterministic: Promise<boolean> | undefined;
+  /** How lists are stored with each serializer, if they can be (found out once per serializer, at its first list). */
+  readonly #codecs = new WeakMap<SerializerProtocol, Promise<ElementCodec | undefined>>();
 
   constructor(maxLineages = 10_000) {
     this.#maxLineages = maxLineages;
   }
 
   /**
-   * Whether lists can be stored by their elements with `serde`: only if it
-   * serializes one value to the same bytes twice. One that does not (an
-   * encrypting wrapper with random IVs, say) would give an unchanged element
-   * a new hash at every put and store it again each time, more than a whole
-   * value costs: such a saver stores whole values, and says so once.
+   * How lists are stored by their elements with `serde`; undefined if they
+   * cannot be: a serializer that binds values to their rows without sealing
+   * inner bytes, or one that serializes one value to different bytes twice
+   * (an unchanged element would get a new hash at every put and be stored
+   * again each time, more than a whole value costs). Such a saver stores
+   * whole values, and says so once.
    */
-  usable(serde: SerializerProtocol, sample: unknown): Promise<boolean> {
-    this.#deterministic ??= (async () => {
-      const [[t1, b1], [t2, b2]] = await Promise.all([serde.dumpsTyped(sample), serde.dumpsTyped(sample)]);
-      const same = t1 === t2 && Buffer.from(b1.buffer, b1.byteOffset, b1.byteLength).equals(Buffer.from(b2.buffer, b2.byteOffset, b2.byteLength));
-      if (!same) {
-        process.emitWarning("elementStorage: the serializer gives the same value different bytes each time, so lists are stored whole", {
-          code: "LANGGRAPH_CHECKPOINT_PG_ELEMENTS",
-        });
-      }
-      return same;
-    })();
-    // A value that fails to serialize decides nothing: the next list asks again.
-    this.#deterministic.catch(() => (this.#deterministic = undefined));
-    return this.#deterministic;
+  codec(serde: SerializerProtocol, sample: unknown): Promise<ElementCodec | undefined> {
+    let found = this.#codecs.get(serde);
+    if (!found) {
+      found = (async () => {
+        const codec = elementCodec(serde);
+        const reason = !codec
+          ? "the serializer binds values to their rows but cannot seal an element's bytes or key its hash"
+          : !(await codec.deterministic(sample))
+            ? "the serializer gives the same value different bytes each time"
+            : undefined;
+        if (reason) process.emitWarning(`elementStorage: ${reason}, so lists are stored whole`, { code: "LANGGRAPH_CHECKPOINT_PG_ELEMENTS" });
+        return reason ? undefined : codec;
+      })();
+      this.#codecs.set(serde, found);
+      // A value that fails to serialize decides nothing: the next list asks again.
+      found.catch(() => this.#codecs.delete(serde));
+    }
+    return found;
   }
 
   /** The hashes checkpoint `checkpointId` of the lineage refers to, if remembered. */
@@ -152,68 +155,75 @@ export function lineageKey(threadId: string, checkpointNs: string): string {
   return `${threadId}\u0000${checkpointNs}`;
 }
 
-/** A list channel's value encoded: its refs value, the rows to send, every hash it refers to (elements and chunks). */
+/** A list channel's value encoded: its refs value, the rows to send, every hash it refers to (elements and chunks), its elements' stored size in all. */
 export interface EncodedList {
   refs: Buffer;
   rows: ElementRow[];
   hashes: string[];
+  bytes: number;
 }
 
 /**
- * Encode a list as refs; rows for elements and chunks not in `known` (nor
- * already in `sending`, the rows this put sends for other channels).
- * `check` sees each element's serialized bytes (size limit).
+ * Encode a list stored in `row` as refs; rows for elements and chunks not in
+ * `known` (nor already in `sending`, the rows this put sends for other
+ * channels). `bytes` is what its elements take stored, all of them, sent or
+ * not: a list counts against `maxValueBytes` as its whole value would.
  */
-export async function encodeList(
-  serde: SerializerProtocol,
-  list: unknown[],
-  known: Set<string> | undefined,
-  sending: Set<string>,
-  check: (bytes: Uint8Array, index: number) => void,
-): Promise<EncodedList> {
+export async function encodeList(codec: ElementCodec, list: unknown[], row: BlobRow, known: Set<string> | undefined, sending: Set<string>): Promise<EncodedList> {
   const n = list.length;
   const raw = new Array<Buffer>(n);
   const rows: ElementRow[] = [];
   const hashes: string[] = [];
+  let bytes = 0;
   await Promise.all(
     list.map(async (element, i) => {
       // Every element is serialized: its object may have changed in place since it was last stored
       // (LangGraph's own tests edit a message and hand the same object to updateState).
-      const [type, bytes] = await serde.dumpsTyped(element);
-      check(bytes, i);
-      const hashBytes = digest([type, "\u0000", bytes]);
-      const hash = hashBytes.toString("hex");
-      raw[i] = hashBytes;
+      const dumped = await codec.element(element, row.threadId, row.checkpointNs);
+      bytes += dumped.size;
+      const hash = dumped.hash.toString("hex");
+      raw[i] = dumped.hash;
       if (!known?.has(hash) && !sending.has(hash)) {
         sending.add(hash);
-        rows.push({ hash, type, bytes });
+        const [type, stored] = dumped.stored();
+        rows.push({ hash, type, bytes: stored });
       }
     }),
   );
-  const full = Math.floor(n / CHUNK);
-  const parts: Buffer[] = [];
-  for (let c = 0; c < full; c++) {
-    const chunk = Buffer.concat(raw.slice(c * CHUNK, (c + 1) * CHUNK));
-    const chunkHash = digest([REFS_TYPE, "\u0000", chunk]);
-    const hex = chunkHash.toString("hex");
-    parts.push(chunkHash);
-    hashes.push(hex);
-    if (!known?.has(hex) && !sending.has(hex)) {
-      sending.add(hex);
-      rows.push({ hash: hex, type: REFS_TYPE, bytes: chunk });
+  const laid = layout(codec, raw, row);
+  for (const chunk of laid.chunks) {
+    hashes.push(chunk.hash);
+    if (!known?.has(chunk.hash) && !sending.has(chunk.hash)) {
+      sending.add(chunk.hash);
+      rows.push(chunk);
     }
   }
-  for (let i = full * CHUNK; i < n; i++) parts.push(raw[i]!);
   for (const b of raw) hashes.push(b.toString("hex"));
-  return { refs: Buffer.concat(parts), rows, hashes };
+  return { refs: laid.refs, rows, hashes, bytes };
 }
 
-/** The hashes in a refs value, in order. */
+/**
+ * The refs value of a list stored in `row` whose elements have the hashes
+ * `elements`, and its chunk rows: the hashes of its full chunks, then those
+ * of the elements after them.
+ */
+export function layout(codec: ElementCodec, elements: Buffer[], row: BlobRow): { refs: Buffer; chunks: ElementRow[] } {
+  const full = Math.floor(elements.length / CHUNK);
+  const parts: Buffer[] = [];
+  const chunks: ElementRow[] = [];
+  for (let c = 0; c < full; c++) {
+    const chunk = Buffer.concat(elements.slice(c * CHUNK, (c + 1) * CHUNK));
+    const chunkHash = codec.chunkHash(chunk);
+    parts.push(chunkHash);
+    chunks.push({ hash: chunkHash.toString("hex"), type: REFS_TYPE, bytes: chunk });
+  }
+  for (let i = full * CHUNK; i < elements.length; i++) parts.push(elements[i]!);
+  return { refs: codec.refs(Buffer.concat(parts), row), chunks };
+}
+
+/** The hashes in a refs value as the SQL that expands it sees them, in order (with a sealing serializer, the last is the tag). */
 export function refsOf(value: Uint8Array, where: () => string): string[] {
-  if (value.byteLength % HASH_BYTES !== 0) throw new DeserializationError(`${where()}: a refs value of ${value.byteLength} bytes is not a list of ${HASH_BYTES}-byte hashes`);
-  const out: string[] = [];
-  for (let o = 0; o < value.byteLength; o += HASH_BYTES) out.push(Buffer.from(value.buffer, value.byteOffset + o, HASH_BYTES).toString("hex"));
-  return out;
+  return splitHashes(value, where);
 }
 
 /** A stored element row, as a read returns it. */
@@ -223,10 +233,12 @@ export interface StoredElement {
 }
 
 /**
- * The elements of a refs value, in order: chunks expanded, each element
- * decoded (a new object per call: lists of two checkpoints share no objects).
- * `find` looks an element row up by hash; a missing one is an error naming
- * the lineage and the hash, never a shorter list.
+ * The elements of a refs value, in order: the refs value authenticated,
+ * chunks expanded, each element checked against its hash and decoded (a new
+ * object per call: lists of two checkpoints share no objects). `find` looks
+ * an element row up by hash; a missing one is an error naming the lineage
+ * and the hash, never a shorter list; one that does not match its hash is an
+ * error too (element-codec.ts).
  */
 export async function resolveList(
   serde: SerializerProtocol,
@@ -235,7 +247,27 @@ export async function resolveList(
   find: (hash: string) => StoredElement | undefined,
   onHash?: (hash: string) => void,
 ): Promise<unknown[]> {
-  const where = () => `channel ${JSON.stringify(lineage.channel)} version ${JSON.stringify(lineage.version)} of thread ${JSON.stringify(lineage.threadId)} namespace ${JSON.stringify(lineage.checkpointNs)}`;
+  const { threadId, checkpointNs, channel, version } = lineage;
+  const where = () => `channel ${JSON.stringify(channel)} version ${JSON.stringify(version)} of thread ${JSON.stringify(threadId)} namespace ${JSON.stringify(checkpointNs)}`;
+  const codec = elementCodec(serde);
+  if (!codec) {
+    throw new DeserializationError(`${where()}: a list stored by its elements cannot be read with this serializer (it binds values to their rows but cannot check an element list)`);
+  }
+  const opened = codec.open(refs, { table: "checkpoint_blobs", threadId, checkpointNs, channel, version }, where);
+  const leaves = leavesOf(opened, find, where, onHash);
+  return Promise.all(leaves.map(([hash, leaf]) => opened.element(hash, leaf.type, leaf.value ?? new Uint8Array(), elementRow(threadId, checkpointNs, hash))));
+}
+
+/**
+ * The element rows a refs value names, in order, chunks expanded (and
+ * checked against their hashes); a missing row is an error naming the hash.
+ */
+export function leavesOf(
+  opened: OpenedRefs,
+  find: (hash: string) => StoredElement | undefined,
+  where: () => string,
+  onHash?: (hash: string) => void,
+): [string, StoredElement][] {
   const get = (hash: string): StoredElement => {
     const row = find(hash);
     if (!row) throw new DeserializationError(`${where()}: element ${hash} is not stored`);
@@ -243,10 +275,10 @@ export async function resolveList(
     return row;
   };
   const leaves: [string, StoredElement][] = [];
-  for (const hash of refsOf(refs, where)) {
+  for (const hash of opened.hashes) {
     const row = get(hash);
     if (row.type === REFS_TYPE) {
-      for (const inner of refsOf(row.value ?? new Uint8Array(), where)) {
+      for (const inner of opened.chunk(hash, row.value ?? new Uint8Array())) {
         const leaf = get(inner);
         if (leaf.type === REFS_TYPE) throw new DeserializationError(`${where()}: chunk ${hash} refers to another chunk`);
         leaves.push([inner, leaf]);
@@ -255,15 +287,5 @@ export async function resolveList(
       leaves.push([hash, row]);
     }
   }
-  return Promise.all(
-    leaves.map(([hash, leaf]) =>
-      loadsForRow(serde, leaf.type, leaf.value ?? new Uint8Array(), {
-        table: "checkpoint_blobs",
-        threadId: lineage.threadId,
-        checkpointNs: lineage.checkpointNs,
-        channel: ELEMENTS_CHANNEL,
-        version: hash,
-      }),
-    ),
-  );
+  return leaves;
 }

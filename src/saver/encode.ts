@@ -72,27 +72,37 @@ export function named(err: unknown, field: string): unknown {
   return err instanceof SerializationError && err.field === undefined ? new SerializationError(err.message, { cause: err.cause, field, path: err.path }) : err;
 }
 
-/** Refuse a value larger than `maxValueBytes`, naming the saver input that held it. */
-export function checkSize(ctx: SaverContext, field: string, bytes: Uint8Array): void {
-  if (bytes.byteLength > ctx.maxValueBytes) {
-    throw new PayloadTooLargeError(field, `serializes to ${bytes.byteLength} bytes; the limit (maxValueBytes) is ${ctx.maxValueBytes}`, {
-      bytes: bytes.byteLength,
+/**
+ * Refuse a value that serializes to more than `maxValueBytes`, naming the
+ * saver input that held it: its bytes, or their count (a list stored by its
+ * elements counts them together, what its whole value would take, give or
+ * take framing).
+ */
+export function checkSize(ctx: SaverContext, field: string, value: Uint8Array | number): void {
+  const bytes = typeof value === "number" ? value : value.byteLength;
+  if (bytes > ctx.maxValueBytes) {
+    throw new PayloadTooLargeError(field, `serializes to ${bytes} bytes; the limit (maxValueBytes) is ${ctx.maxValueBytes}`, {
+      bytes,
       limit: ctx.maxValueBytes,
-      largest: [{ name: field, bytes: bytes.byteLength }],
+      largest: [{ name: field, bytes }],
     });
   }
 }
 
 /**
- * The channel values a checkpoint holds without a version (no blob can name
- * them), serialized together as one map; none: nulls.
+ * The channel values no blob gives back, serialized together as one map;
+ * none: nulls. Those of channels without a version (no blob can name them),
+ * and those that are `undefined`: a blob holding `undefined` reads as no value
+ * (LangGraph restores a channel from `undefined` as empty, so a later
+ * checkpoint names that blob without holding the channel, as MemorySaver's
+ * do), so a checkpoint that does hold one says so here.
  */
 export async function encodeUnversioned(
   ctx: SaverContext,
   what: { values: Record<string, unknown>; versions: Checkpoint["channel_versions"] | undefined; field: string; row: ValueRow },
 ): Promise<{ type: string | null; bytes: Uint8Array | null }> {
   const { values, versions, field, row } = what;
-  const entries = Object.entries(values).filter(([channel]) => !Object.prototype.hasOwnProperty.call(versions ?? {}, channel));
+  const entries = Object.entries(values).filter(([channel, value]) => value === undefined || !Object.prototype.hasOwnProperty.call(versions ?? {}, channel));
   if (entries.length === 0) return { type: null, bytes: null };
   const [type, bytes] = await dumpsForRow(ctx.serde, Object.fromEntries(entries), row);
   checkSize(ctx, field, bytes);

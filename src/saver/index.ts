@@ -1,7 +1,7 @@
 /**
  * The saver: `PostgresSaver`, LangGraph's `BaseCheckpointSaver` on our tables.
- * The class and its public methods (saver.ts; its options in options.ts; the
- * state its parts share in context.ts), the write path (write.ts: put and
+ * The class and its public methods (saver.ts; its options in options.ts, what
+ * `open()` shares with the store in src/db/open.ts; the state its parts share in context.ts), the write path (write.ts: put and
  * putWrites, their values encoded in encode.ts, several putWrites of a lineage
  * sent as one statement by coalesce.ts), the read path (read.ts: rows back
  * into tuples; filter.ts: list's metadata filter), what a put does to its
@@ -9,7 +9,11 @@
  * versions (version.ts), the writes in flight that a read or retry waits for
  * and each thread's call order (inflight.ts), and the statements: their text
  * (queries.ts), their parameters by name (params.ts), how they run (runner.ts:
- * prepared, typed errors). This file is what the package exports from the folder.
+ * prepared, typed errors); deleted threads' tombstones and the write gate
+ * (tombstones.ts), copying a thread (copy.ts), background retention
+ * (retention.ts). This file is what the package exports from the folder.
  */
 export { PostgresSaver } from "./saver.js";
-export { ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions, type SetupOptions, type LineageMode } from "./options.js";
+export type { CopyThreadOptions, CopyThreadResult } from "./copy.js";
+export type { RetentionOptions } from "./retention.js";
+export { ALLOW_FORK_KEY, BOUNDED_POOL, type PostgresSaverOptions, type SetupOptions, type OpenOptions, type LineageMode } from "./options.js";

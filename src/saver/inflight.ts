@@ -40,6 +40,11 @@ export class InFlight {
     return write;
   }
 
+  /** Whether a write under `key` is in flight now. */
+  busy(key: string | undefined): boolean {
+    return key !== undefined && this.#byKey.has(key);
+  }
+
   /**
    * Resolves once no write under `key` is in flight. At once when none is;
    * after waiting, one more macrotask: a write chained behind the settled ones

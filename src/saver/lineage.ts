@@ -7,12 +7,13 @@
  */
 import type { RunnableConfig } from "@langchain/core/runnables";
 import type { ChannelVersions } from "@langchain/langgraph-checkpoint";
-import { CheckpointConflictError, CheckpointParentMissingError, DatabaseOperationError, SchemaNotMigratedError } from "../errors.js";
+import { CheckpointConflictError, CheckpointParentMissingError, DatabaseOperationError, SchemaNotMigratedError, ThreadDeletedError } from "../errors.js";
 import { emit } from "../events.js";
 import { readConfig } from "../validate.js";
 import type { SaverContext } from "./context.js";
 import { lineageKey } from "./elements.js";
 import { putValues } from "./params.js";
+import type { RefusalReason } from "./tombstones.js";
 import type { EncodedPut } from "./write.js";
 
 /**
@@ -24,6 +25,8 @@ const MAX_PUT_ATTEMPTS = 10;
 
 /** A row of the put statements (queries.ts `put`, `putChecked`). */
 interface PutRow {
+  /** Why the thread's tombstone refused the put (tombstones.ts); null: not refused. */
+  refused: RefusalReason | null;
   head_id: string | null;
   ok: boolean;
   parent_known: boolean;
@@ -57,6 +60,7 @@ export async function runPut(ctx: SaverContext, put: EncodedPut, started: number
     let row: PutRow | undefined;
     if (!checked) {
       const fast = (await ctx.query<Omit<PutRow, "parent_known" | "late" | "missing"> & { fast: boolean }>("put", values, "put")).rows[0]!;
+      if (fast.refused) throw new ThreadDeletedError({ threadId, checkpointNs: ns, checkpointId: id, operation: "put", reason: fast.refused });
       if (fast.fast) {
         row = Object.assign(fast, { parent_known: true, late: false, missing: null });
       } else {
@@ -70,6 +74,7 @@ export async function runPut(ctx: SaverContext, put: EncodedPut, started: number
       }
     }
     row ??= (await ctx.query<PutRow>("putChecked", values, "put")).rows[0]!;
+    if (row.refused) throw new ThreadDeletedError({ threadId, checkpointNs: ns, checkpointId: id, operation: "put", reason: row.refused });
     if (row.ok && row.moved === 0 && !row.late) {
       if (attempt < MAX_PUT_ATTEMPTS) continue;
       throw new DatabaseOperationError("put", new Error(`the head of lineage ${JSON.stringify(ns)} kept changing under ${MAX_PUT_ATTEMPTS} attempts`), { retryable: true });
@@ -171,7 +176,7 @@ export class RunLeases {
    * to release.
    */
   async afterRunFailure(err: unknown, config: RunnableConfig, ids: unknown[]): Promise<void> {
-    if (this.ctx.lineage !== "linear" || err instanceof CheckpointConflictError || err instanceof SchemaNotMigratedError) return;
+    if (this.ctx.lineage !== "linear" || err instanceof CheckpointConflictError || err instanceof SchemaNotMigratedError || err instanceof ThreadDeletedError) return;
     let key: ReturnType<typeof readConfig>;
     try {
       key = readConfig(config, "put");

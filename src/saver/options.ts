@@ -5,12 +5,14 @@
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import type pg from "pg";
-import type { AdoptOption, RetryOptions } from "../db/migrate.js";
+import { checkAdopt, checkRetry, type AdoptOption, type RetryOptions } from "../db/migrate.js";
+import { LOCATION_OPTIONS, checkLocation, type Location, type OpenLocationOptions } from "../db/open.js";
 import { InvalidOptionsError } from "../errors.js";
 import type { EventHandler, HandlerErrorHandler } from "../events.js";
 import { parseDuration } from "../duration.js";
 import { checkVersioning, type StateVersioning, type Upcaster } from "../serde/upcast.js";
 import { checkSchemaName } from "../validate.js";
+import { checkRetention, type RetentionOptions, type RetentionSettings } from "./retention.js";
 import { MAX_STATEMENT_BYTES } from "./encode.js";
 
 /**
@@ -70,7 +72,8 @@ export interface PostgresSaverOptions {
   /**
    * Largest serialized channel value or write accepted, in bytes. A larger
    * one is refused before any SQL with a {@link PayloadTooLargeError} naming
-   * the channel. Default 64 MiB (67108864); at most 1 GiB - 1 MiB. Whatever
+   * the channel (a list stored by its elements counts all its elements
+   * together, as its whole value would). Default 64 MiB (67108864); at most 1 GiB - 1 MiB. Whatever
    * this is, one `put` or `putWrites` carries at most 1 GiB - 1 MiB in all
    * (Postgres takes no larger message): a larger one is refused the same way,
    * naming its largest channels.
@@ -86,13 +89,26 @@ export interface PostgresSaverOptions {
    * Store list-valued channels (a chat's `messages`) element by element, each
    * element once per thread and namespace, so a conversation's storage grows
    * with its length, not with its square. Values read back exactly as
-   * written. Not used with a serializer that binds values to their rows (an
-   * encrypting one): those store whole values. Default false: an earlier
+   * written, and every element read is checked against its hash. With an
+   * `EncryptedSerializer` each element is sealed for its own row, hashes are
+   * keyed and each list is authenticated; a serializer that cannot do that,
+   * or gives one value different bytes each time, stores whole values (and
+   * says so once, in a process warning). Default false: an earlier
    * release cannot read such values (it says so, with a DeserializationError)
    * and its `prune` would delete element rows; turn it on once no instance or
    * job of an earlier release uses the database.
    */
   elementStorage?: boolean;
+  /**
+   * Run `prune` in the background, once per interval across all processes
+   * that have this on (a database lock and the database's clock decide, not
+   * timers): `{ every: "10m", keepLast?, olderThan?, idleFor?, threadTtl?, grace?,
+   * keepTombstones?, ... }`, prune's options by their names. Starts with the
+   * saver unless `start: false` (then `startRetention()`); stops on
+   * `stopRetention()` and `end()`. Each run is reported by a `retention` event.
+   * Default: off (run `prune` or the CLI yourself). See README, "Retention".
+   */
+  retention?: RetentionOptions;
 }
 
 /** Every option of {@link PostgresSaverOptions}: anything else is refused, never ignored. */
@@ -109,7 +125,11 @@ const SAVER_OPTIONS: ReadonlySet<string> = new Set([
   "maxValueBytes",
   "preparedStatements",
   "elementStorage",
+  "retention",
 ] satisfies (keyof PostgresSaverOptions)[]);
+
+/** The options of `PostgresSaver.fromConnString()`: the saver's and `pool`. */
+export const CONN_STRING_OPTIONS: readonly string[] = ["pool", ...SAVER_OPTIONS];
 
 /**
  * What `setup()` may be told.
@@ -133,6 +153,36 @@ export interface SetupOptions {
    * Default: 10 attempts, 250 ms doubling to 5 s (about 30 s in all); `false`: one attempt.
    */
   retry?: RetryOptions | false;
+}
+
+/**
+ * What `PostgresSaver.open()` may be told: the saver's options, `setup()`'s,
+ * and where the database is.
+ *
+ * @example
+ * ```ts
+ * await PostgresSaver.open({ databaseUrl: process.env.DATABASE_URL, schema: "agents", retry: { attempts: 20 } });
+ * await PostgresSaver.open({ embedded: true }); // the embedded database in ./.langgraph-pg, chosen (no notice on stderr)
+ * ```
+ */
+export interface OpenOptions extends PostgresSaverOptions, SetupOptions, OpenLocationOptions {}
+
+/** Every option of {@link OpenOptions}, the saver's included: anything else is refused, listing these. */
+const OPEN_OPTIONS: readonly string[] = [...LOCATION_OPTIONS, ...(["adopt", "retry"] satisfies (keyof OpenOptions)[]), ...SAVER_OPTIONS];
+
+/**
+ * `open()`'s options, every one checked before anything is opened or created
+ * (a typo is refused naming every option of the call), split into where the
+ * database is (src/db/open.ts), `setup()`'s, and the saver's.
+ */
+export function openOptions(options: unknown): { location: Location; setup: SetupOptions; saver: PostgresSaverOptions } {
+  const o = checkOptionKeys(options ?? {}, OPEN_OPTIONS, "open()") as OpenOptions;
+  const { databaseUrl, dataDir, embedded, migrate, pool, adopt, retry, log, ...saver } = o;
+  const location = checkLocation({ databaseUrl, dataDir, embedded, migrate, pool, log });
+  checkAdopt(adopt);
+  checkRetry(retry);
+  checkedSettings(saverOptions([saver]));
+  return { location, setup: { adopt, retry }, saver };
 }
 
 /** The `configurable` flag that lets one invocation fork deliberately in linear mode. */
@@ -194,10 +244,17 @@ export function saverOptions(args: [PostgresSaverOptions?] | [SerializerProtocol
   return options;
 }
 
-function checkOptionKeys(options: unknown): PostgresSaverOptions {
+/**
+ * Refuses any key not in `valid` (default: the saver's options), listing them
+ * all, and pointing at the one a key differs from only in case (`databaseURL`).
+ */
+export function checkOptionKeys(options: unknown, valid: Iterable<string> = SAVER_OPTIONS, of = "this saver"): PostgresSaverOptions {
   if (options === null || typeof options !== "object" || Array.isArray(options)) throw new InvalidOptionsError("options", "expected an object");
+  const names = [...valid];
   for (const key of Object.keys(options)) {
-    if (!SAVER_OPTIONS.has(key)) throw new InvalidOptionsError(key, `is not an option of this saver (${[...SAVER_OPTIONS].join(", ")})`);
+    if (names.includes(key)) continue;
+    const near = names.find((n) => n.toLowerCase() === key.toLowerCase());
+    throw new InvalidOptionsError(key, `is not an option of ${of}${near ? ` (did you mean ${near}?)` : ""}; its options: ${names.join(", ")}`);
   }
   return options as PostgresSaverOptions;
 }
@@ -212,6 +269,7 @@ export function checkedSettings(options: PostgresSaverOptions): {
   maxValueBytes: number;
   versioning: StateVersioning | undefined;
   elementStorage: boolean;
+  retention: RetentionSettings | undefined;
 } {
   const lineage = options.lineage ?? "branch";
   if (lineage !== "branch" && lineage !== "linear") throw new InvalidOptionsError("lineage", 'expected "branch" or "linear"');
@@ -228,5 +286,6 @@ export function checkedSettings(options: PostgresSaverOptions): {
   const ttlSeconds = options.ttl === undefined ? null : Math.max(1, Math.ceil(parseDuration(options.ttl, "ttl") / 1000));
   const elementStorage = options.elementStorage ?? false;
   if (typeof elementStorage !== "boolean") throw new InvalidOptionsError("elementStorage", "expected true or false");
-  return { schema, lineage, prepared: options.preparedStatements ?? true, leaseSeconds: lease / 1000, ttlSeconds, maxValueBytes, versioning, elementStorage };
+  const retention = checkRetention(options.retention, schema);
+  return { schema, lineage, prepared: options.preparedStatements ?? true, leaseSeconds: lease / 1000, ttlSeconds, maxValueBytes, versioning, elementStorage, retention };
 }

@@ -18,6 +18,7 @@
 import { CHECKPOINT_BLOBS as B, CHECKPOINT_HEADS as H, CHECKPOINT_WRITES as W, CHECKPOINTS as C } from "../db/names.js";
 import { quoteIdent } from "../validate.js";
 import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE } from "./elements.js";
+import { gateCall, lockForDelete, upsertTombstones } from "./tombstones.js";
 
 export type Queries = ReturnType<typeof buildQueries>;
 
@@ -112,7 +113,9 @@ bl AS MATERIALIZED (
   SELECT p.${C.threadId} AS thread_id, p.${C.checkpointNs} AS checkpoint_ns, p.${C.checkpointId} AS checkpoint_id, b.${B.channel} AS channel, cv.version,
          b.${B.type} AS type, b.${B.value} AS value
     FROM page p
-   CROSS JOIN LATERAL pg_catalog.jsonb_each_text(p.${C.checkpoint} -> 'channel_versions') AS cv(channel, version)
+   -- A row whose channel_versions is not an object (written with SQL) names no blob: never an error for the whole page.
+   CROSS JOIN LATERAL pg_catalog.jsonb_each_text(CASE WHEN pg_catalog.jsonb_typeof(p.${C.checkpoint} -> 'channel_versions') = 'object'
+                                                      THEN p.${C.checkpoint} -> 'channel_versions' ELSE '{}'::jsonb END) AS cv(channel, version)
    -- A lateral lookup per (channel, version): the planner would otherwise hash
    -- all of a long thread's blobs to find the few a page needs.
    CROSS JOIN LATERAL (SELECT b.${B.channel}, b.${B.type}, b.${B.value} FROM ${blobs} b
@@ -195,14 +198,27 @@ SELECT 3, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols
     return { text, values };
   };
 
+  /**
+   * The tombstone check of a put (tombstones.ts), before any row is locked: the
+   * checkpoint and its parent, and whether it starts a conversation (no parent,
+   * no `metadata.parents`).
+   */
+  const putGate = gateCall(schema, {
+    thread: "$1",
+    ns: "$2",
+    ids: "ARRAY[$3::text, $4::text]",
+    starts: `($4::text IS NULL AND NOT coalesce(pg_catalog.jsonb_typeof($6::jsonb -> 'parents') = 'object' AND $6::jsonb -> 'parents' <> '{}'::jsonb, false))`,
+  });
+
   /** The put statement (see `put` and `putChecked` below). */
   const putStatement = (checked: boolean) => `
-WITH head AS (
+WITH gate AS MATERIALIZED (SELECT ${putGate} AS refused
+), head AS (
   SELECT ${H.checkpointId}, ${H.rowVersion}, ${H.movedAt}, ${H.hasPendingTasks} FROM ${heads}
    WHERE ${H.threadId} = $1 AND ${H.checkpointNs} = $2
      FOR UPDATE
 ), checks AS (
-  SELECT h.${H.checkpointId} AS head_id, h.${H.rowVersion} AS head_rv,
+  SELECT g.refused, h.${H.checkpointId} AS head_id, h.${H.rowVersion} AS head_rv,
          -- Is the parent stored? Its row is key-share locked, after the head, until
          -- we commit, so prune or deleteThread cannot take it (and the values it
          -- holds) away meanwhile. Usually the parent is the head: no second lookup.
@@ -233,12 +249,13 @@ WITH head AS (
                          WHERE w.${W.threadId} = $1 AND w.${W.checkpointNs} = $2 AND w.${W.checkpointId} = h.${H.checkpointId}
                            AND w.${W.channel} IN ('__interrupt__', '__error__'))
          END AS mode_ok
-    FROM (SELECT 1) AS one LEFT JOIN head h ON true
+    -- The gate first (outer side of the join): its lock before the head row's.
+    FROM gate g LEFT JOIN head h ON true
 ), decision AS (${
     checked
       ? `
   -- Linear mode needs a known parent (the head); branch mode only needs the values.
-  SELECT x.*, x.mode_ok AND (x.parent_known OR (NOT $8::boolean AND x.missing IS NULL)) AS ok
+  SELECT x.*, x.refused IS NULL AND x.mode_ok AND (x.parent_known OR (NOT $8::boolean AND x.missing IS NULL)) AS ok
     FROM (SELECT c.*, CASE WHEN c.parent_known THEN NULL ELSE
                         (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(r.channel, r.version))
                            FROM ROWS FROM (pg_catalog.unnest($22::text[]), pg_catalog.unnest($23::text[])) AS r(channel, version)
@@ -247,7 +264,7 @@ WITH head AS (
                                                FOR KEY SHARE)) END AS missing
             FROM checks c OFFSET 0) AS x`
       : `
-  SELECT head_id, head_rv, fast, mode_ok AND fast AS ok FROM checks`
+  SELECT refused, head_id, head_rv, fast, refused IS NULL AND mode_ok AND fast AS ok FROM checks`
   }
 ), move AS (
   INSERT INTO ${heads} AS h (${H.threadId}, ${H.checkpointNs}, ${H.checkpointId}, ${H.hasPendingTasks})
@@ -279,7 +296,7 @@ WITH head AS (
          ${C.unversionedValues} = EXCLUDED.${C.unversionedValues}, ${C.rowVersion} = c.${C.rowVersion} + 1
   RETURNING (xmax = 0) AS fresh
 )
-SELECT d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fast"}, (SELECT pg_catalog.count(*) FROM move)::int AS moved,
+SELECT d.refused, d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fast"}, (SELECT pg_catalog.count(*) FROM move)::int AS moved,
        (SELECT pg_catalog.count(*) FROM ins WHERE fresh)::int AS inserted,
        (SELECT pg_catalog.count(*) FROM new_blobs)::int AS blobs${checked ? ", d.missing" : ""}
   FROM decision d`;
@@ -320,7 +337,9 @@ SELECT d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fast"}, (SELEC
      * Blob values travel as one binary
      * bytea ($19) cut by offsets ($12) and lengths ($18, -1 for NULL): a bytea[]
      * would be sent as hex text, twice the bytes and an encode on each side.
-     * Returns head_id (the head before), ok, fast, moved (1: the head now points here),
+     * First of all the thread's tombstone gate (tombstones.ts): a put continuing a
+     * deleted thread writes nothing (`refused`, the reason).
+     * Returns refused, head_id (the head before), ok, fast, moved (1: the head now points here),
      * inserted (1 new row, 0 re-put/rejected), blobs.
      */
     put: putStatement(false),
@@ -347,14 +366,21 @@ SELECT d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fast"}, (SELEC
      * repeated special writes): ON CONFLICT cannot touch one row twice.
      * $1 thread, $2 ns, $3 checkpoint id, $4 task id, $5 task path,
      * $6 idx int[], $7 channels, $8 types, $9 offsets, $10 lengths, $11 all values as one bytea.
+     * Nothing is written when the thread's tombstone gate refuses them (tombstones.ts):
+     * returns `refused`, NULL or the reason.
      */
     putWrites: `
+WITH gate AS MATERIALIZED (SELECT ${gateCall(schema, { thread: "$1", ns: "$2", ids: "ARRAY[$3::text]", starts: "false" })} AS refused
+), ins AS (
 INSERT INTO ${writes} AS w (${writeInsertCols})
 SELECT $1, $2, $3, $4, $5, x.idx, x.channel, x.type, v.value
   FROM ROWS FROM (pg_catalog.unnest($6::int[]), pg_catalog.unnest($7::text[]), pg_catalog.unnest($8::text[]),
                   pg_catalog.unnest($9::int[]), pg_catalog.unnest($10::int[])) AS x(idx, channel, type, off, len)
   CROSS JOIN LATERAL (SELECT CASE WHEN x.len < 0 THEN NULL ELSE pg_catalog.substring($11::bytea, x.off + 1, x.len) END AS value) AS v
-${writeConflict}`,
+ WHERE (SELECT refused FROM gate) IS NULL
+${writeConflict}
+)
+SELECT refused FROM gate`,
 
     /**
      * {@link putWrites} for several calls of one lineage at once (coalesced
@@ -366,13 +392,18 @@ ${writeConflict}`,
      * $11 all values as one bytea.
      */
     putWritesBatch: `
+WITH gate AS MATERIALIZED (SELECT ${gateCall(schema, { thread: "$1", ns: "$2", ids: "$3::text[]", starts: "false" })} AS refused
+), ins AS (
 INSERT INTO ${writes} AS w (${writeInsertCols})
 SELECT $1, $2, x.checkpoint_id, x.task_id, x.task_path, x.idx, x.channel, x.type, v.value
   FROM ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
                   pg_catalog.unnest($6::int[]), pg_catalog.unnest($7::text[]), pg_catalog.unnest($8::text[]),
                   pg_catalog.unnest($9::int[]), pg_catalog.unnest($10::int[])) AS x(checkpoint_id, task_id, task_path, idx, channel, type, off, len)
   CROSS JOIN LATERAL (SELECT CASE WHEN x.len < 0 THEN NULL ELSE pg_catalog.substring($11::bytea, x.off + 1, x.len) END AS value) AS v
-${writeConflict}`,
+ WHERE (SELECT refused FROM gate) IS NULL
+${writeConflict}
+)
+SELECT refused FROM gate`,
 
     /**
      * Linear mode, after a run failed: end its lease on the lineage, if the head
@@ -426,21 +457,28 @@ UPDATE ${writes} SET ${W.channel} = $5, ${W.rowVersion} = ${W.rowVersion} + 1
  WHERE ${W.threadId} = $1 AND ${W.checkpointNs} = $2 AND ${W.checkpointId} = $3 AND ${W.channel} = $4`,
 
     /**
-     * deleteThread, first statement: the thread's head rows. Deleting them takes
-     * the lock every put takes first, so a put in flight commits before, and a
-     * later one waits, then finds no head and its parent gone (a conflict).
-     * $1 thread.
+     * deleteThread, first statement: the thread's deletion lock (tombstones.ts),
+     * exclusive. It waits for the writes in flight on the thread to commit;
+     * later ones wait for this transaction, then find its tombstone. $1 thread.
      */
-    deleteHeads: `DELETE FROM ${heads} WHERE ${H.threadId} = $1`,
+    lockThreadForDelete: `SELECT ${lockForDelete(schema, "$1::text")}`,
 
     /**
-     * deleteThread, second statement (same transaction, a newer snapshot: it
-     * sees what a put in flight committed): everything else. $1 thread.
+     * deleteThread, second statement (same transaction, a snapshot that sees
+     * what the writes in flight committed): the tombstone, then every row of the
+     * thread. $1 thread. Returns the rows deleted per table.
      */
     deleteThread: `
-WITH a AS (DELETE FROM ${writes} WHERE ${W.threadId} = $1),
-     b AS (DELETE FROM ${blobs} WHERE ${B.threadId} = $1)
-DELETE FROM ${checkpoints} WHERE ${C.threadId} = $1`,
+WITH last AS MATERIALIZED (
+  SELECT GREATEST((SELECT pg_catalog.max(${C.checkpointId}) FROM ${checkpoints} WHERE ${C.threadId} = $1),
+                  (SELECT pg_catalog.max(${W.checkpointId}) FROM ${writes} WHERE ${W.threadId} = $1)) AS id
+), tomb AS (${upsertTombstones(schema, `SELECT $1::text, (SELECT id FROM last)`)}
+), h AS (DELETE FROM ${heads} WHERE ${H.threadId} = $1
+), w AS (DELETE FROM ${writes} WHERE ${W.threadId} = $1 RETURNING 1
+), b AS (DELETE FROM ${blobs} WHERE ${B.threadId} = $1 RETURNING 1
+), c AS (DELETE FROM ${checkpoints} WHERE ${C.threadId} = $1 RETURNING 1)
+SELECT (SELECT pg_catalog.count(*) FROM c)::int AS checkpoints, (SELECT pg_catalog.count(*) FROM w)::int AS writes,
+       (SELECT pg_catalog.count(*) FROM b)::int AS blobs`,
 
     /**
      * Delta-channel history: walk the parent chain of a checkpoint once, for

@@ -104,7 +104,8 @@ async function toTuple(ctx: SaverContext, entry: Entry, elements: Map<string, St
     // MemorySaver's defaults, for rows an older writer stored without them.
     channel_versions: stored.channel_versions ?? {},
     versions_seen: stored.versions_seen ?? {},
-    channel_values: { ...unversioned, ...Object.fromEntries(values) },
+    // A blob holding undefined is no value: the checkpoints that hold one list it in `unversioned` (encode.ts).
+    channel_values: { ...unversioned, ...Object.fromEntries(values.filter(([, value]) => value !== undefined)) },
   } as Checkpoint;
   const parent = head.s1 ?? undefined;
   if (checkpoint.v < 4 && parent !== undefined) {

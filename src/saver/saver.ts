@@ -20,28 +20,43 @@ import {
 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { isPGlite, pgliteDb, poolDb, type PGliteLike } from "../db/db.js";
-import { DEFAULT_DATA_DIR, shareEmbedded } from "../db/embedded.js";
 import { runMigrations, type MigrateResult } from "../db/migrate.js";
-import { InvalidInputError, InvalidOptionsError } from "../errors.js";
+import { openOn } from "../db/open.js";
+import { InvalidInputError, InvalidOptionsError, ThreadDeletedError } from "../errors.js";
 import { emit, guard } from "../events.js";
 import { MsgpackSerializer } from "../serde/serde.js";
-import { LIMITS, checkKey, readConfig } from "../validate.js";
+import { LIMITS, checkKey, readConfig, threadIdOf, withStringThreadId } from "../validate.js";
 import { Coalescer } from "./coalesce.js";
 import type { SaverContext } from "./context.js";
 import { readFilter } from "./filter.js";
 import { InFlight, ThreadOrder } from "./inflight.js";
 import { RunLeases, runPut } from "./lineage.js";
-import { BOUNDED_POOL, checkedSettings, saverOptions, type LineageMode, type PostgresSaverOptions, type SetupOptions } from "./options.js";
+import {
+  BOUNDED_POOL,
+  CONN_STRING_OPTIONS,
+  checkOptionKeys,
+  checkedSettings,
+  openOptions,
+  saverOptions,
+  type LineageMode,
+  type OpenOptions,
+  type PostgresSaverOptions,
+  type SetupOptions,
+} from "./options.js";
 import { buildQueries, type ListWhere, type ReadRow } from "./queries.js";
 import { Runner } from "./runner.js";
 import { toDeltaHistory, toTuples, type DeltaRow } from "./read.js";
 import { upgradeState } from "./upgrade.js";
 import { nextVersion } from "./version.js";
 import { ElementMemory } from "./elements.js";
+import { checkCopyArguments, copyStatements, copyThread, type CopyThreadOptions, type CopyThreadResult } from "./copy.js";
+import { checkRetention, Retention, type RetentionOptions } from "./retention.js";
+import { deleteThread, waitForRestart } from "./tombstones.js";
 import { encodePut, encodeWrites, sendWrites } from "./write.js";
 
 /** Page size of `list` when no limit is given: memory stays bounded on long threads. */
 const LIST_PAGE = 100;
+
 
 /**
  * A LangGraph checkpointer that makes every thread durable in Postgres.
@@ -67,12 +82,20 @@ export class PostgresSaver extends BaseCheckpointSaver {
   /** Runs the statements (and checks once that the schema is migrated). */
   readonly #runner: Runner;
   readonly #inFlight = new InFlight();
+  /** This saver's puts in flight, per lineage (a write refused for a thread not started again waits for them once). */
+  readonly #puts = new InFlight();
   /** Queues a lineage's putWrites while one of its writes is in flight, and sends them together (see coalesce.ts). */
   readonly #coalescer = new Coalescer((calls) => sendWrites(this.#ctx, calls));
   /** Delivers each thread's results in the order its operations were called. */
   readonly #order = new ThreadOrder();
   /** Run leases of failed runs (linear mode), retried in the background; end() stops them. */
   readonly #leases: RunLeases;
+  /** copyThread's statements, built at its first call. */
+  #copySql: ReturnType<typeof copyStatements> | undefined;
+  /** The pool or PGlite instance given (or opened), for background retention. */
+  readonly #pool: pg.Pool | PGliteLike;
+  /** Background retention (option `retention`, or startRetention()). */
+  #retention: Retention | undefined;
 
   /**
    * @param pool A `pg.Pool`, or a PGlite instance, that the caller owns: {@link end} never closes it.
@@ -93,7 +116,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (!pglite && !(pool instanceof pg.Pool) && (typeof pool !== "object" || pool === null || typeof (pool as pg.Pool).connect !== "function")) {
       throw new InvalidOptionsError("pool", "expected a pg.Pool or a PGlite instance");
     }
-    const { schema, lineage, prepared, leaseSeconds, ttlSeconds, maxValueBytes, versioning, elementStorage } = checkedSettings(options);
+    const { schema, lineage, prepared, leaseSeconds, ttlSeconds, maxValueBytes, versioning, elementStorage, retention } = checkedSettings(options);
     this.schema = schema;
     this.lineage = lineage;
     const db = pglite ? pgliteDb(pool) : poolDb(pool as pg.Pool);
@@ -125,6 +148,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
       nextVersion: (current) => this.getNextVersion(current),
     };
     this.#leases = new RunLeases(this.#ctx);
+    this.#pool = pool;
+    if (retention) {
+      this.#retention = new Retention({ settings: retention, schema, pool, onEvent });
+      if (retention.start) this.#retention.start();
+    }
     // An idle client dying (e.g. a Postgres restart) makes pg.Pool emit 'error';
     // with no listener that crashes the process. Listen if nobody else does.
     if (!pglite && (pool as pg.Pool).listenerCount("error") === 0) {
@@ -148,7 +176,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     if (typeof connectionString !== "string" || connectionString === "") {
       throw new InvalidOptionsError("connectionString", "expected a postgres:// URL");
     }
-    const { pool: poolConfig, ...saverOptions } = options ?? {};
+    const { pool: poolConfig, ...saverOptions } = checkOptionKeys(options ?? {}, CONN_STRING_OPTIONS, "fromConnString()") as PostgresSaverOptions & { pool?: pg.PoolConfig };
     const pool = new pg.Pool({ ...BOUNDED_POOL, ...poolConfig, connectionString });
     return PostgresSaver.#owning(pool, saverOptions, () => pool.end());
   }
@@ -167,42 +195,36 @@ export class PostgresSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * A saver on `databaseUrl` (default: the `DATABASE_URL` environment
-   * variable) or, when there is none, on the embedded database (PGlite)
-   * persisted in `dataDir` (default `./.langgraph-pg`), locked to this process.
-   * Migrates the schema unless `migrate: false`. The saver owns what it
-   * opened: {@link end} closes it.
+   * A saver on a Postgres server, or on the embedded database (PGlite in a
+   * local folder, locked to this process), migrated unless `migrate: false`.
+   * The saver owns what it opened: {@link end} closes it.
+   *
+   * Which database: `databaseUrl`; else the embedded one when asked for
+   * (`embedded: true`, or a `dataDir`); else the `DATABASE_URL` environment
+   * variable; else the embedded database in `./.langgraph-pg`, a fallback
+   * refused with `NODE_ENV=production` ({@link DatabaseUrlMissingError}) and
+   * announced with one line on stderr elsewhere (see `log`). Every option is
+   * checked before anything is opened or created. A server that is not
+   * reachable yet is waited for (`retry`); after two seconds each failed
+   * attempt is said on stderr too.
    *
    * @example
    * ```ts
-   * const checkpointer = await PostgresSaver.open(); // DATABASE_URL, or ./.langgraph-pg
+   * const checkpointer = await PostgresSaver.open(); // DATABASE_URL, or ./.langgraph-pg (not in production)
    * const graph = builder.compile({ checkpointer });
    * // ...
    * await checkpointer.end();
    * ```
    */
-  static async open(
-    options: PostgresSaverOptions & SetupOptions & { databaseUrl?: string; dataDir?: string; migrate?: boolean; pool?: pg.PoolConfig } = {},
-  ): Promise<PostgresSaver> {
-    const { databaseUrl, dataDir, migrate, pool, adopt, retry, ...saverOptions } = options;
-    const url = databaseUrl ?? process.env.DATABASE_URL;
-    let saver: PostgresSaver;
-    if (url) {
-      saver = PostgresSaver.fromConnString(url, { ...saverOptions, pool });
-    } else {
-      // Shared with a PostgresStore.open() of this process: the folder admits one process, not one opener.
-      const embedded = await shareEmbedded(dataDir ?? DEFAULT_DATA_DIR);
-      saver = PostgresSaver.#owning(embedded.db, saverOptions, embedded.close);
-    }
-    if (migrate !== false) {
-      try {
-        await saver.setup({ adopt, retry });
-      } catch (err) {
-        await saver.end();
-        throw err;
-      }
-    }
-    return saver;
+  static open(options: OpenOptions = {}): Promise<PostgresSaver> {
+    const o = openOptions(options);
+    return openOn(o.location, o.saver.onEvent, {
+      name: "PostgresSaver",
+      onServer: (url, pool, onEvent) => PostgresSaver.fromConnString(url, { ...o.saver, onEvent, pool }),
+      onEmbedded: (db, onEvent, close) => PostgresSaver.#owning(db, { ...o.saver, onEvent }, close),
+      setup: (saver) => saver.setup(o.setup),
+      end: (saver) => saver.end(),
+    });
   }
 
   /**
@@ -237,9 +259,44 @@ export class PostgresSaver extends BaseCheckpointSaver {
    */
   async end(): Promise<void> {
     this.#leases.stop();
+    await this.#retention?.stop();
     const close = this.#close;
     this.#close = undefined;
     await close?.();
+  }
+
+  /**
+   * Start background retention (src/saver/retention.ts): with the saver's
+   * `retention` option, or with the options given here, which replace it. Idempotent.
+   *
+   * @example
+   * ```ts
+   * const saver = new PostgresSaver(pool);
+   * await saver.setup();
+   * await saver.startRetention({ every: "10m", keepLast: 50, idleFor: "90d" });
+   * // ...
+   * await saver.end(); // stops it (or: await saver.stopRetention())
+   * ```
+   */
+  async startRetention(options?: RetentionOptions): Promise<void> {
+    if (options !== undefined) {
+      const settings = checkRetention(options, this.schema)!;
+      await this.#retention?.stop();
+      this.#retention = new Retention({ settings, schema: this.schema, pool: this.#pool, onEvent: this.#ctx.onEvent });
+    }
+    if (!this.#retention) throw new InvalidOptionsError("retention", 'the saver has no retention option: pass it, or startRetention({ every: "10m", ... })');
+    this.#retention.start();
+  }
+
+  /** Stop background retention; a run in progress stops after its current batch, and is waited for.
+   *
+   * @example
+   * ```ts
+   * await saver.stopRetention();
+   * ```
+   */
+  async stopRetention(): Promise<void> {
+    await this.#retention?.stop();
   }
 
   /**
@@ -252,6 +309,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    config = withStringThreadId(config);
     return this.#order.deliver(config, this.#getTuple(config));
   }
 
@@ -282,7 +340,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
-    const { threadId, checkpointNs, checkpointId } = readConfig(config ?? {}, "list", false);
+    const { threadId, checkpointNs, checkpointId } = readConfig(withStringThreadId(config) ?? {}, "list", false);
     const { limit, before, filter } = options ?? {};
     if (limit !== undefined && limit !== null && (!Number.isInteger(limit) || limit < 0)) {
       throw new InvalidInputError("list options.limit", "expected a non-negative integer");
@@ -320,16 +378,26 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    config = withStringThreadId(config);
     const key = InFlight.keyOf(config);
-    return this.#order.deliver(config, this.#inFlight.track(key, this.#coalescer.during(key, () => this.#putOrRelease(config, checkpoint, metadata, newVersions))));
+    const put = this.#coalescer.during(key, () => this.#putOrRelease(config, checkpoint, metadata, newVersions));
+    return this.#order.deliver(config, this.#inFlight.track(key, this.#puts.track(key, put)));
   }
 
   async #putOrRelease(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    const started = performance.now();
     try {
-      const started = performance.now();
       const call = { config, checkpoint, metadata, newVersions };
-      return await runPut(this.#ctx, await encodePut(this.#ctx, call), started, () => encodePut(this.#ctx, call, true));
+      const put = async () => runPut(this.#ctx, await encodePut(this.#ctx, call), started, () => encodePut(this.#ctx, call, true));
+      try {
+        return await put();
+      } catch (err) {
+        // A subgraph's first checkpoint may reach the database before the root put that starts the conversation.
+        if (!(await waitForRestart(this.#puts, err, config, false))) throw err;
+        return await put();
+      }
     } catch (err) {
+      this.#reportRefusal(err, started);
       // A put that starts a run does not own its parent's lease (another run may): only its own checkpoint's.
       const source = (metadata as { source?: unknown } | undefined)?.source;
       const startsRun = source === "input" || source === "update";
@@ -347,20 +415,28 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+    config = withStringThreadId(config);
     return this.#order.deliver(config, this.#inFlight.track(InFlight.keyOf(config), this.#putWritesOrRelease(config, writes, taskId, taskPath)));
   }
 
   async #putWritesOrRelease(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string): Promise<void> {
+    const started = performance.now();
     try {
-      await this.#putWrites(config, writes, taskId, taskPath);
+      try {
+        await this.#putWrites(config, writes, taskId, taskPath, started);
+      } catch (err) {
+        // With async durability a run's writes may reach the database before the put that starts the conversation.
+        if (!(await waitForRestart(this.#puts, err, config, true))) throw err;
+        await this.#putWrites(config, writes, taskId, taskPath, started);
+      }
     } catch (err) {
+      this.#reportRefusal(err, started);
       await this.#leases.afterRunFailure(err, config, [config?.configurable?.checkpoint_id]);
       throw err;
     }
   }
 
-  async #putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string): Promise<void> {
-    const started = performance.now();
+  async #putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string, started: number): Promise<void> {
     const rows = await encodeWrites(this.#ctx, { config, writes, taskId, taskPath });
     if (rows === undefined) return;
     await this.#coalescer.write(InFlight.keyOf(config), rows);
@@ -375,28 +451,57 @@ export class PostgresSaver extends BaseCheckpointSaver {
     });
   }
 
+  #reportRefusal(err: unknown, started: number): void {
+    if (!(err instanceof ThreadDeletedError)) return;
+    const { threadId, checkpointNs, checkpointId, operation, reason } = err;
+    emit(this.#ctx.onEvent, { type: "deletedThreadWrite", threadId, checkpointNs, checkpointId, operation, reason, durationMs: performance.now() - started });
+  }
+
   /**
-   * Delete every checkpoint, write and blob of a thread (all namespaces).
+   * Delete every checkpoint, write and blob of a thread (all namespaces), and
+   * leave its tombstone: a run still in flight on it cannot write it back
+   * afterwards (its puts and writes fail with {@link ThreadDeletedError}),
+   * while a new conversation on the same id starts cleanly (README, "Deleted
+   * threads stay deleted"). Waits for the thread's writes in flight to commit.
    *
    * @example
    * ```ts
    * await saver.deleteThread("chat-42");
    * ```
    */
-  async deleteThread(threadId: string): Promise<void> {
-    checkKey("deleteThread threadId", threadId, LIMITS.thread_id);
+  async deleteThread(id: string | number): Promise<void> {
+    const threadId = threadIdOf("deleteThread threadId", id);
     await this.#runner.ensureReady();
-    // Two statements in one transaction: the head rows first (waiting for a put
-    // in flight on the thread to commit), then the rest in a snapshot that sees
-    // that put's rows. One statement would leave such a put's checkpoint behind.
     try {
-      await this.#ctx.db.transaction(async (tx) => {
-        await tx.query(this.#ctx.queries.deleteHeads, [threadId]);
-        await tx.query(this.#ctx.queries.deleteThread, [threadId]);
-      });
-      this.#ctx.elements?.forgetThread(threadId);
+      await deleteThread(this.#ctx, threadId);
     } catch (err) {
       throw await this.#runner.failure(err, "deleteThread");
+    }
+  }
+
+  /**
+   * Copy a thread's history (with `upTo`, the part up to that root checkpoint,
+   * which becomes the copy's head) to another thread id, in one transaction:
+   * the copy reads exactly as the source at every checkpoint, so time travel
+   * and forks work on it. An existing target is refused ({@link ThreadCopyError})
+   * unless `overwrite: true`; `dryRun: true` only counts. See src/saver/copy.ts.
+   *
+   * @example
+   * ```ts
+   * // Let a user branch a chat at an earlier answer:
+   * await saver.copyThread("chat-42", "chat-42-branch", { upTo: checkpointId });
+   * await graph.invoke({ messages: [question] }, { configurable: { thread_id: "chat-42-branch" } });
+   * ```
+   */
+  async copyThread(fromThreadId: string, toThreadId: string, options: CopyThreadOptions = {}): Promise<CopyThreadResult> {
+    const { from, to } = checkCopyArguments(fromThreadId, toThreadId, options);
+    await this.#runner.ensureReady();
+    const started = performance.now();
+    this.#copySql ??= copyStatements(this.schema);
+    try {
+      return await copyThread(this.#ctx, this.#copySql, from, to, options, started);
+    } catch (err) {
+      throw await this.#runner.failure(err, "copyThread");
     }
   }
 
@@ -410,6 +515,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   override getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {
+    if (options?.config) options = { ...options, config: withStringThreadId(options.config) };
     return this.#order.deliver(options?.config, this.#getDeltaChannelHistory(options));
   }
 

@@ -7,7 +7,7 @@
  */
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { TASKS, WRITES_IDX_MAP, type ChannelVersions, type Checkpoint, type CheckpointMetadata, type PendingWrite } from "@langchain/langgraph-checkpoint";
-import { InvalidInputError } from "../errors.js";
+import { InvalidInputError, ThreadDeletedError } from "../errors.js";
 import { encodeMetadata } from "../serde/metadata.js";
 import { dumpsForRow } from "../serde/rowserde.js";
 import { isSyntheticVersion } from "../serde/upcast.js";
@@ -15,9 +15,10 @@ import { LIMITS, checkKey, readConfig } from "../validate.js";
 import type { WriteRows } from "./coalesce.js";
 import type { SaverContext } from "./context.js";
 import { MAX_STATEMENT_BYTES, boundBytes, checkSize, checkStatementSize, encodeUnversioned, named, pack } from "./encode.js";
-import { ELEMENTS_CHANNEL, REFS_TYPE, encodeList, isElementList, lineageKey, storesElements, type ElementRow } from "./elements.js";
+import { ELEMENTS_CHANNEL, REFS_TYPE, encodeList, isElementList, lineageKey, type ElementRow } from "./elements.js";
 import { ALLOW_FORK_KEY } from "./options.js";
 import { putWritesBatchValues, putWritesValues, type PutParams } from "./params.js";
+import type { RefusalReason } from "./tombstones.js";
 
 /** A `put` call's arguments. */
 export interface PutCall {
@@ -60,7 +61,7 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
   const types: string[] = [];
   const payloads: (Uint8Array | null)[] = [];
   // List channels by their elements (elements.ts): only those the parent does not refer to are sent.
-  const memory = ctx.elements !== undefined && storesElements(ctx.serde) ? ctx.elements : undefined;
+  const memory = ctx.elements;
   const known = sendAll ? undefined : memory?.known(lineageKey(threadId!, ns), parentId ?? null);
   const sending = new Set<string>();
   const elementRows: ElementRow[] = [];
@@ -77,8 +78,11 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
         const field = `put checkpoint.channel_values[${JSON.stringify(channel)}]`;
         const value = values[channel];
         try {
-          if (memory && isElementList(value) && (await memory.usable(ctx.serde, value[0]))) {
-            const list = await encodeList(ctx.serde, value, known, sending, (b, i) => checkSize(ctx, `${field}[${i}]`, b));
+          const codec = memory && isElementList(value) ? await memory.codec(ctx.serde, value[0]) : undefined;
+          if (codec) {
+            const list = await encodeList(codec, value as unknown[], { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v }, known, sending);
+            // The same limit as for the whole value: its elements together, sent or not.
+            checkSize(ctx, field, list.bytes);
             type = REFS_TYPE;
             bytes = list.refs;
             elementRows.push(...list.rows);
@@ -212,7 +216,7 @@ export async function encodeWrites(ctx: SaverContext, call: WritesCall): Promise
     throw new InvalidInputError("putWrites config.configurable.checkpoint_id", "is missing; writes belong to a checkpoint");
   }
   checkKey("putWrites taskId", taskId, LIMITS.task_id);
-  if (typeof taskPath !== "string") throw new InvalidInputError("putWrites taskPath", "expected a string");
+  checkKey("putWrites taskPath", taskPath, LIMITS.task_path, { allowEmpty: true });
   if (!Array.isArray(writes)) throw new InvalidInputError("putWrites writes", "expected an array of [channel, value] pairs");
   if (writes.length === 0) return undefined;
   const n = writes.length;
@@ -281,7 +285,7 @@ export async function sendWrites(ctx: SaverContext, calls: WriteRows[]): Promise
       lengths: packed.lengths,
       bytes: packed.bytes,
     });
-    await ctx.query("putWrites", values, "putWrites");
+    refused((await ctx.query<GateRow>("putWrites", values, "putWrites")).rows[0], first);
     return;
   }
   const perRow = (f: (c: WriteRows) => string) => calls.flatMap((c) => c.idx.map(() => f(c)));
@@ -299,5 +303,16 @@ export async function sendWrites(ctx: SaverContext, calls: WriteRows[]): Promise
     lengths: packed.lengths,
     bytes: packed.bytes,
   });
-  await ctx.query("putWritesBatch", values, "putWrites");
+  refused((await ctx.query<GateRow>("putWritesBatch", values, "putWrites")).rows[0], first);
+}
+
+/** What the putWrites statements return: the gate's answer (tombstones.ts). */
+interface GateRow {
+  refused: RefusalReason | null;
+}
+
+/** Throws when the thread's tombstone refused the writes (nothing was written; the saver reports it). */
+function refused(row: GateRow | undefined, call: WriteRows): void {
+  if (!row?.refused) return;
+  throw new ThreadDeletedError({ threadId: call.threadId, checkpointNs: call.checkpointNs, checkpointId: call.checkpointId, operation: "putWrites", reason: row.refused });
 }

@@ -34,17 +34,20 @@
  *   rows. They cannot read, alter, move or forge a value, or plant one of their
  *   own (plaintext is refused, see `allowPlaintext`).
  * - Only what passes through the serializer is encrypted: the `value` columns
- *   of `checkpoint_blobs` and `checkpoint_writes`. Ids, namespaces, channel
+ *   of `checkpoint_blobs` and `checkpoint_writes` (the elements of lists
+ *   stored by their elements too, sealed through {@link EncryptedSerializer.sealForRow};
+ *   their hashes, HMACs under keys derived from these keys, stay plaintext:
+ *   saver/element-codec.ts). Ids, namespaces, channel
  *   names, versions, task ids and paths, the checkpoint JSON without its
  *   values (timestamps, `channel_versions`, `versions_seen`) and the metadata
  *   (used by `list({ filter })`) stay plaintext.
  * - IVs are random (96 bits): rotate a key well before 2^32 values were
  *   written under it (NIST SP 800-38D).
  */
-import { createCipheriv, createDecipheriv, createSecretKey, KeyObject, randomBytes } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, KeyObject, randomBytes } from "node:crypto";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { DeserializationError, InvalidOptionsError, SerializationError } from "../errors.js";
-import { rowIdentity, type RowBoundSerializer, type ValueRow } from "./rowserde.js";
+import { rowIdentity, type SealingSerializer, type ValueRow } from "./rowserde.js";
 import { MsgpackSerializer } from "./serde.js";
 
 /** Prefix of the type tag of every encrypted value. */
@@ -57,6 +60,8 @@ const IV_BYTES = 12;
 const TAG_BYTES = 16;
 const KEY_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 const AAD_LABEL = { [UNBOUND]: "langgraph-checkpoint-pg/enc/v1", [BOUND]: "langgraph-checkpoint-pg/enc/v2" } as const;
+/** HKDF info of the digest keys derived from each key (one per use: keys never serve two purposes). */
+const DIGEST_INFO = { hash: "langgraph-checkpoint-pg/elements/hash/v1", tag: "langgraph-checkpoint-pg/elements/tag/v1" } as const;
 
 /** A 32-byte AES-256 key: raw bytes, or a secret `KeyObject` (`crypto.createSecretKey`). */
 export type EncryptionKey = Uint8Array | KeyObject;
@@ -112,8 +117,11 @@ export interface EncryptedSerializerOptions {
  * // checkpoint_blobs.type is now e.g. "enc:2025-06:msgpack" and value is ciphertext.
  * ```
  */
-export class EncryptedSerializer implements RowBoundSerializer {
+export class EncryptedSerializer implements SealingSerializer {
   readonly #keys: Map<string, KeyObject>;
+  readonly #digestKeyIds: readonly string[];
+  /** Per key id, the digest keys derived from it (made at the first use). */
+  readonly #digestKeys = new Map<string, Record<keyof typeof DIGEST_INFO, KeyObject>>();
   readonly #current: string;
   readonly #inner: SerializerProtocol;
   readonly #allowPlaintext: boolean;
@@ -139,6 +147,7 @@ export class EncryptedSerializer implements RowBoundSerializer {
       if (options[flag] !== undefined && typeof options[flag] !== "boolean") throw new InvalidOptionsError(flag, "expected a boolean");
     }
     this.#current = options.current;
+    this.#digestKeyIds = Object.freeze([this.#current, ...[...this.#keys.keys()].filter((id) => id !== this.#current)]);
     this.#inner = options.inner ?? new MsgpackSerializer();
     this.#allowPlaintext = options.allowPlaintext ?? false;
     this.#allowUnbound = options.allowUnbound ?? true;
@@ -208,6 +217,83 @@ export class EncryptedSerializer implements RowBoundSerializer {
       return this.#seal(type, bytes, row);
     }
     return this.#seal(opened.innerType, opened.plain, row);
+  }
+
+  /** The serializer whose bytes are encrypted (the `inner` option). */
+  get inner(): SerializerProtocol {
+    return this.#inner;
+  }
+
+  /** Bytes encryption adds to a value: format byte, IV and GCM tag. */
+  get sealOverhead(): number {
+    return 1 + IV_BYTES + TAG_BYTES;
+  }
+
+  /**
+   * Encrypts bytes the inner serializer made (type `innerType`) under the
+   * current key, bound to `row` (unbound with `bindToRow: false`): the value
+   * {@link dumpsTypedForRow} would store, from bytes already serialized.
+   * Lists stored by their elements use it (an element is hashed over these
+   * bytes, then sealed).
+   *
+   * @example
+   * ```ts
+   * const [innerType, bytes] = await serde.inner.dumpsTyped(value);
+   * const [type, sealed] = serde.sealForRow(innerType, bytes, row);
+   * ```
+   */
+  sealForRow(innerType: string, bytes: Uint8Array, row: ValueRow): [string, Uint8Array] {
+    if (typeof innerType !== "string" || innerType === "" || !(bytes instanceof Uint8Array)) {
+      throw new SerializationError("sealForRow expects the inner serializer's type and bytes");
+    }
+    return this.#seal(innerType, bytes, this.#bindToRow ? row : undefined);
+  }
+
+  /**
+   * Decrypts a value stored in `row` without decoding it: its inner type and
+   * bytes (a plaintext value as it is, when `allowPlaintext`). Fails like
+   * {@link loadsTypedForRow} on a value that was not written for this row.
+   *
+   * @example
+   * ```ts
+   * const [innerType, bytes] = serde.openForRow(type, stored, row);
+   * const value = await serde.inner.loadsTyped(innerType, bytes);
+   * ```
+   */
+  openForRow(type: string, data: Uint8Array, row: ValueRow): [string, Uint8Array] {
+    const opened = this.#open(type, data, row);
+    return opened.plaintext ? [type, data] : [opened.innerType, opened.plain];
+  }
+
+  /** The ids of the configured keys, the current one first: the keys {@link digest} can use. */
+  get digestKeyIds(): readonly string[] {
+    return this.#digestKeyIds;
+  }
+
+  /**
+   * HMAC-SHA-256 of `parts` under a key derived (HKDF-SHA-256) from key
+   * `keyId`, a different one for each use: `"hash"` names the elements of
+   * lists stored by their elements (so the hashes in the tables confirm no
+   * guess about their content without the key), `"tag"` authenticates a
+   * list's hashes for its row.
+   *
+   * @example
+   * ```ts
+   * const name = serde.digest(serde.currentKeyId, "hash", ["msgpack", "\u0000", bytes]).subarray(0, 16);
+   * ```
+   */
+  digest(keyId: string, use: "hash" | "tag", parts: readonly (string | Uint8Array)[]): Buffer {
+    let derived = this.#digestKeys.get(keyId);
+    if (!derived) {
+      const key = this.#keys.get(keyId);
+      if (!key) throw new DeserializationError(`Key ${JSON.stringify(keyId)} is not configured (keep old keys in "keys")`);
+      const derive = (info: string) => createSecretKey(Buffer.from(hkdfSync("sha256", key, Buffer.alloc(0), info, 32)));
+      derived = { hash: derive(DIGEST_INFO.hash), tag: derive(DIGEST_INFO.tag) };
+      this.#digestKeys.set(keyId, derived);
+    }
+    const mac = createHmac("sha256", derived[use]);
+    for (const p of parts) mac.update(p);
+    return mac.digest();
   }
 
   /** The type tag prefix and format byte of a value that needs no rewrap (what `reencrypt` selects against). */

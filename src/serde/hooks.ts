@@ -1,9 +1,9 @@
 /**
  * The few hooks installed on our own @msgpack/msgpack Encoder and Decoder
  * instances, for what the library cannot express: `undefined`, `-0`, lone
- * surrogates, a depth limit on decode, and a sanity check of array and map
- * length headers. Each verifies at construction that the library still has
- * the internals it wraps.
+ * surrogates, a string's leading U+FEFF, a depth limit on decode, and a sanity
+ * check of array and map length headers. Each verifies at construction that
+ * the library still has the internals it wraps.
  */
 import { ExtData, type Decoder, type Encoder } from "@msgpack/msgpack";
 import { DeserializationError } from "../errors.js";
@@ -35,12 +35,22 @@ export interface EncoderInternals {
 export interface DecoderInternals {
   pushArrayState(size: number): void;
   pushMapState(size: number): void;
+  decodeUtf8String(byteLength: number, headerOffset: number): string;
   stack: { readonly length: number };
   view: DataView;
+  bytes: Uint8Array;
   pos: number;
 }
 
 const UNDEFINED_EXT = new ExtData(EXT_UNDEFINED, new Uint8Array([0]));
+
+/**
+ * Decodes a string that starts with U+FEFF as it is. The library decodes long
+ * strings (over 200 bytes) with a default TextDecoder, which drops a leading
+ * byte-order mark; `fatal`: bytes that are not UTF-8 (a short key with a lone
+ * surrogate, which the library's own code decoded right) throw instead.
+ */
+const KEEP_BOM = new TextDecoder("utf-8", { ignoreBOM: true, fatal: true });
 
 export const isWellFormed: (s: string) => boolean =
   typeof (String.prototype as { isWellFormed?: unknown }).isWellFormed === "function"
@@ -105,7 +115,8 @@ export function patchDecoder(decoder: Decoder<Ctx>, ctx: Ctx): void {
   const internals = decoder as unknown as DecoderInternals;
   const pushArray = internals.pushArrayState;
   const pushMap = internals.pushMapState;
-  if (typeof pushArray !== "function" || typeof pushMap !== "function" || !internals.stack) {
+  const decodeUtf8String = internals.decodeUtf8String;
+  if (typeof pushArray !== "function" || typeof pushMap !== "function" || typeof decodeUtf8String !== "function" || !internals.stack) {
     throw new Error("Unsupported @msgpack/msgpack version: Decoder internals changed (need 3.x)");
   }
   ctx.decoder = internals;
@@ -121,5 +132,18 @@ export function patchDecoder(decoder: Decoder<Ctx>, ctx: Ctx): void {
     if (ctx.base + this.stack.length + 1 > MAX_DEPTH) throw new DeserializationError(`Data nested deeper than ${MAX_DEPTH} levels`);
     if (size * 2 > this.view.byteLength - this.pos) throw new DeserializationError(`Corrupt msgpack data: map size ${size} exceeds the data`);
     pushMap.call(this, size);
+  };
+  // Every string and key goes through here, whichever path the library takes
+  // for its length; only those whose bytes start with EF BB BF are decoded again.
+  internals.decodeUtf8String = function decodeUtf8StringKeepingBom(this: DecoderInternals, byteLength: number, headerOffset: number): string {
+    const start = this.pos + headerOffset;
+    const value = decodeUtf8String.call(this, byteLength, headerOffset);
+    const b = this.bytes;
+    if (byteLength < 3 || b[start] !== 0xef || b[start + 1] !== 0xbb || b[start + 2] !== 0xbf) return value;
+    try {
+      return KEEP_BOM.decode(b.subarray(start, start + byteLength));
+    } catch {
+      return value;
+    }
   };
 }

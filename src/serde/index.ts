@@ -13,5 +13,5 @@
  */
 export { MsgpackSerializer } from "./serde.js";
 export { EncryptedSerializer, ENCRYPTED_TYPE_PREFIX, type EncryptedSerializerOptions, type EncryptionKey } from "./encryption.js";
-export type { ValueRow, RowBoundSerializer } from "./rowserde.js";
+export type { ValueRow, RowBoundSerializer, SealingSerializer } from "./rowserde.js";
 export { StateVersionError, type Upcaster, type UpcastFunction, type UpcastContext } from "./upcast.js";

@@ -49,7 +49,8 @@ const EXT_CONSTRUCTOR_SINGLE_ARG = 0;
 const EXT_NUMPY_ARRAY = 6;
 const EXT_DELTA_SNAPSHOT = 7;
 
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+// ignoreBOM: a string that starts with U+FEFF keeps it (a default TextDecoder drops it).
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /**
  * Decode a value of one of the {@link PYTHON_TYPES}.

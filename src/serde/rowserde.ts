@@ -66,3 +66,51 @@ export function rowIdentity(row: ValueRow): string {
       return [row.table, row.threadId, row.checkpointNs, row.checkpointId].join("\u0000");
   }
 }
+
+/**
+ * A row-bound serializer whose stored values are another serializer's bytes
+ * sealed (encrypted and authenticated) for their row, and which keys digests
+ * with its keys: what storing lists by their elements needs of an encrypting
+ * serializer (saver/element-codec.ts). An element is hashed over its inner
+ * bytes under a key no reader of the tables has, sealed for its element row,
+ * and the list naming it carries a tag bound to the list's row.
+ * `EncryptedSerializer` is one.
+ *
+ * @example
+ * ```ts
+ * const [innerType, bytes] = await serde.inner.dumpsTyped(value);
+ * const stored = serde.sealForRow(innerType, bytes, row); // what the row holds
+ * const [sameType, same] = serde.openForRow(stored[0], stored[1], row);
+ * const hash = serde.digest(serde.digestKeyIds[0]!, "hash", [innerType, "\u0000", bytes]);
+ * ```
+ */
+export interface SealingSerializer extends RowBoundSerializer {
+  /** The serializer whose bytes are sealed. */
+  readonly inner: SerializerProtocol;
+  /** Bytes sealing adds to a value (what a sealed value costs beyond its inner bytes). */
+  readonly sealOverhead: number;
+  /** True when values that are not sealed are read as they are (a migration setting). */
+  readonly allowsPlaintext: boolean;
+  /** Seal `bytes`, which `inner` made (type `innerType`), for `row`. */
+  sealForRow(innerType: string, bytes: Uint8Array, row: ValueRow): [string, Uint8Array];
+  /** Open a value stored in `row`: its inner type and bytes; a `DeserializationError` if it was not sealed for that row. */
+  openForRow(type: string, data: Uint8Array, row: ValueRow): [string, Uint8Array];
+  /** The ids of the keys {@link digest} can use, the current key first. */
+  readonly digestKeyIds: readonly string[];
+  /** HMAC-SHA-256 of the parts under a key derived from key `keyId`, one per use: element hashes, or tags of lists. */
+  digest(keyId: string, use: "hash" | "tag", parts: readonly (string | Uint8Array)[]): Buffer;
+}
+
+/** Whether `serde` seals inner bytes and keys digests ({@link SealingSerializer}). */
+export function isSealing(serde: SerializerProtocol): serde is SealingSerializer {
+  const s = serde as Partial<SealingSerializer>;
+  return (
+    isRowBound(serde) &&
+    typeof s.sealForRow === "function" &&
+    typeof s.openForRow === "function" &&
+    typeof s.digest === "function" &&
+    Array.isArray(s.digestKeyIds) &&
+    typeof s.inner === "object" &&
+    s.inner !== null
+  );
+}

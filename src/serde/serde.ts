@@ -68,7 +68,8 @@
  * come back as the built-in error class of that name (or `Error` with that `name`).
  *
  * Implementation notes: `@msgpack/msgpack` cannot express `undefined`, `-0`,
- * lone surrogates, a depth limit on decode, or a sanity check of array length
+ * lone surrogates, a string's leading U+FEFF (its decoder drops it from strings
+ * over 200 bytes), a depth limit on decode, or a sanity check of array length
  * headers; those few hooks are installed on our own Encoder/Decoder instances
  * (see hooks.ts), which verify at construction time that
  * the library still has the internals they wrap. The codec itself is
@@ -193,6 +194,8 @@ export class MsgpackSerializer implements SerializerProtocol {
       case "json":
         // Our own reader, not JsonPlusSerializer's: LangChain records only from
         // the allowlist, "__proto__" keys as data, any size (see jsonplus.ts).
+        // The default TextDecoder drops a byte-order mark before the JSON text, as
+        // JsonPlusSerializer's does; a value's U+FEFF is inside quotes and stays.
         return readJsonPlus(typeof data === "string" ? data : new TextDecoder().decode(data), (id) => this.#langchain.byKey.get(idKey(id))?.ctor);
       case "bytes":
         return typeof data === "string" ? new TextEncoder().encode(data) : data;

@@ -16,7 +16,7 @@
  * ```
  */
 export { PostgresStore, type StoreStats } from "./store.js";
-export type { PostgresStoreConfig, PostgresStoreOptions, SearchMode, StoreSearchOptions, StoreSetupOptions, TTLConfig } from "./options.js";
+export type { PostgresStoreConfig, PostgresStoreOptions, SearchMode, StoreOpenOptions, StoreSearchOptions, StoreSetupOptions, TTLConfig } from "./options.js";
 export type { DistanceMetric, Embeddings, EmbeddingsFunc, IndexConfig, VectorIndexType } from "./vector.js";
 export { migrateStore, type MigrateStoreOptions, type MigrateStoreResult } from "./migrate.js";
 export { STORE_COMPATIBILITY, STORE_MIGRATIONS_TABLE } from "./migrations.js";

@@ -8,10 +8,10 @@
  * here creates the checkpointer's tables, and the checkpointer's migrate
  * never creates the store's.
  */
-import { applyTrack, describeFailure, MIGRATION_LOCK_TIMEOUT, tablesIn, withRetry, withTarget, type RetryOptions, type TargetOptions, type TrackProgress } from "../db/migrate.js";
+import { applyTrack, MIGRATION_LOCK_TIMEOUT, tablesIn, withRetry, withTarget, type RetryOptions, type TargetOptions, type TrackProgress } from "../db/migrate.js";
 import type { Db, Queryable } from "../db/db.js";
 import { inspectTrust, refuse, type TrustReport } from "../db/trust.js";
-import { CheckpointerError, MigrationError, StoreIndexMismatchError, VectorExtensionMissingError, type VectorIndexShape } from "../errors.js";
+import { CheckpointerError, MigrationError, StoreIndexMismatchError, failureText, VectorExtensionMissingError, type VectorIndexShape } from "../errors.js";
 import { emit, guard, type EventHandler } from "../events.js";
 import { SCHEMA_LOCK_SQL } from "../ops/adopt.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
@@ -139,8 +139,8 @@ async function migrateStoreOnce(db: Db, schema: string, settings: Settings): Pro
     if (err instanceof CheckpointerError) throw err;
     throw new MigrationError(
       progress.current
-        ? `store migration ${progress.current.name} failed on schema "${schema}" (${describeFailure(err)}); nothing was applied`
-        : `migrating the store in schema "${schema}" failed (${describeFailure(err)}); nothing was applied`,
+        ? `store migration ${progress.current.name} failed on schema "${schema}" ${failureText(err)}; nothing was applied`
+        : `migrating the store in schema "${schema}" failed ${failureText(err)}; nothing was applied`,
       { cause: err, migration: progress.current?.name },
     );
   }

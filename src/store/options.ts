@@ -6,7 +6,10 @@ import type pg from "pg";
 import { InvalidOptionsError } from "../errors.js";
 import type { EventHandler, HandlerErrorHandler } from "../events.js";
 import { checkSchemaName } from "../validate.js";
-import type { StoreAdoptOption } from "./adopt.js";
+import { checkRetry, type RetryOptions } from "../db/migrate.js";
+import { LOCATION_OPTIONS, checkLocation, type Location, type OpenLocationOptions } from "../db/open.js";
+import { checkOptionKeys } from "../saver/options.js";
+import { checkStoreAdopt, type StoreAdoptOption } from "./adopt.js";
 import { checkIndexConfig, type DistanceMetric, type IndexConfig, type VectorIndex } from "./vector.js";
 
 /**
@@ -66,7 +69,8 @@ export interface PostgresStoreConfig extends PostgresStoreOptions {
 export interface StoreSetupOptions {
   /** What to do with the official store's tables (see StoreAdoptOption). */
   adopt?: StoreAdoptOption;
-  retry?: import("../db/migrate.js").RetryOptions | false;
+  /** Retrying while the database is not reachable yet, as the saver's `setup()` does. Default: 10 attempts (about 30 s); `false`: one. */
+  retry?: RetryOptions | false;
 }
 
 export interface CheckedStoreOptions {
@@ -79,7 +83,7 @@ export interface CheckedStoreOptions {
   language: string;
 }
 
-const KNOWN = ["schema", "ensureTables", "ttl", "index", "textSearchLanguage", "onEvent", "onHandlerError"];
+const KNOWN: readonly string[] = ["schema", "ensureTables", "ttl", "index", "textSearchLanguage", "onEvent", "onHandlerError"];
 
 const positive = (option: string, v: unknown): number | undefined => {
   if (v === undefined) return undefined;
@@ -110,6 +114,36 @@ export function checkStoreOptions(options: PostgresStoreOptions, ensureDefault: 
     index: checkIndexConfig(options.index),
     language,
   };
+}
+
+/**
+ * What `PostgresStore.open()` may be told: the store's options, `setup()`'s,
+ * and where the database is, as `PostgresSaver.open()` takes it (the same
+ * checks, the same rule in production, the same lines on stderr).
+ *
+ * @example
+ * ```ts
+ * await PostgresStore.open({ databaseUrl: process.env.DATABASE_URL, schema: "memory", index: { dims: 1536, embed } });
+ * await PostgresStore.open({ embedded: true }); // ./.langgraph-pg, chosen (also with NODE_ENV=production)
+ * ```
+ */
+export interface StoreOpenOptions extends PostgresStoreOptions, StoreSetupOptions, OpenLocationOptions {}
+
+/** Every option of {@link StoreOpenOptions}: anything else is refused, listing these. */
+const OPEN_OPTIONS: readonly string[] = [...LOCATION_OPTIONS, ...(["adopt", "retry"] satisfies (keyof StoreOpenOptions)[]), ...KNOWN];
+
+/**
+ * `PostgresStore.open()`'s options, every one checked before anything is
+ * opened or created, split into where the database is, `setup()`'s, and the store's.
+ */
+export function storeOpenOptions(options: unknown): { location: Location; setup: StoreSetupOptions; store: PostgresStoreOptions } {
+  const o = checkOptionKeys(options ?? {}, OPEN_OPTIONS, "PostgresStore.open()") as StoreOpenOptions;
+  const { databaseUrl, dataDir, embedded, migrate, pool, adopt, retry, log, ...store } = o;
+  const location = checkLocation({ databaseUrl, dataDir, embedded, migrate, pool, log });
+  checkStoreAdopt(adopt);
+  checkRetry(retry);
+  checkStoreOptions(store, false);
+  return { location, setup: { adopt, retry }, store };
 }
 
 /** Search modes, as the official store names them. */

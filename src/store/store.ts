@@ -12,7 +12,7 @@ import { createHash } from "node:crypto";
 import { BaseStore, type Item, type ListNamespacesOperation, type MatchCondition, type Operation, type OperationResults, type SearchItem } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { isPGlite, pgliteDb, poolDb, type Db, type PGliteLike } from "../db/db.js";
-import { DEFAULT_DATA_DIR, shareEmbedded } from "../db/embedded.js";
+import { openOn } from "../db/open.js";
 import { assertSchemaCurrent, schemaLevel, latestVersion } from "../db/migrate.js";
 import { CheckpointerError, DatabaseOperationError, InvalidInputError, InvalidOptionsError, SchemaNotMigratedError, sqlStateOf } from "../errors.js";
 import { emit, guard, type EventHandler } from "../events.js";
@@ -24,9 +24,12 @@ import {
   type CheckedStoreOptions,
   type PostgresStoreConfig,
   type PostgresStoreOptions,
+  type StoreOpenOptions,
   type StoreSearchOptions,
   type StoreSetupOptions,
+  storeOpenOptions,
 } from "./options.js";
+import { BOUNDED_POOL } from "../saver/options.js";
 import { prepareWrite, runBatch, searchRead, searchRows, toItem, toSearchItem, type StoreContext } from "./batch.js";
 import { storeQueries, type ItemRow, type StoreQueries } from "./queries.js";
 import { SWEEP_BATCH, Sweeper, sweepSql } from "./ttl.js";
@@ -143,9 +146,15 @@ export class PostgresStore extends BaseStore {
   }
 
   /**
-   * A store on `databaseUrl` (default `DATABASE_URL`) or, without one, on the
-   * embedded database in `dataDir` (default `./.langgraph-pg`): the same one a
-   * `PostgresSaver.open()` of this process uses. Set up unless `migrate: false`.
+   * A store on a Postgres server, or on the embedded database, chosen as
+   * `PostgresSaver.open()` chooses (the same options, checked before anything
+   * is opened; the same refusal of an implicit embedded database with
+   * `NODE_ENV=production`; the same lines on stderr): `databaseUrl`; else the
+   * embedded one when asked for (`embedded: true`, or a `dataDir`); else
+   * `DATABASE_URL`; else `./.langgraph-pg`. The embedded database is the one
+   * a `PostgresSaver.open()` of this process uses (one PGlite instance, with
+   * pgvector when `@electric-sql/pglite-pgvector` is installed). Set up unless
+   * `migrate: false`; `stop()` closes what it opened.
    *
    * @example
    * ```ts
@@ -154,30 +163,20 @@ export class PostgresStore extends BaseStore {
    * const graph = builder.compile({ checkpointer, store });
    * ```
    */
-  static async open(options: PostgresStoreOptions & StoreSetupOptions & { databaseUrl?: string; dataDir?: string; migrate?: boolean } = {}): Promise<PostgresStore> {
-    const { databaseUrl, dataDir, migrate, adopt, retry, ...rest } = options;
-    const url = databaseUrl ?? process.env.DATABASE_URL;
-    let store: PostgresStore;
-    if (url) store = PostgresStore.fromConnString(url, { ensureTables: false, ...rest });
-    else {
-      const embedded = await shareEmbedded(dataDir ?? DEFAULT_DATA_DIR);
-      try {
-        store = new PostgresStore(embedded.db, rest);
-      } catch (err) {
-        await embedded.close();
-        throw err;
-      }
-      store.#close = () => embedded.close();
-    }
-    if (migrate !== false) {
-      try {
-        await store.setup({ adopt, retry });
-      } catch (err) {
-        await store.stop();
-        throw err;
-      }
-    }
-    return store;
+  static open(options: StoreOpenOptions = {}): Promise<PostgresStore> {
+    const o = storeOpenOptions(options);
+    return openOn(o.location, o.store.onEvent, {
+      name: "PostgresStore",
+      onServer: (url, pool, onEvent) =>
+        new PostgresStore({ ensureTables: false, ...o.store, onEvent, connectionOptions: { ...BOUNDED_POOL, ...POOL_DEFAULTS, ...pool, connectionString: url } }),
+      onEmbedded: (db, onEvent, close) => {
+        const store = new PostgresStore(db, { ...o.store, onEvent });
+        store.#close = close;
+        return store;
+      },
+      setup: (store) => store.setup(o.setup),
+      end: (store) => store.stop(),
+    });
   }
 
   /**

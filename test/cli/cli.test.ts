@@ -40,6 +40,11 @@ beforeAll(async () => {
   const m = await runCli(["migrate"], { cwd: embeddedCwd });
   if (m.code !== 0) throw new Error(`migrate on the embedded default failed: ${m.stderr}`);
   expect(m.stdout).toMatch(/Migrated schema "public" in embedded database in \.\/\.langgraph-pg from no migration: applied 0000_init, /);
+  // Nothing named a database: the CLI says where it went, once, on stderr.
+  expect(m.stderr).toBe(
+    "langgraph-checkpoint-pg: no --database-url and no DATABASE_URL: using the embedded database in ./.langgraph-pg (created now); " +
+      "set DATABASE_URL to use a Postgres server, or pass --data-dir .langgraph-pg to choose this one without this line\n",
+  );
 });
 
 const cfg = (thread_id: string, extra: Record<string, unknown> = {}): RunnableConfig => ({ configurable: { thread_id, ...extra } });
@@ -418,7 +423,8 @@ describe("CLI against Postgres", () => {
     expect(lines[0]).toMatch(/^THREAD\s+CHECKPOINTS\s+WRITES\s+BLOBS\s+SIZE/);
     expect(lines[1]).toMatch(/^p\s+7\s+\d+\s+\d+\s+\S+/);
     expect(lines[2]).toMatch(/^q\s+4\s+\d+\s+\d+\s+\S+/);
-    expect(lines[3]).toMatch(/^Dry run: would delete 11 checkpoints, \d+ writes, \d+ blobs .*\(2 of 2 thread\(s\) scanned\)\. Nothing was deleted; add --yes to delete\./);
+    expect(lines[3]).toMatch(/^Dry run: would delete 11 checkpoints, \d+ writes, \d+ blobs .*\(2 thread\(s\) scanned, 2 with something to delete\)\. Nothing was deleted; add --yes to delete\./);
+    expect(lines[4]).toBe("Would keep 4 checkpoint(s): 4 by --keep-last 2.");
     const preview = JSON.parse(dryJson.stdout) as PruneResult;
     expect(preview).toMatchObject({ dryRun: true, checkpoints: 11 });
     expect(preview.threads!.map((t) => [t.threadId, t.checkpoints, t.expired])).toEqual([
@@ -437,6 +443,20 @@ describe("CLI against Postgres", () => {
     expect(done.threads).toBeUndefined();
     expect(await count()).toBe(4);
     expect((await graph.getState(cfg("p"))).values).toEqual(state);
+  });
+
+  it("prune on fresh data: nothing goes, and the summary says which rule kept what, the grace period included", async () => {
+    await migrate({ pool: db.pool, schema: "fresh" });
+    const graph = addressGraph(new PostgresSaver(db.pool, { schema: "fresh" }));
+    for (let i = 0; i < 7; i++) await graph.invoke({}, cfg("f"));
+    const [dry, real] = [await runCli(["prune", ...pg("fresh"), "--keep-last", "20"]), await runCli(["prune", ...pg("fresh"), "--keep-last", "20", "--yes"])];
+    const grace = "1 by --grace 15m (written within it, or the parent of one that was: a graph may still run on them; --grace 0 turns it off)";
+    expect(dry.stdout).toMatch(/^Dry run: would delete 0 checkpoints, 0 writes, 0 blobs \(0 B\) in schema "fresh" of \S+ \(1 thread\(s\) scanned, 0 with something to delete\)\./);
+    expect(dry.stdout).toContain(`\nWould keep 21 checkpoint(s): 20 by --keep-last 20, ${grace}.\n`);
+    expect(real.stdout).toMatch(/^Deleted 0 checkpoints, 0 writes, 0 blobs \(0 B\) from schema "fresh"/);
+    expect(real.stdout).toContain(`\nKept 21 checkpoint(s): 20 by --keep-last 20, ${grace}.\n`);
+    const json = JSON.parse((await runCli(["prune", ...pg("fresh"), "--keep-last", "20", "--json"])).stdout) as PruneResult;
+    expect(json.kept).toEqual({ keepLast: 20, head: 0, olderThan: 0, grace: 1, delta: 0 });
   });
 
   it("compact: --dry-run --json counts and changes nothing; then lists are stored by their elements and the state reads the same", async () => {
@@ -544,6 +564,39 @@ describe("CLI on the embedded database (PGlite)", () => {
     expect(existsSync(join(elsewhere, ".langgraph-pg"))).toBe(false);
     expect(status.code).toBe(0);
     expect(JSON.parse(status.stdout)).toMatchObject({ database: "embedded database in ./.langgraph-pg", state: "up-to-date" });
+  });
+
+  it("with NODE_ENV=production and no database named, refuses (exit 2), saying what to set; creates nothing; --data-dir asks for it", async () => {
+    const cwd = tempDir();
+    const production = { env: { NODE_ENV: "production" }, cwd };
+    const refused = await runCli(["migrate"], production);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toBe(
+      `langgraph-checkpoint-pg migrate: NODE_ENV is production and no database URL is set: refusing to fall back to the embedded database in ${join(cwd, ".langgraph-pg")}, ` +
+        "a local folder that a redeploy loses and other instances never see. Set DATABASE_URL to your Postgres server, or ask for the embedded database explicitly: " +
+        "--data-dir .langgraph-pg (or another folder).\n",
+    );
+    expect(existsSync(join(cwd, ".langgraph-pg"))).toBe(false);
+    // The store's migrations follow the same rule, with the same words.
+    for (const store of ["--store", "--store-only"]) {
+      const storeRefused = await runCli(["migrate", store, "--no-adopt-store"], production);
+      expect(storeRefused.code, store).toBe(2);
+      expect(storeRefused.stderr, store).toBe(refused.stderr);
+      expect(existsSync(join(cwd, ".langgraph-pg")), store).toBe(false);
+    }
+    const asked = await runCli(["migrate", "--data-dir", ".langgraph-pg"], production);
+    expect(asked.code, asked.stderr).toBe(0);
+    expect(asked.stderr).toBe("");
+    // Named explicitly, the same folder is no fallback: no notice either.
+    expect((await runCli(["status", "--data-dir", ".langgraph-pg"], { cwd })).stderr).toBe("");
+    // Elsewhere migrate --store falls back, and says so once for both tracks.
+    const both = await runCli(["migrate", "--store", "--no-adopt-store"], { cwd: tempDir() });
+    expect(both.code, both.stderr).toBe(0);
+    expect(both.stdout).toMatch(/Migrated the store in schema "public" in embedded database in \.\/\.langgraph-pg: applied 0000_store_init/);
+    expect(both.stderr).toBe(
+      "langgraph-checkpoint-pg: no --database-url and no DATABASE_URL: using the embedded database in ./.langgraph-pg (created now); " +
+        "set DATABASE_URL to use a Postgres server, or pass --data-dir .langgraph-pg to choose this one without this line\n",
+    );
   });
 
   it("a second process on the folder gets exit 4 naming the holder; a killed holder's lock is recovered", async () => {

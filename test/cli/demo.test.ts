@@ -5,12 +5,13 @@
  * run must continue the thread from the state the first one stored.
  */
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createRequire } from "node:module";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
+import { PGlite } from "@electric-sql/pglite";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadMigrations } from "../../src/index.js";
+import { snapshotInfo } from "../../src/db/snapshot.js";
 import { withTestDatabase } from "../helpers/db.js";
 import { collect, ROOT, runCli, runDemo, type Run } from "../helpers/cli.js";
 
@@ -89,7 +90,6 @@ function expectArticle(d: DemoJson) {
 
 describe("demo on the embedded database (the default)", () => {
   it("prints the article's three checkpoints, then continues the thread after a restart, and --fresh starts over", { timeout: 240_000 }, async () => {
-    const started = Date.now();
     const first = await runDemo(["--data-dir", dataDir]);
     expect(first.code).toBe(0);
     expect(first.stderr).toBe("");
@@ -109,11 +109,15 @@ describe("demo on the embedded database (the default)", () => {
     // Not a terminal: no colour codes.
     expect(out).not.toContain("\u001b[");
     expect(out).toContain(`npm run -s cli -- history 12345 --data-dir ${JSON.stringify(dataDir)}`);
-    // The new folder started from the snapshot: its migrations were applied when the snapshot was made, not now.
+    // The new folder started from the empty database the package ships (no initdb: its system identifier), then migrated.
     const status = await runCli(["status", "--json", "--data-dir", dataDir]);
-    const applied = (JSON.parse(status.stdout) as { applied: { name: string; appliedAt: string }[] }).applied;
-    expect(applied.map((m) => m.name)).toEqual(loadMigrations().map((m) => m.name));
-    expect(applied.every((m) => Date.parse(m.appliedAt) < started)).toBe(true);
+    expect((JSON.parse(status.stdout) as { applied: { name: string }[] }).applied.map((m) => m.name)).toEqual(loadMigrations().map((m) => m.name));
+    const lite = new PGlite(join(dataDir, "pgdata"));
+    try {
+      expect((await lite.query<{ id: string }>("SELECT system_identifier::text AS id FROM pg_control_system()")).rows[0]!.id).toBe(snapshotInfo()!.systemIdentifier);
+    } finally {
+      await lite.close();
+    }
 
     // A new process on the same folder: the state survived, the thread continues.
     const second = parse(await runDemo(["--data-dir", dataDir, "--json"]));
@@ -134,12 +138,16 @@ describe("demo on the embedded database (the default)", () => {
     expectArticle(fresh);
   });
 
-  it("its snapshot (scripts/demo-pgdata.tar.br) belongs to the installed PGlite and the shipped migrations: else run `npm run demo:snapshot`", () => {
-    const made = JSON.parse(readFileSync(join(ROOT, "scripts", "demo-pgdata.json"), "utf8")) as { pglite: string; migrations: { name: string; sha256: string }[] };
-    let dir = dirname(createRequire(join(ROOT, "package.json")).resolve("@electric-sql/pglite"));
-    while (!existsSync(join(dir, "package.json"))) dir = dirname(dir);
-    expect(made.pglite).toBe((JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { version: string }).version);
-    expect(made.migrations).toEqual(loadMigrations().map((m) => ({ name: m.name, sha256: m.sha256 })));
+  it("is a demo: with NODE_ENV=production and no database named it still runs on ./.langgraph-pg, which its output names", async () => {
+    const cwd = mkdtempSync(join(tmpdir(), "lgpg-demo-prod-"));
+    try {
+      const r = await runDemo([], { cwd, env: { NODE_ENV: "production" } });
+      expect(r.stderr).toBe("");
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/^stored in +embedded database in \.\/\.langgraph-pg, schema "public"$/m);
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
   });
 
   it("answers --help and refuses bad arguments with exit 2", async () => {

@@ -310,7 +310,7 @@ describe("connections that die or stall", () => {
         expect(tables).toBe(0);
       } else {
         outcomes.complete++;
-        expect(tables).toBe(5); // four tables + checkpointer_migrations
+        expect(tables).toBe(7); // six tables + checkpointer_migrations
         const { rows: v } = await admin.query(`SELECT max(version)::int AS v FROM ${schema}.checkpointer_migrations`);
         expect(v[0].v).toBeGreaterThan(0);
         const again = await migrate({ pool: admin, schema });

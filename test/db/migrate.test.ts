@@ -29,12 +29,20 @@ async function tables(schema: string): Promise<string[]> {
 }
 
 describe("migrate", () => {
-  it("creates the four tables and records itself in its own table on a fresh database", async () => {
+  it("creates the saver's tables and records itself in its own table on a fresh database", async () => {
     const result = await migrate({ pool: db.pool, schema: "fresh" });
     expect(result.fromVersion).toBe(0);
     expect(result.toVersion).toBe(latestVersion());
     expect(result.applied.map((m) => m.name)).toEqual(loadMigrations().map((m) => m.name));
-    expect(await tables("fresh")).toEqual(["checkpoint_blobs", "checkpoint_heads", "checkpoint_writes", "checkpointer_migrations", "checkpoints"]);
+    expect(await tables("fresh")).toEqual([
+      "checkpoint_blobs",
+      "checkpoint_heads",
+      "checkpoint_tombstones",
+      "checkpoint_writes",
+      "checkpointer_migrations",
+      "checkpointer_retention",
+      "checkpoints",
+    ]);
     // Never drizzle's shared default table.
     const { rowCount } = await db.pool.query("SELECT 1 FROM information_schema.tables WHERE table_name = '__drizzle_migrations'");
     expect(rowCount).toBe(0);

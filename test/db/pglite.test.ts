@@ -5,13 +5,18 @@
 import { execFile, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { createRequire } from "node:module";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { brotliDecompressSync, gzipSync } from "node:zlib";
 import { PGlite } from "@electric-sql/pglite";
 import { validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
 import { afterAll, describe, expect, it } from "vitest";
-import { DataDirLockedError, InvalidOptionsError, loadMigrations, lockDataDir, migrate, openEmbedded, PostgresSaver } from "../../src/index.js";
+import { DataDirLockedError, InvalidOptionsError, loadMigrations, lockDataDir, migrate, openEmbedded, PostgresSaver, PostgresStore, type PGliteLike } from "../../src/index.js";
+import { shareEmbedded } from "../../src/db/embedded.js";
+import { installedPGlite, snapshotInfo } from "../../src/db/snapshot.js";
+import { collect } from "../helpers/cli.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 
 describe("PGlite conformance", () => {
@@ -125,8 +130,8 @@ describe("embedded data folder", () => {
 
   it("loadDataDir: a new folder starts from a saved data folder (tar or gzipped tar), an existing one ignores it; a tar leaving the folder is refused", async () => {
     const cfg = (thread_id: string) => ({ configurable: { thread_id, checkpoint_ns: "" } });
-    // The demo's snapshot: a migrated empty database (see scripts/demo-snapshot.ts).
-    const tar = brotliDecompressSync(readFileSync(join(process.cwd(), "scripts", "demo-pgdata.tar.br")));
+    // The shipped snapshot (see scripts/embedded-snapshot.ts), migrated here.
+    const tar = brotliDecompressSync(readFileSync(join(process.cwd(), "embedded", "initdb.tar.br")));
     for (const bytes of [tar, gzipSync(tar)]) {
       const dataDir = tempDir();
       let calls = 0;
@@ -137,6 +142,8 @@ describe("embedded data folder", () => {
       for (let i = 0; i < 2; i++) {
         const db = await openEmbedded(dataDir, { loadDataDir: load });
         try {
+          expect(db.created).toBe(i === 0 ? "snapshot" : undefined);
+          await migrate({ pool: db.db });
           const { rows } = await db.db.query<{ n: number }>("SELECT count(*)::int AS n FROM checkpointer_migrations");
           expect(rows[0]!.n).toBe(loadMigrations().length);
           if (i === 0) await new PostgresSaver(db.db).put(cfg("kept"), makeCheckpoint(), meta(-1), {});
@@ -159,5 +166,140 @@ describe("embedded data folder", () => {
     expect((err as Error).message).toMatch(/loadDataDir: not a PGlite data folder tar: entry "\.\.\/escaped" leaves the folder/);
     expect(existsSync(join(dataDir, "..", "escaped"))).toBe(false);
     expect(readdirSync(dataDir)).toEqual([]); // no half-written pgdata, and the lock was released
+  });
+  it("a new folder starts from the empty database the package ships (embedded/initdb.tar.br), which belongs to the installed PGlite; else `npm run embedded:snapshot`", async () => {
+    const info = snapshotInfo()!;
+    expect(info.pglite).toBe(installedPGlite());
+    const systemId = async (db: PGliteLike) => (await db.query<{ id: string }>("SELECT system_identifier::text AS id FROM pg_control_system()")).rows[0]!.id;
+    // The fast path: no initdb, so the folder has the snapshot's system identifier (initdb makes a new one).
+    const fast = await openEmbedded(tempDir());
+    const slow = await openEmbedded(tempDir(), { loadDataDir: () => undefined });
+    try {
+      expect(fast.created).toBe("snapshot");
+      expect(await systemId(fast.db)).toBe(info.systemIdentifier);
+      expect(slow.created).toBe("initdb");
+      expect(await systemId(slow.db)).not.toBe(info.systemIdentifier);
+    } finally {
+      await Promise.all([fast.close(), slow.close()]);
+    }
+    // And open() on a new folder, as an app's first run does.
+    const dataDir = tempDir();
+    const saver = await PostgresSaver.open({ dataDir });
+    await saver.end();
+    const reopened = await openEmbedded(dataDir);
+    try {
+      expect(reopened.created).toBeUndefined();
+      expect(await systemId(reopened.db)).toBe(info.systemIdentifier);
+    } finally {
+      await reopened.close();
+    }
+  });
+});
+
+/**
+ * Issue 28: a missing DATABASE_URL must not silently mean a local database in
+ * production. `open()` in a child process, as an app starts: with
+ * NODE_ENV=production and no DATABASE_URL it refuses, saying what to set;
+ * asked explicitly it opens the embedded database; elsewhere it falls back,
+ * saying so in one line on stderr.
+ */
+/** The two openers: the same rules, the same lines, each naming itself; the options of each, and a bad value of one of them. */
+const OPENERS = [
+  { name: "PostgresSaver", end: "end", own: ["schema", "serde", "lineage", "elementStorage"], bad: '{ lineage: "sideways" }' },
+  { name: "PostgresStore", end: "stop", own: ["schema", "ttl", "index", "textSearchLanguage"], bad: "{ ttl: { defaultTtl: -1 } }" },
+] as const;
+
+describe.each(OPENERS)("$name.open() without DATABASE_URL", ({ name, end, own, bad: badOwn }) => {
+  /** tsx for a child in a folder outside the repository. */
+  const TSX = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+  const dirs: string[] = [];
+  afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  /** Runs `open(options)` in a new process in an empty folder; what it printed, and whether it made ./.langgraph-pg. */
+  async function openIn(options: string, env: Record<string, string> = {}) {
+    const cwd = mkdtempSync(join(tmpdir(), "lgpg-open-"));
+    dirs.push(cwd);
+    writeFileSync(
+      join(cwd, "app.mts"),
+      `import { ${name} } from ${JSON.stringify(join(process.cwd(), "src/index.ts"))};\n` +
+        `try { const s = await ${name}.open(${options}); console.log("opened " + s.schema); await s.${end}(); }\n` +
+        "catch (e) { console.log(JSON.stringify({ name: e.name, code: e.code, option: e.option, message: e.message })); }\n",
+    );
+    const { DATABASE_URL: _, NODE_ENV: __, ...inherited } = process.env;
+    const child = spawn(process.execPath, ["--import", TSX, "app.mts"], { cwd, env: { ...inherited, ...env } });
+    const r = await collect(child);
+    const out = r.stdout.trim();
+    return { ...r, result: out.startsWith("{") ? (JSON.parse(out) as Record<string, string>) : out, created: existsSync(join(cwd, ".langgraph-pg")), cwd };
+  }
+
+  it("with NODE_ENV=production refuses to fall back, saying what to set and how to ask for it; creates nothing", async () => {
+    const r = await openIn("", { NODE_ENV: "production" });
+    expect(r.result).toMatchObject({ name: "DatabaseUrlMissingError", code: "DATABASE_URL_MISSING" });
+    const message = (r.result as Record<string, string>).message!;
+    expect(message).toContain("NODE_ENV is production and no database URL is set");
+    expect(message).toContain("Set DATABASE_URL to your Postgres server");
+    expect(message).toContain(`${name}.open({ embedded: true }), or open({ dataDir })`);
+    expect(r.created).toBe(false);
+    expect(r.stderr).toBe("");
+  });
+
+  it("with NODE_ENV=production opens the embedded database when asked for it (embedded: true, or a dataDir), without a notice", async () => {
+    for (const options of ["{ embedded: true }", '{ dataDir: ".langgraph-pg" }']) {
+      const r = await openIn(options, { NODE_ENV: "production" });
+      expect(r.result, r.stderr).toBe("opened public");
+      expect(r.created).toBe(true);
+      expect(r.stderr).toBe("");
+    }
+  });
+
+  it("elsewhere falls back to ./.langgraph-pg, saying so in one line on stderr: where, and how to use a server instead", async () => {
+    const r = await openIn("");
+    expect(r.result, r.stderr).toBe("opened public");
+    expect(r.created).toBe(true);
+    expect(r.stderr).toBe(
+      `langgraph-checkpoint-pg: no DATABASE_URL: using the embedded database (PGlite) in ${join(r.cwd, ".langgraph-pg")} (created now); ` +
+        `set DATABASE_URL to use a Postgres server, or pass ${name}.open({ embedded: true }) to choose this one without this line\n`,
+    );
+    // log: false silences it.
+    expect((await openIn("{ log: false }")).stderr).toBe("");
+  });
+
+  it("an option it does not know is refused before anything is opened or created, listing every option of open()", async () => {
+    const r = await openIn('{ databaseURL: "postgres://nobody@127.0.0.1:1/db" }');
+    expect(r.result).toMatchObject({ name: "InvalidOptionsError", option: "databaseURL" });
+    const message = (r.result as Record<string, string>).message!;
+    expect(message).toMatch(/^Invalid option databaseURL: is not an option of (PostgresStore\.)?open\(\) \(did you mean databaseUrl\?\); its options: /);
+    for (const option of ["databaseUrl", "dataDir", "embedded", "migrate", "pool", "adopt", "retry", "log", ...own]) {
+      expect(message).toContain(option);
+    }
+    expect(r.created).toBe(false);
+    // A bad value of a known option too, and the opener's own options: checked before the folder is made.
+    for (const options of ["{ retry: { attempt: 3 } }", "{ adopt: 3 }", badOwn, '{ embedded: "yes" }', '{ databaseUrl: "postgres://x", dataDir: "d" }', '{ dataDir: "d", log: 1 }']) {
+      const bad = await openIn(options);
+      expect(bad.result, options).toMatchObject({ name: "InvalidOptionsError" });
+      expect(bad.created, options).toBe(false);
+      expect(existsSync(join(bad.cwd, "d")), options).toBe(false);
+    }
+  });
+});
+
+describe("the embedded database the saver's and the store's open() share", () => {
+  it("is one PGlite instance per folder, started with the package's start parameters and pgvector; it closes with its last user", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "lgpg-shared-"));
+    try {
+      const a = await shareEmbedded(dataDir);
+      const b = await shareEmbedded(dataDir);
+      expect(b.db).toBe(a.db);
+      // Only the opener that made the folder says it did.
+      expect([a.created, b.created]).toEqual(["snapshot", undefined]);
+      expect((await a.db.query<{ shared_buffers: string }>("SHOW shared_buffers")).rows).toEqual([{ shared_buffers: "16MB" }]);
+      await a.db.query("CREATE EXTENSION IF NOT EXISTS vector");
+      expect((await a.db.query<{ d: number }>("SELECT '[3,4]'::vector <-> '[0,0]'::vector AS d")).rows).toEqual([{ d: 5 }]);
+      await a.close();
+      expect(() => lockDataDir(dataDir)).toThrow(DataDirLockedError);
+      await b.close();
+      lockDataDir(dataDir)();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });

@@ -54,13 +54,14 @@ afterAll(async () => {
 });
 
 describe("grantStatements", () => {
-  it("grants USAGE on the schema, DML on the four tables, SELECT on the migrations table; names quoted", () => {
+  it("grants USAGE on the schema, DML on the saver's tables, SELECT on the migrations table, EXECUTE on the write gate; names quoted", () => {
     expect(grantStatements({ schema: 'we"ird', role: "app; DROP TABLE x" })).toEqual([
       'GRANT USAGE ON SCHEMA "we""ird" TO "app; DROP TABLE x"',
-      'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "we""ird".checkpoints, "we""ird".checkpoint_writes, "we""ird".checkpoint_blobs, "we""ird".checkpoint_heads TO "app; DROP TABLE x"',
+      'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "we""ird".checkpoints, "we""ird".checkpoint_writes, "we""ird".checkpoint_blobs, "we""ird".checkpoint_heads, "we""ird".checkpoint_tombstones, "we""ird".checkpointer_retention TO "app; DROP TABLE x"',
       'GRANT SELECT ON TABLE "we""ird".checkpointer_migrations TO "app; DROP TABLE x"',
+      'GRANT EXECUTE ON FUNCTION "we""ird".checkpointer_thread_gate(text, text, text, text[], boolean) TO "app; DROP TABLE x"',
       'REVOKE CREATE ON SCHEMA "we""ird" FROM "app; DROP TABLE x"',
-      'REVOKE TRUNCATE, REFERENCES, TRIGGER ON TABLE "we""ird".checkpoints, "we""ird".checkpoint_writes, "we""ird".checkpoint_blobs, "we""ird".checkpoint_heads FROM "app; DROP TABLE x"',
+      'REVOKE TRUNCATE, REFERENCES, TRIGGER ON TABLE "we""ird".checkpoints, "we""ird".checkpoint_writes, "we""ird".checkpoint_blobs, "we""ird".checkpoint_heads, "we""ird".checkpoint_tombstones, "we""ird".checkpointer_retention FROM "app; DROP TABLE x"',
       "DO $lgcp_grants$ BEGIN EXECUTE pg_catalog.format('REVOKE TEMPORARY ON DATABASE %I FROM %I', pg_catalog.current_database(), 'app; DROP TABLE x'); END $lgcp_grants$",
     ]);
     expect(grantStatements({ role: "app" })[0]).toBe('GRANT USAGE ON SCHEMA "public" TO "app"');
@@ -86,10 +87,19 @@ describe("the application role", () => {
     expect(rows).toEqual([
       { table_name: "checkpoint_blobs", privs: "DELETE,INSERT,SELECT,UPDATE" },
       { table_name: "checkpoint_heads", privs: "DELETE,INSERT,SELECT,UPDATE" },
+      { table_name: "checkpoint_tombstones", privs: "DELETE,INSERT,SELECT,UPDATE" },
       { table_name: "checkpoint_writes", privs: "DELETE,INSERT,SELECT,UPDATE" },
       { table_name: "checkpointer_migrations", privs: "SELECT" },
+      { table_name: "checkpointer_retention", privs: "DELETE,INSERT,SELECT,UPDATE" },
       { table_name: "checkpoints", privs: "DELETE,INSERT,SELECT,UPDATE" },
     ]);
+    // EXECUTE on the write gate by its own grant, not only PUBLIC's (which default privileges may take away).
+    const { rows: fns } = await db.pool.query(
+      `SELECT a.privilege_type FROM pg_proc p CROSS JOIN LATERAL aclexplode(p.proacl) a
+        WHERE p.oid = $1::regprocedure AND a.grantee = (SELECT oid FROM pg_roles WHERE rolname = $2)`,
+      [`${SCHEMA}.checkpointer_thread_gate(text, text, text, text[], boolean)`, APP],
+    );
+    expect(fns).toEqual([{ privilege_type: "EXECUTE" }]);
     const { rows: who } = await appPool.query("SELECT current_user AS u, rolsuper, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = current_user");
     expect(who[0]).toEqual({ u: APP, rolsuper: false, rolcreaterole: false, rolcreatedb: false });
   });

@@ -5,7 +5,10 @@
  * migration runs; the compatibility levels (src/db/compat.ts) decide what an
  * older release does on a newer schema.
  */
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
 import type { RunnableConfig } from "@langchain/core/runnables";
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import {
   COMPATIBILITY,
@@ -163,5 +166,43 @@ describe("compatibility levels", () => {
     const err = await saver.put(cfg("t"), makeCheckpoint({ a: 2 }), meta(0), { a: 2 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SchemaTooNewError);
     expect((err as SchemaTooNewError).cause).toMatchObject({ code: "42703" });
+  });
+});
+
+describe("the tombstones migration and roles granted before it", () => {
+  it("gives a role granted rows of checkpoints what the saver needs of the new tables and EXECUTE on the write gate; the role's saver deletes and writes", async () => {
+    const tombstones = loadMigrations().find((m) => m.name.endsWith("_tombstones_retention"))!;
+    const previous = releaseBefore(tombstones.name);
+    const release = (await import(join(previous.dir, "src", "index.ts"))) as typeof import("../../src/index.js");
+    const schema = "granted_before";
+    await release.migrate({ pool: db.pool, schema });
+    expect(await schemaVersion(db.pool, schema)).toBe(tombstones.version - 1);
+    const role = `lgcp_app_${randomBytes(4).toString("hex")}`;
+    await db.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD 'pw'`);
+    try {
+      for (const sql of release.grantStatements({ schema, role })) await db.pool.query(sql);
+      await migrate({ pool: db.pool, schema });
+      const { rows } = await db.pool.query(
+        `SELECT has_table_privilege($1, $2, 'SELECT, INSERT, UPDATE, DELETE') AS tombstones, has_table_privilege($1, $3, 'SELECT, INSERT, UPDATE') AS retention,
+                has_function_privilege($1, $4, 'EXECUTE') AS gate`,
+        [role, `${schema}.checkpoint_tombstones`, `${schema}.checkpointer_retention`, `${schema}.checkpointer_thread_gate(text, text, text, text[], boolean)`],
+      );
+      expect(rows[0]).toEqual({ tombstones: true, retention: true, gate: true });
+      const url = new URL(db.url);
+      url.username = role;
+      url.password = "pw";
+      const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
+      try {
+        const saver = new PostgresSaver(pool, { schema });
+        const head = await saver.put(cfg("t"), makeCheckpoint({ a: 1 }), meta(-1), { a: 1 });
+        await saver.deleteThread("t");
+        await expect(saver.putWrites(head, [["a", 2]], "task")).rejects.toMatchObject({ code: "THREAD_DELETED" });
+      } finally {
+        await pool.end();
+      }
+    } finally {
+      await db.pool.query(`DROP OWNED BY ${role}`);
+      await db.pool.query(`DROP ROLE ${role}`);
+    }
   });
 });

@@ -44,6 +44,11 @@ export interface RunOptions {
 }
 
 export function runScript(script: string, args: string[], options: RunOptions = {}): Promise<Run> {
+  return collect(spawnScript(script, args, options));
+}
+
+/** {@link runScript}'s child process, for a test that watches its output while it runs. */
+export function spawnScript(script: string, args: string[], options: RunOptions = {}): ChildProcessWithoutNullStreams {
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
   if (!options.env?.DATABASE_URL) delete env.DATABASE_URL;
   delete env.FORCE_COLOR;
@@ -51,7 +56,7 @@ export function runScript(script: string, args: string[], options: RunOptions = 
   const entry = bundle?.scripts.includes(script) ? [join(bundle.dir, basename(script).replace(/\.ts$/, ".mjs"))] : ["--import", TSX, join(ROOT, script)];
   const child = spawn(process.execPath, [...entry, ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
   child.stdin.end(options.input ?? "");
-  return collect(child);
+  return child;
 }
 
 /** A child's exit code and all it printed. */

@@ -12,7 +12,7 @@
  * ```
  */
 import { execFileSync, execSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "./cli.js";
 
@@ -41,7 +41,11 @@ export function releaseBefore(migrationTag: string): Release {
     const tmp = `${dir}.tmp-${process.pid}-${Date.now()}`;
     mkdirSync(tmp, { recursive: true });
     try {
-      execSync(`git archive --format=tar ${commit} src migrations | tar -x -C "${tmp}"`, { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
+      // With its tsconfig.json, which src/tsconfig.json extends (what a transform of its files reads).
+      execSync(`git archive --format=tar ${commit} src migrations tsconfig.json | tar -x -C "${tmp}"`, { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
+      // The release's migrations are found beside the package.json that names the package (src/db/migrations.ts):
+      // without one, it would walk up to this clone's and apply the newer migrations.
+      writeFileSync(join(tmp, "package.json"), `${JSON.stringify({ name: "langgraph-checkpoint-pg", private: true, type: "module" })}\n`);
       renameSync(tmp, dir);
     } catch (err) {
       rmSync(tmp, { recursive: true, force: true });

@@ -575,6 +575,33 @@ describe("what adoption refuses, and how it runs", () => {
     await chatGraph(official).invoke({ messages: [new HumanMessage("hi")] }, cfg("t"));
     await db.pool.query(`UPDATE typed.checkpoints SET type = 'custom' WHERE checkpoint_id = (SELECT min(checkpoint_id) FROM typed.checkpoints)`);
     await refused("typed", /checkpoints whose "type" column is set/);
+    // Issue 26, row 4: rows in the channel of this package's element rows would be read in place of its own values.
+    const planted = await officialSchema("planted");
+    await chatGraph(planted).invoke({ messages: [new HumanMessage("hi")] }, cfg("t"));
+    await db.pool.query(`INSERT INTO planted.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) VALUES ('t', '', '__elements__', repeat('0', 32), 'json', '"x"')`);
+    await refused("planted", /checkpoint_blobs rows called "__elements__", which this package reserves for its element rows/);
+    await db.pool.query(`DELETE FROM planted.checkpoint_blobs WHERE channel = '__elements__'`);
+    await db.pool.query(`UPDATE planted.checkpoints SET checkpoint = jsonb_set(checkpoint, '{channel_versions,__elements__}', '1') WHERE thread_id = 't'`);
+    await refused("planted", /checkpoints naming a channel called "__elements__"/);
+  });
+
+  it("rows an official writer commits while the adoption waits for its lock are checked too (issue 26, row 4)", async () => {
+    await officialSchema("late_plant");
+    const writer = new pg.Client({ connectionString: db.url });
+    await writer.connect();
+    try {
+      await writer.query("BEGIN");
+      await writer.query(`INSERT INTO late_plant.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) VALUES ('t', '', '__elements__', repeat('0', 32), 'json', '"x"')`);
+      const adopting = migrate({ pool: db.pool, schema: "late_plant_ours", adopt: { from: "late_plant" } }).catch((e: unknown) => e);
+      await waitFor(async () => (await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1", ['LOCK TABLE "late_plant"%'])).rows.length > 0);
+      await writer.query("COMMIT");
+      const err = await adopting;
+      expect(err).toBeInstanceOf(MigrationError);
+      expect((err as Error).message).toMatch(/checkpoint_blobs rows called "__elements__".*Nothing was changed/);
+      expect((await db.pool.query("SELECT to_regclass('late_plant_ours.checkpoints') AS t")).rows[0].t).toBeNull();
+    } finally {
+      await writer.end();
+    }
   });
 
   it("a schema without the official tables, into itself, into a schema holding threads, and adopt: true when several schemas hold them", async () => {

@@ -225,9 +225,11 @@ describe("compact converts lists stored whole", () => {
     expect((await chat(whole).getState(cfg(thread))).values.messages).toHaveLength(42);
   });
 
-  it("refuses a serializer that binds values to their rows, and bad options, before any SQL", async () => {
+  it("refuses a serializer that binds values to their rows but cannot seal elements, and bad options, before any SQL", async () => {
     const noSql = { query: () => Promise.reject(new Error("no SQL may run")) } as never;
-    const encrypted = new EncryptedSerializer({ keys: { k1: randomBytes(32) }, current: "k1" });
+    const sealing = new EncryptedSerializer({ keys: { k1: randomBytes(32) }, current: "k1" });
+    // Row-bound without sealing (an EncryptedSerializer seals: elements-trust.test.ts).
+    const encrypted = { dumpsTyped: sealing.dumpsTyped.bind(sealing), loadsTyped: sealing.loadsTyped.bind(sealing), dumpsTypedForRow: sealing.dumpsTypedForRow.bind(sealing), loadsTypedForRow: sealing.loadsTypedForRow.bind(sealing) };
     const cases: [Parameters<typeof compact>[0], string][] = [
       [{ pool: noSql, serde: encrypted }, "serde"],
       [{ pool: noSql, serde: {} as never }, "serde"],

@@ -4,7 +4,7 @@
  * exist) written through a real StateGraph: `show` decodes the whole list and
  * never shows element rows as channels; export carries the element rows and
  * imports back to the same tuples; rollback to the official saver stores the
- * whole list again; reencrypt rewrites element rows and leaves refs alone.
+ * whole list again; reencrypt re-keys lists (issue 26 row 3).
  */
 import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
@@ -12,7 +12,7 @@ import type { BaseCheckpointSaver, CheckpointTuple } from "@langchain/langgraph-
 import { PostgresSaver as OfficialSaver } from "@langchain/langgraph-checkpoint-postgres";
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { EncryptedSerializer, exportThread, importThread, migrate, PostgresSaver, reencrypt, rollbackAdoption, show, type BlobRecord } from "../../src/index.js";
+import { EncryptedSerializer, exportThread, importThread, migrate, PostgresSaver, prune, reencrypt, rollbackAdoption, show, type BlobRecord } from "../../src/index.js";
 import { ELEMENTS_CHANNEL, REFS_TYPE } from "../../src/saver/elements.js";
 import { runCli } from "../helpers/cli.js";
 import { withTestDatabase } from "../helpers/db.js";
@@ -121,17 +121,23 @@ describe("operations tools on lists stored by their elements", () => {
     expect((await saver.getTuple(cfg(thread)))!.checkpoint.channel_values.messages).toHaveLength(44);
   });
 
-  it("reencrypt: element rows written before encryption are encrypted bound to their own rows; refs values are left as they are", async () => {
+  it("reencrypt: lists written before encryption get sealed element rows under keyed hashes and authenticated refs values", async () => {
     const schema = "el_reencrypt";
     await migrate({ pool: db.pool, schema });
     const thread = tid("reencrypt");
     await longChat(new PostgresSaver(db.pool, { schema, elementStorage: true }), thread);
     const plain = await listAll(new PostgresSaver(db.pool, { schema, elementStorage: true }), thread);
     const counts = await elementRows(schema, thread);
-    const refs = async () =>
-      (await db.pool.query(`SELECT channel, version, value FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND type = $2 ORDER BY 1, 2`, [thread, REFS_TYPE])).rows;
-    const refsBefore = await refs();
-    expect(refsBefore.length).toBeGreaterThan(counts.chunks);
+    const lists = async () =>
+      (
+        await db.pool.query(`SELECT channel, version, value FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND type = $2 AND channel <> $3 ORDER BY 1, 2`, [
+          thread,
+          REFS_TYPE,
+          ELEMENTS_CHANNEL,
+        ])
+      ).rows as { channel: string; version: string; value: Buffer }[];
+    const before = await lists();
+    expect(before.length).toBeGreaterThan(1);
     const { rows: valued } = await db.pool.query(
       `SELECT count(*)::int AS n FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND type NOT IN ('empty', $2) AND value IS NOT NULL`,
       [thread, REFS_TYPE],
@@ -139,8 +145,11 @@ describe("operations tools on lists stored by their elements", () => {
 
     const k1 = randomBytes(32);
     const migrating = new EncryptedSerializer({ keys: { k1 }, current: "k1", allowPlaintext: true });
-    expect((await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true })).blobs).toBe(valued[0].n);
-    expect((await reencrypt({ pool: db.pool, schema, serde: migrating })).blobs).toBe(valued[0].n);
+    const dry = await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true });
+    expect({ lists: dry.lists, blobs: dry.blobs }).toEqual({ lists: before.length, blobs: valued[0].n });
+    const done = await reencrypt({ pool: db.pool, schema, serde: migrating });
+    // Each list re-keyed; every value rewritten (the plain element rows too, which only the old lists named).
+    expect({ lists: done.lists, blobs: done.blobs }).toEqual({ lists: before.length, blobs: valued[0].n });
     const { rows: types } = await db.pool.query(
       `SELECT DISTINCT channel = $2 AS element, type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL ORDER BY 1, 2`,
       [thread, ELEMENTS_CHANNEL],
@@ -151,7 +160,13 @@ describe("operations tools on lists stored by their elements", () => {
       { element: true, type: "enc:k1:msgpack" },
       { element: true, type: REFS_TYPE },
     ]);
-    expect(await refs()).toEqual(refsBefore);
+    // Same rows, new hashes and a tag each: 16 bytes longer.
+    const after = await lists();
+    expect(after.map((l) => [l.channel, l.version, l.value.byteLength])).toEqual(before.map((l) => [l.channel, l.version, l.value.byteLength + 16]));
+    // New element rows (keyed) beside the old ones, which prune collects: as many as before.
+    expect((await elementRows(schema, thread)).elements).toBe(2 * counts.elements);
+    await prune({ pool: db.pool, schema, keepLast: 1000, grace: 0, threadIds: [thread] });
+    expect(await elementRows(schema, thread)).toEqual(counts);
 
     // Read without plaintext: the same tuples; show and export decode the lists too; nothing left to rewrite.
     const strict = new EncryptedSerializer({ keys: { k1 }, current: "k1" });
@@ -160,7 +175,7 @@ describe("operations tools on lists stored by their elements", () => {
     expect(shown.channels.find((c) => c.channel === "messages")!.value).toEqual(plain[0]!.checkpoint.channel_values.messages);
     const records = await exportThread({ pool: db.pool, schema, threadId: thread, serde: strict });
     expect(JSON.stringify(records)).not.toContain("undecodable");
-    expect(await reencrypt({ pool: db.pool, schema, serde: strict })).toMatchObject({ blobs: 0, writes: 0, checkpoints: 0 });
+    expect(await reencrypt({ pool: db.pool, schema, serde: strict })).toMatchObject({ lists: 0, blobs: 0, writes: 0, checkpoints: 0 });
   });
   // Last: the official tables it makes stand in the way of migrating another schema without `adopt`.
   it("rollback: a chat continued by this package (elements) is whole again in the official tables, and the official saver goes on", async () => {

@@ -429,6 +429,7 @@ describe("a 1,000-step chat thread", () => {
     // MessagesDeltaValue snapshots every 100 updates (2 per turn): the head needs the 20 updates since the last one.
     expect(after.checkpoints).toBeGreaterThan(1);
     expect(after.checkpoints).toBeLessThan(before.checkpoints / 3);
+    expect(real.kept).toEqual({ keepLast: 1, head: 0, olderThan: 0, grace: 0, delta: after.checkpoints - 1 });
     const kb = (n: number) => `${(n / 1024).toFixed(1)} KiB`;
     console.log(
       [
@@ -470,6 +471,7 @@ describe("olderThan", () => {
     // grace 0: otherwise ids[5], the parent of a fresh checkpoint, would stay too (see the grace test).
     const r = await prune({ pool: db.pool, olderThan: "30d", grace: 0, threadIds: [thread] });
     expect(r.checkpoints).toBe(6);
+    expect(r.kept).toEqual({ keepLast: 0, head: 1, olderThan: 3, grace: 0, delta: 0 });
     expect(await remaining(thread)).toEqual(ids.slice(6));
     // `keep` was written once, by the (deleted) root; the head still reads it.
     expect((await saver.getTuple(cfg(thread)))!.checkpoint.channel_values).toEqual({ x: 9, keep: "from the root" });
@@ -479,7 +481,8 @@ describe("olderThan", () => {
     const thread = tid("older-head");
     const ids = await chain(thread, 4);
     await backdate(thread, ids, "400 days");
-    await prune({ pool: db.pool, olderThan: "1d", threadTtl: false, threadIds: [thread] });
+    const r = await prune({ pool: db.pool, olderThan: "1d", threadTtl: false, threadIds: [thread] });
+    expect(r.kept).toEqual({ keepLast: 0, head: 1, olderThan: 0, grace: 0, delta: 0 });
     expect(await remaining(thread)).toEqual(ids.slice(3));
   });
 
@@ -490,6 +493,8 @@ describe("olderThan", () => {
     const r = await prune({ pool: db.pool, olderThan: "30d", keepLast: 3, threadIds: [thread] });
     // Old: 1..8; last 3: 8, 9, 10. Outside both: 1..7.
     expect(r.checkpoints).toBe(7);
+    // 9 and 10 are younger than olderThan and the grace period, but keepLast, first, keeps them.
+    expect(r.kept).toEqual({ keepLast: 3, head: 0, olderThan: 0, grace: 0, delta: 0 });
     expect(await remaining(thread)).toEqual(ids.slice(7));
   });
 
@@ -498,8 +503,27 @@ describe("olderThan", () => {
     const ids = await chain(thread, 6);
     await backdate(thread, ids.slice(0, 4), "1 hour");
     // ids[4] and ids[5] are fresh; ids[3] is the parent of a fresh one (it was the head a moment ago).
-    await prune({ pool: db.pool, keepLast: 1, grace: "10m", threadIds: [thread] });
+    const dry = await prune({ pool: db.pool, keepLast: 1, grace: "10m", threadIds: [thread], dryRun: true });
+    const r = await prune({ pool: db.pool, keepLast: 1, grace: "10m", threadIds: [thread] });
     expect(await remaining(thread)).toEqual(ids.slice(3));
+    expect(r.kept).toEqual({ keepLast: 1, head: 0, olderThan: 0, grace: 2, delta: 0 });
+    expect(dry.kept).toEqual(r.kept);
+  });
+
+  it("on fresh data the summary says the grace period kept what keepLast let go (issue 28); counted once however many rounds", async () => {
+    const thread = tid("fresh");
+    await chain(thread, 22);
+    const dry = await prune({ pool: db.pool, keepLast: 20, threadIds: [thread], dryRun: true });
+    const kept = await prune({ pool: db.pool, keepLast: 20, threadIds: [thread] });
+    for (const r of [dry, kept]) {
+      expect(r.checkpoints).toBe(0);
+      expect(r.kept).toEqual({ keepLast: 20, head: 0, olderThan: 0, grace: 2, delta: 0 });
+    }
+    // Without the grace period: two go; a round deletes 1 here, so the lineage takes several rounds.
+    const r = await prune({ pool: db.pool, keepLast: 5, grace: 0, chunkSize: 1, threadIds: [thread] });
+    expect(r.checkpoints).toBe(17);
+    expect(r.kept).toEqual({ keepLast: 5, head: 0, olderThan: 0, grace: 0, delta: 0 });
+    expect(await remaining(thread)).toHaveLength(5);
   });
 });
 
@@ -658,7 +682,7 @@ describe("concurrency", () => {
       // Now prune holds the head's row lock. A graph's next step (only `b` changed) arrives.
       const vb = v(5);
       const putting = saver.put(config, makeCheckpoint({ a: "from the root", b: 4 }, { a: va, b: vb }), meta(3), { b: vb });
-      await waitForLockWait("WITH head AS");
+      await waitForLockWait("), head AS (");
       await blocker.query("COMMIT");
       const [r, next] = await Promise.all([pruning, putting]);
       expect(r.checkpoints).toBe(3);

@@ -8,7 +8,7 @@
 import { HumanMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { Command, MemorySaver } from "@langchain/langgraph";
-import type { BaseCheckpointSaver, CheckpointTuple } from "@langchain/langgraph-checkpoint";
+import { uuid6, type BaseCheckpointSaver, type CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import { PostgresSaver as OfficialSaver } from "@langchain/langgraph-checkpoint-postgres";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
@@ -128,6 +128,34 @@ describe("a rolling switch from the official saver, and back", () => {
     expect(await official().getTuple(cfg("o4"))).toBeUndefined();
     const { rows: left } = await db.pool.query("SELECT count(*)::int AS n FROM public.checkpoint_writes WHERE thread_id = 'o4'");
     expect(left[0].n).toBe(0);
+  });
+
+  it("a thread deleted by either saver leaves a tombstone here: an official instance's write continuing it is refused (LGB04), a new conversation is not", async () => {
+    for (const [thread, deleter] of [
+      ["d1", official()],
+      ["d2", ours()],
+    ] as const) {
+      await logGraph(official()).invoke({ word: "before" }, cfg(thread));
+      const head = (await official().getTuple(cfg(thread)))!;
+      await deleter.deleteThread(thread);
+      const { rows } = await db.pool.query("SELECT last_checkpoint_id FROM langgraph.checkpoint_tombstones WHERE thread_id = $1", [thread]);
+      expect(rows, thread).toEqual([{ last_checkpoint_id: head.checkpoint.id }]);
+      // A run that was in flight on an official instance puts its next checkpoint: refused, nothing written anywhere.
+      const next = { ...head.checkpoint, id: uuid6(-3) };
+      const err = await official()
+        .put(head.config, next, { ...head.metadata!, step: (head.metadata!.step ?? 0) + 1 }, {})
+        .catch((e: unknown) => e);
+      expect(err, thread).toMatchObject({ code: "LGB04" });
+      expect((err as Error).message).toMatch(/was deleted; this official write continues its deleted history.*Nothing was written/);
+      const left = await db.pool.query(
+        "SELECT (SELECT count(*) FROM public.checkpoints WHERE thread_id = $1)::int AS theirs, (SELECT count(*) FROM langgraph.checkpoints WHERE thread_id = $1)::int AS mine",
+        [thread],
+      );
+      expect(left.rows[0], thread).toEqual({ theirs: 0, mine: 0 });
+      // A new conversation on the id, through the official saver, starts and reaches this package.
+      await logGraph(official()).invoke({ word: "again" }, cfg(thread));
+      expect((await logGraph(ours()).getState(cfg(thread))).values.word, thread).toBe("again");
+    }
   });
 
   it("finishing (CLI): the official tables refuse writes with a clear error; this package goes on", async () => {

@@ -11,7 +11,7 @@ import { END, MemorySaver, MessagesAnnotation, START, StateGraph } from "@langch
 import { type BaseCheckpointSaver, type Checkpoint, emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
-import { DeserializationError, EncryptedSerializer, InvalidInputError, migrate, PostgresSaver, prune } from "../../src/index.js";
+import { DeserializationError, EncryptedSerializer, InvalidInputError, migrate, PayloadTooLargeError, PostgresSaver, prune } from "../../src/index.js";
 import { withTestDatabase } from "../helpers/db.js";
 import { tid } from "../helpers/graphs.js";
 
@@ -170,8 +170,9 @@ describe("what lists are put back from", () => {
     const fork = await putList(saver, thread, [...list(40, "x"), ...list(2, "z")], one.configurable!.checkpoint_id as string, 3);
     expect((await saver.getTuple(two))!.checkpoint.channel_values.items).toHaveLength(45);
     expect((await saver.getTuple(fork))!.checkpoint.channel_values.items).toEqual([...list(40, "x"), ...list(2, "z")]);
-    // The thread deleted, then a put naming the checkpoint this saver wrote last: it must send every element again.
-    await saver.deleteThread(thread);
+    // The thread's rows gone (another process deleted it, and its tombstone was collected since), then a put
+    // naming the checkpoint this saver wrote last: it must send every element again.
+    for (const table of ["checkpoint_heads", "checkpoint_writes", "checkpoint_blobs", "checkpoints"]) await db.pool.query(`DELETE FROM ${table} WHERE thread_id = $1`, [thread]);
     const again = await putList(saver, thread, [...list(40, "x"), ...list(3, "w")], fork.configurable!.checkpoint_id as string, 4);
     expect((await new PostgresSaver(db.pool, ON).getTuple(again))!.checkpoint.channel_values.items).toEqual([...list(40, "x"), ...list(3, "w")]);
   });
@@ -201,9 +202,34 @@ describe("what lists are put back from", () => {
     expect((err as Error).message).toMatch(/__elements__/);
   });
 
-  it("whole values by default, and with an encrypting serializer (which binds each value to its row)", async () => {
+  it("maxValueBytes counts a list stored by its elements as its whole value: all its elements together (issue 26 row 9)", async () => {
+    const big = (n: number) => Array.from({ length: n }, (_, i) => ({ i, blob: `${i}:${"x".repeat(50_000)}` }));
     const encrypted = new EncryptedSerializer({ keys: { k1: randomBytes(32) }, current: "k1" });
-    for (const s of [new PostgresSaver(db.pool), new PostgresSaver(db.pool, { elementStorage: false }), new PostgresSaver(db.pool, { ...ON, serde: encrypted })]) {
+    const savers = [
+      new PostgresSaver(db.pool, { maxValueBytes: 1_000_000 }),
+      new PostgresSaver(db.pool, { maxValueBytes: 1_000_000, ...ON }),
+      new PostgresSaver(db.pool, { maxValueBytes: 1_000_000, ...ON, serde: encrypted }),
+    ];
+    for (const s of savers) {
+      // 2 MB in all, each element 50 kB: refused, naming the channel, whatever the storage.
+      const refused = tid("too-big");
+      const error = await putList(s, refused, big(40)).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(PayloadTooLargeError);
+      expect((error as PayloadTooLargeError).field).toBe('put checkpoint.channel_values["items"]');
+      expect((error as Error).message).toMatch(/serializes to 20\d{5} bytes; the limit \(maxValueBytes\) is 1000000/);
+      expect(await elementRows(refused)).toBe(0);
+      // 750 kB: accepted, and read back.
+      const thread = tid("fits");
+      const put = await putList(s, thread, big(15));
+      expect((await s.getTuple(put))!.checkpoint.channel_values.items).toEqual(big(15));
+    }
+  });
+
+  it("whole values by default (an encrypting serializer's elements: elements-trust.test.ts)", async () => {
+    for (const s of [new PostgresSaver(db.pool), new PostgresSaver(db.pool, { elementStorage: false })]) {
       const thread = tid("whole");
       const put = await putList(s, thread, list(40, "w"));
       expect(await elementRows(thread)).toBe(0);

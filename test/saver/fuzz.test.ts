@@ -30,26 +30,11 @@ import { encode, ExtData } from "@msgpack/msgpack";
 import { afterAll, describe, expect, it } from "vitest";
 import { DeserializationError, EncryptedSerializer, MsgpackSerializer } from "../../src/index.js";
 import { cpuTime } from "../helpers/cpu.js";
+import { prng } from "../helpers/random.js";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20250607);
 const SCALE = Number(process.env.FUZZ_SCALE ?? 1);
 const n = (count: number) => Math.max(1, Math.round(count * SCALE));
-
-/** mulberry32: small, fast, reproducible. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const int = (max: number) => Math.floor(next() * max);
-  const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
-  const bytes = (len: number) => Uint8Array.from({ length: len }, () => int(256));
-  return { next, int, pick, bytes };
-}
 
 const serde = new MsgpackSerializer();
 

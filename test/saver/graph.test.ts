@@ -8,6 +8,7 @@ import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { Command, MemorySaver } from "@langchain/langgraph";
 import type { BaseCheckpointSaver, Checkpoint, CheckpointTuple } from "@langchain/langgraph-checkpoint";
+import { PostgresSaver as OfficialSaver } from "@langchain/langgraph-checkpoint-postgres";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CheckpointConflictError, migrate, PostgresSaver } from "../../src/index.js";
@@ -344,6 +345,33 @@ describe("a second saver on a new pool", () => {
     const mem = new MemorySaver();
     await addressGraph(mem).invoke({}, cfg(thread));
     expect(shape(histB)).toEqual(shape(await history(addressGraph(mem), cfg(thread))));
+  });
+});
+
+describe("a numeric thread_id: { thread_id: 42 }, as apps pass it to the official saver", () => {
+  it("runs, interrupts and resumes as on the official saver (MemorySaver refuses numbers), the thread stored as \"42\"", async () => {
+    const config = { configurable: { thread_id: 42 } };
+    const pool = testPool({ connectionString: db.url, max: 2 });
+    try {
+      const official = new OfficialSaver(pool, undefined, { schema: "official_graph" });
+      await official.setup();
+      for (const cp of [saver, official]) {
+        const g = approvalGraph(cp);
+        await g.invoke({}, config);
+        await g.invoke(new Command({ resume: "yes" }), config);
+      }
+      const ours = approvalGraph(saver);
+      expect((await ours.getState(config)).values).toEqual({ draft: "hello world", approved: "yes", published: true });
+      // The number and its decimal string are one thread.
+      expect(await ours.getState({ configurable: { thread_id: "42" } })).toEqual(await ours.getState(config));
+      expect(shape(await history(ours, config))).toEqual(shape(await history(approvalGraph(official), config)));
+      const { rows } = await db.pool.query(
+        "SELECT (SELECT array_agg(DISTINCT thread_id) FROM public.checkpoints WHERE thread_id = '42') AS ours, (SELECT array_agg(DISTINCT thread_id) FROM official_graph.checkpoints) AS official",
+      );
+      expect(rows[0]).toEqual({ ours: ["42"], official: ["42"] });
+    } finally {
+      await pool.end();
+    }
   });
 });
 

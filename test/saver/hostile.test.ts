@@ -115,6 +115,29 @@ describe("hostile ids, namespaces, channels, task ids and metadata", () => {
     expect(texts.length).toBe(before);
   });
 
+  it("a task path with NUL or a lone surrogate is refused before any SQL, naming the field (issue 26 row 10)", async () => {
+    const config = await saver.put({ configurable: { thread_id: "task-path", checkpoint_ns: "" } }, makeCheckpoint({ x: 1 }), meta(-1), {});
+    const before = texts.length;
+    for (const [path, reason] of [
+      ["a\u0000b", /NUL/],
+      ["half\uD800", /lone surrogate/],
+      ["\uDC00x", /lone surrogate/],
+    ] as const) {
+      const error = await saver.putWrites(config, [["c", 1]], "task", path).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(InvalidInputError);
+      expect((error as InvalidInputError).field).toBe("putWrites taskPath");
+      expect((error as Error).message).toMatch(reason);
+    }
+    expect(texts.length).toBe(before);
+    // Everything else is stored as given, the empty path included.
+    for (const path of ["", "~__pregel_pull, node", "😀 \u202E path"]) await saver.putWrites(config, [["c", path]], `task ${path}`, path);
+    const { rows } = await db.pool.query("SELECT task_path FROM checkpoint_writes WHERE thread_id = 'task-path' ORDER BY task_path");
+    expect(rows.map((r) => r.task_path)).toEqual(["", "~__pregel_pull, node", "😀 \u202E path"].sort());
+  });
+
   it("NUL in metadata and in values is kept exactly (stored in bytes, never in SQL text)", async () => {
     const s = "nul\u0000inside";
     const cp = makeCheckpoint({ v: s });

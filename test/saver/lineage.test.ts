@@ -107,8 +107,11 @@ describe("linear mode, saver API", () => {
     const h = await start(saver, threadId);
     await expect(start(saver, threadId)).rejects.toMatchObject({ code: "CHECKPOINT_CONFLICT", expectedParent: undefined });
     await saver.deleteThread(threadId);
-    // Linear lineage needs its parent: gone, even with every value in the put.
+    // A deleted thread stays deleted (its tombstone, tombstones.ts).
     const c = child("after-delete");
+    await expect(saver.put(h, c.cp, meta(0), c.versions)).rejects.toMatchObject({ code: "THREAD_DELETED", reason: "history" });
+    // Once the tombstone is collected, linear lineage still needs its parent: gone, even with every value in the put.
+    await pool.query("DELETE FROM checkpoint_tombstones WHERE thread_id = $1", [threadId]);
     await expect(saver.put(h, c.cp, meta(0), c.versions)).rejects.toMatchObject({
       code: "CHECKPOINT_PARENT_MISSING",
       parentCheckpointId: h.configurable!.checkpoint_id,
@@ -189,13 +192,15 @@ describe("branch mode, saver API", () => {
     expect(await rows("checkpoints", threadId)).toBe(41);
   });
 
-  it("a put whose parent was deleted under it is refused when it refers to values that went with it, and not retried", async () => {
+  it("a put whose parent was deleted under it (its tombstone since collected) is refused when it refers to values that went with it, and not retried", async () => {
     const rec = recorder();
     const saver = new PostgresSaver(pool, { onEvent: rec.onEvent });
     const threadId = uuid6(-3);
     const rootCp = makeCheckpoint({ x: "root", y: "kept" }, { x: "1.a", y: "1.b" });
     const h = await saver.put({ configurable: { thread_id: threadId, checkpoint_ns: "" } }, rootCp, meta(-1), rootCp.channel_versions);
     await saver.deleteThread(threadId);
+    // While its tombstone is kept, the put is refused as continuing a deleted thread (test/saver/tombstones.test.ts).
+    await pool.query("DELETE FROM checkpoint_tombstones WHERE thread_id = $1", [threadId]);
     const c = child("orphan", { y: "1.b" }); // y is inherited from the deleted root
     let attempts = 0;
     const err = await withConflictRetry(() => {
@@ -314,11 +319,11 @@ describe("deleteThread under a running graph", () => {
       blocker.release();
     }
     for (const table of ["checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_heads"]) expect(await rows(table, threadId), table).toBe(0);
-    // The graph's next step finds its parent gone, and the value it inherits with it: a typed error, nothing written.
+    // The graph's next step continues the deleted thread: a typed error, nothing written (its tombstone, tombstones.ts).
     const next = child("after", { y: c.cp.channel_versions.x as string });
     await expect(saver.put({ configurable: { thread_id: threadId, checkpoint_ns: "", checkpoint_id: c.cp.id } }, next.cp, meta(1), next.versions)).rejects.toMatchObject({
-      code: "CHECKPOINT_PARENT_MISSING",
-      missing: [{ channel: "y", version: c.cp.channel_versions.x }],
+      code: "THREAD_DELETED",
+      reason: "history",
     });
     expect(await rows("checkpoints", threadId)).toBe(0);
   });

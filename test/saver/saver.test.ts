@@ -1,9 +1,10 @@
 import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import { ERROR, INTERRUPT, TASKS, uuid6 } from "@langchain/langgraph-checkpoint";
+import { PostgresSaver as OfficialSaver } from "@langchain/langgraph-checkpoint-postgres";
 import { beforeAll, describe, expect, it } from "vitest";
 import { InvalidInputError, migrate, PostgresSaver } from "../../src/index.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
-import { withTestDatabase } from "../helpers/db.js";
+import { testPool, withTestDatabase } from "../helpers/db.js";
 
 const db = withTestDatabase("saver");
 let saver: PostgresSaver;
@@ -136,13 +137,16 @@ describe("input validation", () => {
     const cp = makeCheckpoint();
     const put = (configurable: Record<string, unknown>) => saver.put({ configurable }, cp, meta(-1), {});
     await expect(put({})).rejects.toThrow(/thread_id.*missing/);
-    await expect(put({ thread_id: 42 })).rejects.toThrow(/thread_id: expected a string, got number/);
+    await expect(put({ thread_id: 4.2 })).rejects.toThrow(/thread_id: expected a string or a safe integer, got a number that is not one/);
+    await expect(put({ thread_id: 2 ** 53 })).rejects.toThrow(/thread_id: expected a string or a safe integer/);
+    await expect(put({ thread_id: 42n })).rejects.toThrow(/thread_id: expected a string or a safe integer, got bigint/);
     await expect(put({ thread_id: "x".repeat(513) })).rejects.toThrow(/513 bytes long; the limit is 512 bytes/);
     await expect(put({ thread_id: "é".repeat(300) })).rejects.toThrow(/600 bytes long/);
     await expect(put({ thread_id: "a\u0000b" })).rejects.toThrow(/NUL/);
     await expect(put({ thread_id: "t", checkpoint_ns: "n".repeat(2000) })).rejects.toThrow(/checkpoint_ns.*limit is 1024/);
     await expect(saver.getTuple({ configurable: { thread_id: ["a"] } })).rejects.toBeInstanceOf(InvalidInputError);
-    await expect(saver.deleteThread(1 as unknown as string)).rejects.toBeInstanceOf(InvalidInputError);
+    await expect(saver.deleteThread(Number.NaN)).rejects.toThrow(/deleteThread threadId: expected a string or a safe integer/);
+    await expect(saver.deleteThread({} as unknown as string)).rejects.toThrow(/deleteThread threadId: expected a string or a safe integer, got object/);
     await expect(saver.list({}, { limit: -1 }).next()).rejects.toThrow(/limit/);
   });
 
@@ -152,6 +156,58 @@ describe("input validation", () => {
       const tuple = await saver.getTuple(config);
       expect(tuple?.config.configurable?.thread_id).toBe(threadId);
       expect(tuple?.config.configurable?.checkpoint_ns).toBe("ns|with:odd\"chars'");
+    }
+  });
+});
+
+describe("a numeric thread_id", () => {
+  /** The official saver's tables, beside ours: it stores `thread_id: 42` as pg sends a number, its decimal text. */
+  const OFFICIAL = "official_numeric";
+
+  it("is its decimal string everywhere an id is taken: put, putWrites, getTuple, list, getDeltaChannelHistory, deleteThread", async () => {
+    const n = 4_200_000_000 + Math.floor(Math.random() * 1e6);
+    const id = String(n);
+    const cp = makeCheckpoint({ a: 1 });
+    const stored = await saver.put({ configurable: { thread_id: n, checkpoint_ns: "" } }, cp, meta(-1), cp.channel_versions);
+    expect(stored.configurable?.thread_id).toBe(id);
+    await saver.putWrites({ configurable: { thread_id: n, checkpoint_ns: "", checkpoint_id: cp.id } }, [["a", 2]], "task-1");
+    const { rows } = await db.pool.query("SELECT thread_id FROM checkpoints WHERE thread_id = $1 UNION ALL SELECT thread_id FROM checkpoint_writes WHERE thread_id = $1", [id]);
+    expect(rows).toEqual([{ thread_id: id }, { thread_id: id }]);
+    // The number and its string name one thread.
+    for (const thread_id of [n, id]) {
+      const tuple = await saver.getTuple({ configurable: { thread_id } });
+      expect(tuple?.checkpoint.channel_values).toEqual({ a: 1 });
+      expect(tuple?.pendingWrites).toEqual([["task-1", "a", 2]]);
+      expect(tuple?.config.configurable?.thread_id).toBe(id);
+      const listed = [];
+      for await (const t of saver.list({ configurable: { thread_id } })) listed.push(t.checkpoint.id);
+      expect(listed).toEqual([cp.id]);
+      expect(await saver.getDeltaChannelHistory({ config: { configurable: { thread_id, checkpoint_id: cp.id } }, channels: ["a"] })).toBeDefined();
+    }
+    await saver.deleteThread(n);
+    expect(await saver.getTuple({ configurable: { thread_id: id } })).toBeUndefined();
+    expect(await count("checkpoint_writes", id)).toBe(0);
+    // Negative and zero are integers too.
+    for (const m of [0, -7]) {
+      await saver.put({ configurable: { thread_id: m } }, makeCheckpoint(), meta(-1), {});
+      expect((await saver.getTuple({ configurable: { thread_id: String(m) } }))?.config.configurable?.thread_id).toBe(String(m));
+    }
+  });
+
+  it("is stored as the official saver stores it", async () => {
+    const pool = testPool({ connectionString: db.url, max: 2 });
+    try {
+      const official = new OfficialSaver(pool, undefined, { schema: OFFICIAL });
+      await official.setup();
+      const cp = makeCheckpoint({ a: 1 });
+      await official.put({ configurable: { thread_id: 4343, checkpoint_ns: "" } }, cp, meta(-1), cp.channel_versions);
+      await saver.put({ configurable: { thread_id: 4343, checkpoint_ns: "" } }, cp, meta(-1), cp.channel_versions);
+      const { rows } = await db.pool.query(
+        `SELECT (SELECT array_agg(thread_id) FROM ${OFFICIAL}.checkpoints) AS official, (SELECT array_agg(thread_id) FROM public.checkpoints WHERE thread_id = '4343') AS ours`,
+      );
+      expect(rows[0]).toEqual({ official: ["4343"], ours: ["4343"] });
+    } finally {
+      await pool.end();
     }
   });
 });

@@ -92,6 +92,7 @@ describe("the same in both modes: values that come back exactly", () => {
     ["Error of a built-in class", () => new TypeError("bad", { cause: "why" })],
     ["objects with own __proto__ / constructor keys", () => JSON.parse('{"__proto__": {"x": 1}, "constructor": 2}')],
     ["strings with lone surrogates", () => ["\uD800", "a\uDC00b"]],
+    ["strings that start with U+FEFF, of any length", () => ["\ufeff", "\ufeff" + "x".repeat(250), "\ufeff\ufeff" + "é".repeat(150), { ["\ufeff" + "k".repeat(300)]: 1 }]],
   ];
   it.each(rows)("%s", async (_name, make) => {
     for (const mode of ["default", "strict"] as const) expect(await store(mode, make()), mode).toStrictEqual(make());

@@ -54,7 +54,15 @@ describe("two tracks, one schema", () => {
     const schema = fresh();
     await migrate({ pool: db.pool, schema, adopt: false });
     const checkpointer = await tables(schema);
-    expect(checkpointer).toEqual(["checkpoint_blobs", "checkpoint_heads", "checkpoint_writes", "checkpointer_migrations", "checkpoints"]);
+    expect(checkpointer).toEqual([
+      "checkpoint_blobs",
+      "checkpoint_heads",
+      "checkpoint_tombstones",
+      "checkpoint_writes",
+      "checkpointer_migrations",
+      "checkpointer_retention",
+      "checkpoints",
+    ]);
     await new PostgresStore(db.pool, { schema }).setup({ adopt: false });
     expect(await tables(schema)).toEqual([...checkpointer, "checkpointer_store_migrations", "store_items"].sort());
     const storeOnly = fresh();

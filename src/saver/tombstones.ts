@@ -1,0 +1,165 @@
+/**
+ * Tombstones: a deleted thread stays deleted. Every delete path (the saver's
+ * `deleteThread`, `prune`'s expiry, the CLI's `threads delete`, the adoption
+ * bridge) leaves a row in `checkpoint_tombstones`, and every write (`put`,
+ * `putWrites`, the bridge's copies of an official saver's writes) passes the
+ * gate, the function `checkpointer_thread_gate` of migration 0007, first. This
+ * file is their SQL, shared by those statements, and the rule.
+ *
+ * ## The rule
+ *
+ * A tombstone holds the thread id, when it was deleted, and `M`, the greatest
+ * checkpoint id (byte order) the thread held then, in any namespace, counting
+ * the checkpoints its pending writes name (and `M` of earlier deletions). On a
+ * thread with a tombstone, a write is refused, with `ThreadDeletedError` and
+ * nothing written, when
+ * - (`history`) it names a checkpoint id <= `M` that is not stored in its
+ *   lineage now: a put's own id or its parent's, a putWrites' checkpoint; or
+ * - (`thread`) no lineage of the thread has a head (nothing has started it
+ *   again since the deletion), unless it is a put that starts a conversation:
+ *   no parent, and no `metadata.parents` (a subgraph's first checkpoint names
+ *   its parent graph's there, so it does not start one).
+ *
+ * Why this catches a run that was in flight: LangGraph ids are uuid6, ordered
+ * by the clock of the process that made them, and a run's writes after the
+ * deletion either name a checkpoint it made before (<= `M` when stored, or,
+ * if it was never stored, the parent of one that names it is), or a
+ * checkpoint it made after, which it never got to store (its first put after
+ * the deletion is refused, and LangGraph chains puts: it makes no later one).
+ * Those later writes (async durability's next steps, exit durability's final
+ * writes, a subgraph's first checkpoint) meet a thread with no head. A new
+ * conversation starts with a root put, whose ids are newer than `M`; its
+ * writes then find its head. A stored id is never refused, so a copy
+ * (`copyThread`, an import) onto a deleted thread id is continued normally.
+ *
+ * Limits, said plainly:
+ * - Clock skew: a new conversation whose ids come from a clock behind the one
+ *   that wrote `M` by more than the time since the deletion is refused
+ *   (`history`) until that time has passed.
+ * - While a new conversation runs on the id, a deleted run still going may
+ *   store writes of checkpoints it never stored (nothing reads them; prune
+ *   collects them after its grace period) and subgraph checkpoints.
+ * - An official saver's instance during an adoption (the bridge): it sends a
+ *   run's writes without waiting for their checkpoint's put, so its writes
+ *   are refused only when they name the deleted history (its puts by both
+ *   rules).
+ * - Exit durability on a thread that held nothing stored when it was deleted:
+ *   the run's only put is indistinguishable from a new conversation's.
+ * - A tombstone is collected by prune after `keepTombstones` (default 7 days):
+ *   a run still going after that is no longer refused.
+ *
+ * ## Why it is airtight against a concurrent deletion
+ *
+ * A statement reads with the snapshot taken when it started, so a check in
+ * the write's own statement would miss a deletion that committed while the
+ * write waited (for the head row's lock, say). The gate first takes a
+ * shared advisory lock of the thread ({@link deleteLockName}); a deletion takes
+ * it exclusively, before it reads what to delete. Then either the write got
+ * its lock first (the deletion waits for it to commit, and deletes what it
+ * wrote) or after the deletion committed; the gate, a VOLATILE function,
+ * reads the tombstone with a snapshot taken after its lock, so it sees it.
+ * The write statements call the gate before they lock any row (a deletion
+ * holds the advisory lock while it waits for row locks: the other order would
+ * deadlock).
+ */
+import type { RunnableConfig } from "@langchain/core/runnables";
+import { CHECKPOINT_TOMBSTONES as T } from "../db/names.js";
+import { ThreadDeletedError } from "../errors.js";
+import { emit } from "../events.js";
+import { quoteIdent } from "../validate.js";
+import type { SaverContext } from "./context.js";
+import { InFlight } from "./inflight.js";
+
+/** The gate (migration 0007), and its argument types for GRANT and REVOKE. */
+export const GATE_FUNCTION = "checkpointer_thread_gate";
+export const GATE_SIGNATURE = `${GATE_FUNCTION}(text, text, text, text[], boolean)`;
+
+/** Why the gate refused a write (see the rule above). */
+export type RefusalReason = "history" | "thread";
+
+/** Tombstones are collected by prune once older than this, unless told otherwise (`keepTombstones`). */
+export const DEFAULT_KEEP_TOMBSTONES = "7d";
+
+/**
+ * The name of the per-thread advisory lock between writers (shared, in the
+ * gate) and deletions (exclusive), with the thread id:
+ * `pg_advisory_xact_lock(hashtext(name), hashtext(thread))`.
+ *
+ * @example
+ * ```ts
+ * await tx.query("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1), pg_catalog.hashtext($2))", [deleteLockName("public"), threadId]);
+ * ```
+ */
+export function deleteLockName(schema: string): string {
+  return `langgraph-checkpoint-pg:delete:${schema}`;
+}
+
+/** A SQL string literal. */
+const lit = (s: string) => `'${s.replace(/'/g, "''")}'`;
+
+/**
+ * A call of the gate, as an SQL expression: NULL (write) or the refusal
+ * reason. Arguments are SQL expressions: the thread, the namespace, a text[]
+ * of the checkpoint ids the write names, and whether it starts a conversation.
+ */
+export function gateCall(schema: string, args: { thread: string; ns: string; ids: string; starts: string }): string {
+  return `${quoteIdent(schema)}.${GATE_FUNCTION}(${lit(deleteLockName(schema))}, ${args.thread}, ${args.ns}, ${args.ids}, ${args.starts})`;
+}
+
+/** SQL: take the deletion lock of thread `thread` (an SQL expression) exclusively, waiting. */
+export function lockForDelete(schema: string, thread: string): string {
+  return `pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(${lit(deleteLockName(schema))}), pg_catalog.hashtext(${thread}))`;
+}
+
+/** SQL: try the deletion lock of thread `thread` (an SQL expression) exclusively; true if taken. */
+export function tryLockForDelete(schema: string, thread: string): string {
+  return `pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext(${lit(deleteLockName(schema))}), pg_catalog.hashtext(${thread}))`;
+}
+
+/**
+ * SQL: leave (or refresh) tombstones. `source` selects `(thread_id, last_id)`
+ * rows, one per thread: the thread and the greatest checkpoint id it holds
+ * now (NULL: none). A thread deleted before keeps the greater of both ids.
+ */
+export function upsertTombstones(schema: string, source: string): string {
+  const t = `${quoteIdent(schema)}.${T.table}`;
+  return `INSERT INTO ${t} AS t (${T.threadId}, ${T.deletedAt}, ${T.lastCheckpointId})
+  SELECT src.thread_id, pg_catalog.now(), src.last_id FROM (${source}) AS src(thread_id, last_id)
+  ON CONFLICT (${T.threadId}) DO UPDATE
+     SET ${T.deletedAt} = EXCLUDED.${T.deletedAt},
+         ${T.lastCheckpointId} = GREATEST(t.${T.lastCheckpointId}, EXCLUDED.${T.lastCheckpointId})`;
+}
+
+/**
+ * The saver's `deleteThread`: two statements in one transaction, the thread's
+ * deletion lock first (waiting for its writes in flight to commit; later ones
+ * wait for this, then find the tombstone), then the tombstone and every row,
+ * in a snapshot that sees what those writes stored.
+ */
+export async function deleteThread(ctx: SaverContext, threadId: string): Promise<void> {
+  const started = performance.now();
+  const counts = await ctx.db.transaction(async (tx) => {
+    await tx.query(ctx.queries.lockThreadForDelete, [threadId]);
+    return (await tx.query<{ checkpoints: number; writes: number; blobs: number }>(ctx.queries.deleteThread, [threadId])).rows[0]!;
+  });
+  ctx.elements?.forgetThread(threadId);
+  emit(ctx.onEvent, { type: "deleteThread", threadId, ...counts, durationMs: performance.now() - started });
+}
+
+/**
+ * A write refused because its thread was deleted and has not started again
+ * (`reason: "thread"`) may be a new conversation's, sent before the put that
+ * starts it committed: wait once for the saver's puts in flight (`puts`) on
+ * the thread's root lineage (and, for writes, on their own), then say whether
+ * to try again. A put in the root namespace is never such a case (LangGraph
+ * puts a checkpoint only once its parent's put is done).
+ */
+export async function waitForRestart(puts: InFlight, err: unknown, config: RunnableConfig, isWrite: boolean): Promise<boolean> {
+  if (!(err instanceof ThreadDeletedError) || err.reason !== "thread") return false;
+  const root = InFlight.keyOf({ configurable: { thread_id: err.threadId, checkpoint_ns: "" } });
+  const own = InFlight.keyOf(config);
+  const keys = isWrite ? [root, own] : err.checkpointNs === "" ? [] : [root];
+  if (!keys.some((k) => puts.busy(k))) return false;
+  for (const k of keys) await puts.settled(k);
+  return true;
+}

@@ -1,0 +1,136 @@
+/**
+ * Issue 26 row 8: an import checks every record as Postgres will read it
+ * before anything is written (int4 ranges, timestamps, JSON Postgres
+ * accepts, the checkpoint's shape), naming the line or record and the field;
+ * a file whose second thread is bad writes nothing, through the CLI and
+ * through importThread. And one malformed checkpoint row (written with SQL)
+ * never makes `list()` over all threads fail.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { exportThread, importColumns, importThread, InvalidInputError, migrate, PostgresSaver, type ExportRecord, type ImportColumns } from "../../src/index.js";
+import { SCHEMA_COLUMNS } from "../../src/ops/transfer-check.js";
+import { runCli, type Run } from "../helpers/cli.js";
+import { withTestDatabase } from "../helpers/db.js";
+import { addressGraph } from "../helpers/graphs.js";
+
+const db = withTestDatabase("import_check");
+const dir = mkdtempSync(join(tmpdir(), "lgpg-import-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const pg = (schema: string) => ["--database-url", db.url, "--schema", schema];
+const firstLine = (r: Run) => r.stderr.split("\n")[0]!;
+
+/** The export file's lines (header, then "first" and "second"), as parsed records. */
+let lines: Record<string, unknown>[];
+
+beforeAll(async () => {
+  await migrate({ pool: db.pool, schema: "src" });
+  const saver = new PostgresSaver(db.pool, { schema: "src" });
+  for (const thread of ["first", "second"]) await addressGraph(saver).invoke({}, { configurable: { thread_id: thread } });
+  const file = join(dir, "good.jsonl");
+  const out = await runCli(["export", "first", "second", ...pg("src"), "-o", file]);
+  expect(out.code, out.stderr).toBe(0);
+  lines = readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+});
+
+/** Index of the first line of thread "second" of `kind` (that line is 1 + the index). */
+const lineOf = (kind: string) => lines.findIndex((l) => l.kind === kind && l.thread_id === "second");
+
+async function count(schema: string): Promise<number> {
+  const { rows } = await db.pool.query(
+    `SELECT (SELECT count(*) FROM ${schema}.checkpoints)::int + (SELECT count(*) FROM ${schema}.checkpoint_writes)::int + (SELECT count(*) FROM ${schema}.checkpoint_blobs)::int AS n`,
+  );
+  return rows[0].n;
+}
+
+describe("import validates every record before writing anything", () => {
+  const cases: [string, string, (r: Record<string, unknown>) => void, RegExp][] = [
+    ["write", "idx", (r) => (r.idx = 3_000_000_000), /\(idx\): expected an integer from -2147483648 to 2147483647/],
+    ["checkpoint", "created_at", (r) => (r.created_at = "1"), /\(created_at\): expected a timestamp as Postgres reads it/],
+    ["checkpoint", "created_at", (r) => (r.created_at = "2024-02-30T10:00:00+00:00"), /\(created_at\): expected a timestamp/],
+    ["checkpoint", "ttl_seconds", (r) => (r.ttl_seconds = 2 ** 31), /\(ttl_seconds\): expected an integer from/],
+    ["checkpoint", "row_version", (r) => (r.row_version = null), /\(row_version\): must not be null/],
+    ["checkpoint", "checkpoint.channel_versions", (r) => ((r.checkpoint as Record<string, unknown>).channel_versions = "oops"), /\(checkpoint\.channel_versions\): expected an object/],
+    [
+      "checkpoint",
+      "checkpoint.versions_seen",
+      (r) => ((r.checkpoint as Record<string, unknown>).versions_seen = { node: { channel: [1] } }),
+      /\(checkpoint\.versions_seen\["node"\]\["channel"\]\): expected a version \(a string or a number\)/,
+    ],
+    ["checkpoint", "checkpoint.id", (r) => ((r.checkpoint as Record<string, unknown>).id = "another"), /\(checkpoint\.id\): is "another", but the record's checkpoint_id is /],
+    ["checkpoint", "metadata", (r) => (r.metadata = { note: "nul\u0000inside" }), /\(metadata\["note"\]\): Postgres JSON cannot hold NUL/],
+    ["checkpoint", "metadata", (r) => (r.metadata = "just a string"), /\(metadata\): expected an object/],
+    ["write", "task_path", (r) => (r.task_path = "half\uD800"), /\(task_path\): is not valid Unicode/],
+    ["blob", "row_version", (r) => (r.row_version = 1.5), /\(row_version\): expected an integer/],
+  ];
+
+  it("through the CLI: a bad field of the second thread names its line and field, and the first thread is not written", async () => {
+    await migrate({ pool: db.pool, schema: "cli_target" });
+    for (const [kind, field, spoil, message] of cases) {
+      const i = lineOf(kind);
+      const copy = lines.map((l) => structuredClone(l));
+      spoil(copy[i]!);
+      const file = join(dir, `${kind}-${field}.jsonl`);
+      writeFileSync(file, copy.map((l) => JSON.stringify(l)).join("\n"));
+      const run = await runCli(["import", file, ...pg("cli_target")]);
+      expect(run.code, `${field}: ${run.stderr}`).toBe(1);
+      expect(firstLine(run), field).toMatch(new RegExp(`^.*line ${i + 1} ${message.source}`));
+      expect(await count("cli_target"), field).toBe(0);
+    }
+    // The good file imports (both threads).
+    const good = join(dir, "good.jsonl");
+    const run = await runCli(["import", good, ...pg("cli_target")]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(await count("cli_target")).toBe(await count("src"));
+  });
+
+  it("through importThread: the same checks, naming the record, before any SQL", async () => {
+    await migrate({ pool: db.pool, schema: "api_target" });
+    const records = await exportThread({ pool: db.pool, schema: "src", threadId: "second" });
+    const noSql = { query: () => Promise.reject(new Error("no SQL may run")), connect: () => Promise.reject(new Error("no SQL may run")) } as never;
+    for (const [kind, field, spoil, message] of cases) {
+      const i = records.findIndex((r) => r.kind === kind);
+      const copy = records.map((r) => structuredClone(r)) as ExportRecord[];
+      spoil(copy[i] as unknown as Record<string, unknown>);
+      for (const pool of [noSql, db.pool]) {
+        const error = await importThread({ pool, schema: "api_target", records: copy }).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(error, field).toBeInstanceOf(InvalidInputError);
+        const where = message.source.replace(/^\\\((.*?)\\\)/, (_, f: string) => `records\\[${i}\\]\\.${f}`);
+        expect((error as Error).message, field).toMatch(new RegExp(where));
+      }
+      expect(await count("api_target"), field).toBe(0);
+    }
+  });
+});
+
+describe("the columns checked before any SQL", () => {
+  it("are this release's migrated schema's, type, NULL and default alike", async () => {
+    const target = await importColumns({ pool: db.pool, schema: "src" });
+    const plain = (c: ImportColumns) => Object.fromEntries(Object.entries(c).map(([k, m]) => [k, Object.fromEntries(m)]));
+    expect(plain(target)).toEqual(plain(SCHEMA_COLUMNS));
+  });
+});
+
+describe("a malformed checkpoint row", () => {
+  it("written with SQL, never makes list() over all threads fail", async () => {
+    await migrate({ pool: db.pool, schema: "poisoned" });
+    const saver = new PostgresSaver(db.pool, { schema: "poisoned" });
+    for (const thread of ["a", "b"]) await addressGraph(saver).invoke({}, { configurable: { thread_id: thread } });
+    const { rowCount } = await db.pool.query(
+      `UPDATE poisoned.checkpoints SET checkpoint = jsonb_set(checkpoint, '{channel_versions}', '"oops"')
+        WHERE thread_id = 'b' AND checkpoint_id = (SELECT checkpoint_id FROM poisoned.checkpoint_heads WHERE thread_id = 'b')`,
+    );
+    expect(rowCount).toBe(1);
+    const seen: string[] = [];
+    for await (const t of saver.list({})) seen.push(t.config.configurable!.thread_id as string);
+    expect(seen.filter((t) => t === "a")).toHaveLength(3);
+    expect(seen.filter((t) => t === "b")).toHaveLength(3);
+    // Thread a reads as before.
+    expect((await saver.getTuple({ configurable: { thread_id: "a" } }))!.checkpoint.channel_values).toMatchObject({ name: "pavaneeshwar" });
+  });
+});

@@ -1,0 +1,284 @@
+/**
+ * Tombstones (src/saver/tombstones.ts): after deleteThread, a put or putWrites
+ * that continues the deleted history is refused with ThreadDeletedError and
+ * writes nothing, in both lineage modes; a new conversation on the same id
+ * starts cleanly; a deletion and a write racing each other never leave the
+ * write's rows behind (the gate's lock, forced here with real connections).
+ */
+import type { RunnableConfig } from "@langchain/core/runnables";
+import { uuid6 } from "@langchain/langgraph-checkpoint";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { migrate, PostgresSaver, ThreadDeletedError, withConflictRetry, withRetry, type SaverEvent } from "../../src/index.js";
+import { deleteLockName } from "../../src/saver/tombstones.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { testPool, withTestDatabase } from "../helpers/db.js";
+import { tid } from "../helpers/graphs.js";
+
+const db = withTestDatabase("tombstones");
+let pool: pg.Pool;
+let statements = 0;
+const events: SaverEvent[] = [];
+const savers: Record<"branch" | "linear", PostgresSaver> = {} as never;
+
+beforeAll(async () => {
+  await migrate({ pool: db.pool });
+  pool = testPool({ connectionString: db.url, max: 10 });
+  pool.on("acquire", () => statements++);
+  savers.branch = new PostgresSaver(pool, { onEvent: (e) => void events.push(e) });
+  savers.linear = new PostgresSaver(pool, { lineage: "linear" });
+});
+afterAll(async () => {
+  await pool?.end();
+});
+
+const cfg = (thread_id: string, checkpoint_id?: string, checkpoint_ns = ""): RunnableConfig => ({
+  configurable: { thread_id, checkpoint_ns, ...(checkpoint_id ? { checkpoint_id } : {}) },
+});
+
+/** A thread of two checkpoints (with a write on the second); returns their configs. */
+async function conversation(saver: PostgresSaver, threadId: string) {
+  const first = await saver.put(cfg(threadId), makeCheckpoint({ x: 1 }, { x: "-a1.00000001" }), meta(-1), { x: "-a1.00000001" });
+  const second = await saver.put(first, makeCheckpoint({ x: 2 }, { x: "-a2.00000001" }), meta(0), { x: "-a2.00000001" });
+  await saver.putWrites(second, [["x", 3]], "task-1");
+  return { first, second };
+}
+
+async function rowsOf(threadId: string): Promise<Record<string, number>> {
+  const count = async (table: string) => Number((await db.pool.query(`SELECT count(*) AS n FROM ${table} WHERE thread_id = $1`, [threadId])).rows[0].n);
+  return {
+    checkpoints: await count("checkpoints"),
+    writes: await count("checkpoint_writes"),
+    blobs: await count("checkpoint_blobs"),
+    heads: await count("checkpoint_heads"),
+  };
+}
+const NONE = { checkpoints: 0, writes: 0, blobs: 0, heads: 0 };
+
+async function refusal(p: Promise<unknown>): Promise<ThreadDeletedError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(ThreadDeletedError);
+  return err as ThreadDeletedError;
+}
+
+describe.each(["branch", "linear"] as const)("after deleteThread (%s lineage)", (mode) => {
+  it("leaves a tombstone holding the greatest checkpoint id, and the thread reads as absent", async () => {
+    const saver = savers[mode];
+    const threadId = tid("tomb");
+    const { second } = await conversation(saver, threadId);
+    // A write keyed to a checkpoint never stored (async durability) counts too.
+    const later = uuid6(-3);
+    await saver.putWrites(cfg(threadId, later), [["x", 4]], "task-2");
+    await saver.deleteThread(threadId);
+    const { rows } = await db.pool.query("SELECT last_checkpoint_id, deleted_at FROM checkpoint_tombstones WHERE thread_id = $1", [threadId]);
+    expect(rows).toHaveLength(1);
+    expect(rows[0].last_checkpoint_id).toBe(later > second.configurable!.checkpoint_id ? later : second.configurable!.checkpoint_id);
+    expect(await rowsOf(threadId)).toEqual(NONE);
+    expect(await saver.getTuple(cfg(threadId))).toBeUndefined();
+    const listed = [];
+    for await (const t of saver.list(cfg(threadId))) listed.push(t);
+    expect(listed).toEqual([]);
+  });
+
+  it("refuses a put continuing the deleted history (its parent), and writes nothing", async () => {
+    const saver = savers[mode];
+    const threadId = tid("tomb");
+    const { second } = await conversation(saver, threadId);
+    await saver.deleteThread(threadId);
+    // It carries every value it refers to: branch mode would otherwise accept it without its parent.
+    const err = await refusal(saver.put(second, makeCheckpoint({ x: 5 }, { x: "-a3.00000001" }), meta(1), { x: "-a3.00000001" }));
+    expect(err).toMatchObject({ code: "THREAD_DELETED", retryable: false, threadId, operation: "put", reason: "history" });
+    expect(await rowsOf(threadId)).toEqual(NONE);
+  });
+
+  it("refuses writes to a checkpoint of the deleted history, and writes nothing", async () => {
+    const saver = savers[mode];
+    const threadId = tid("tomb");
+    const { second } = await conversation(saver, threadId);
+    await saver.deleteThread(threadId);
+    const err = await refusal(saver.putWrites(second, [["x", 6]], "task-3"));
+    expect(err).toMatchObject({ operation: "putWrites", reason: "history", checkpointId: second.configurable!.checkpoint_id });
+    expect(await rowsOf(threadId)).toEqual(NONE);
+  });
+
+  it("refuses what a run made after the deletion while nothing has started the thread again: writes, a put with a parent, a subgraph's first checkpoint", async () => {
+    const saver = savers[mode];
+    const threadId = tid("tomb");
+    await conversation(saver, threadId);
+    await saver.deleteThread(threadId);
+    const fresh = uuid6(-3); // newer than every id of the deleted history, never stored
+    expect((await refusal(saver.putWrites(cfg(threadId, fresh), [["x", 7]], "task-4"))).reason).toBe("thread");
+    expect((await refusal(saver.put(cfg(threadId, fresh), makeCheckpoint({ x: 8 }, { x: "-a9.00000001" }), meta(5), { x: "-a9.00000001" }))).reason).toBe("thread");
+    const sub = cfg(threadId, undefined, `child:${uuid6(-3)}`);
+    const subMeta = meta(-1, { parents: { "": fresh } });
+    expect((await refusal(saver.put(sub, makeCheckpoint({ y: 1 }, { y: "-a1.00000001" }), subMeta, { y: "-a1.00000001" }))).reason).toBe("thread");
+    expect(await rowsOf(threadId)).toEqual(NONE);
+  });
+
+  it("lets a new conversation start on the same id, and carry on in every namespace", async () => {
+    const saver = savers[mode];
+    const threadId = tid("tomb");
+    const old = await conversation(saver, threadId);
+    await saver.deleteThread(threadId);
+    const again = await conversation(saver, threadId);
+    const sub = cfg(threadId, undefined, `child:${uuid6(-3)}`);
+    const subFirst = await saver.put(sub, makeCheckpoint({ y: 1 }, { y: "-a1.00000001" }), meta(-1, { parents: { "": again.second.configurable!.checkpoint_id } }), {
+      y: "-a1.00000001",
+    });
+    await saver.putWrites(subFirst, [["y", 2]], "task-5");
+    expect((await saver.getTuple(cfg(threadId)))?.checkpoint.id).toBe(again.second.configurable!.checkpoint_id);
+    expect((await saver.getTuple(sub))?.pendingWrites).toEqual([["task-5", "y", 2]]);
+    // The deleted history stays refused meanwhile.
+    expect((await refusal(saver.putWrites(old.second, [["x", 9]], "task-6"))).reason).toBe("history");
+    expect((await rowsOf(threadId)).checkpoints).toBe(3);
+  });
+});
+
+it("a refusal is reported as an event, and neither withRetry nor withConflictRetry retries it", async () => {
+  const saver = savers.branch;
+  const threadId = tid("tomb");
+  const { second } = await conversation(saver, threadId);
+  await saver.deleteThread(threadId);
+  expect(events).toContainEqual(expect.objectContaining({ type: "deleteThread", threadId, checkpoints: 2, writes: 1, blobs: 2 }));
+  let calls = 0;
+  const attempt = () => {
+    calls++;
+    return saver.putWrites(second, [["x", 1]], "task-7");
+  };
+  await refusal(withRetry(attempt, { initialDelayMs: 1 }));
+  await refusal(withConflictRetry(attempt, { baseDelayMs: 1 }));
+  expect(calls).toBe(2);
+  expect(events).toContainEqual(expect.objectContaining({ type: "deletedThreadWrite", threadId, operation: "putWrites", reason: "history" }));
+});
+
+it("a thread that never held anything gets a tombstone too, and a new conversation on it starts", async () => {
+  const saver = savers.branch;
+  const threadId = tid("tomb");
+  await saver.deleteThread(threadId);
+  const { rows } = await db.pool.query("SELECT last_checkpoint_id FROM checkpoint_tombstones WHERE thread_id = $1", [threadId]);
+  expect(rows).toEqual([{ last_checkpoint_id: null }]);
+  expect((await refusal(saver.putWrites(cfg(threadId, uuid6(-3)), [["x", 1]], "t"))).reason).toBe("thread");
+  await conversation(saver, threadId);
+  expect((await rowsOf(threadId)).checkpoints).toBe(2);
+});
+
+it("put and putWrites stay one statement each, on a thread with a tombstone and without", async () => {
+  const saver = savers.branch;
+  for (const deleted of [false, true]) {
+    const threadId = tid("tomb");
+    if (deleted) {
+      await conversation(saver, threadId);
+      await saver.deleteThread(threadId);
+    }
+    let before = statements;
+    const first = await saver.put(cfg(threadId), makeCheckpoint({ x: 1 }, { x: "-a1.00000001" }), meta(-1), { x: "-a1.00000001" });
+    expect(statements - before).toBe(1);
+    before = statements;
+    const second = await saver.put(first, makeCheckpoint({ x: 2 }, { x: "-a2.00000001" }), meta(0), { x: "-a2.00000001" });
+    expect(statements - before).toBe(1);
+    before = statements;
+    await saver.putWrites(second, [["x", 3]], "task");
+    expect(statements - before).toBe(1);
+  }
+});
+
+describe("a deletion and a write at the same time (real connections, forced orders)", () => {
+  /** Wait until `n` locks on the thread's deletion lock are `granted` (or waited for) in `mode`. */
+  async function deletionLocks(threadId: string, n: number, granted: boolean, mode = "%"): Promise<void> {
+    for (;;) {
+      const { rows } = await db.pool.query(
+        `SELECT count(*)::int AS n FROM pg_locks
+          WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            AND classid::int = hashtext($1) AND objid::int = hashtext($2) AND objsubid = 2 AND granted = $3 AND mode LIKE $4`,
+        [deleteLockName("public"), threadId, granted, mode],
+      );
+      if (rows[0].n >= n) return;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+  const advisoryWaiters = (threadId: string, n: number) => deletionLocks(threadId, n, false);
+
+  it("a write that reaches its lock while a deletion holds the thread waits, then sees the tombstone; it held no row lock meanwhile", async () => {
+    const saver = savers.branch;
+    const threadId = tid("race");
+    const { second } = await conversation(saver, threadId);
+    const deleter = await db.pool.connect();
+    try {
+      await deleter.query("BEGIN");
+      await deleter.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))", [deleteLockName("public"), threadId]);
+      const put = saver.put(second, makeCheckpoint({ x: 5 }, { x: "-a3.00000001" }), meta(1), { x: "-a3.00000001" });
+      const writes = saver.putWrites(second, [["x", 6]], "task-race");
+      const settled = Promise.allSettled([put, writes]);
+      await advisoryWaiters(threadId, 2);
+      // The waiting put holds no lock on the head row: the deletion can take it (no deadlock).
+      await deleter.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE NOWAIT", [threadId]);
+      await deleter.query(
+        "INSERT INTO checkpoint_tombstones (thread_id, last_checkpoint_id) SELECT $1, max(checkpoint_id) FROM checkpoints WHERE thread_id = $1",
+        [threadId],
+      );
+      for (const table of ["checkpoint_heads", "checkpoint_writes", "checkpoint_blobs", "checkpoints"]) {
+        await deleter.query(`DELETE FROM ${table} WHERE thread_id = $1`, [threadId]);
+      }
+      await deleter.query("COMMIT");
+      const [p, w] = await settled;
+      expect(p.status === "rejected" && p.reason).toBeInstanceOf(ThreadDeletedError);
+      expect(w.status === "rejected" && w.reason).toBeInstanceOf(ThreadDeletedError);
+      expect(await rowsOf(threadId)).toEqual(NONE);
+    } finally {
+      await deleter.query("ROLLBACK").catch(() => undefined);
+      deleter.release();
+    }
+  });
+
+  it("deleteThread waits for a write that holds the thread's lock, then deletes what it stored", async () => {
+    const saver = savers.branch;
+    const threadId = tid("race");
+    const { second } = await conversation(saver, threadId);
+    // Hold a put in flight after its gate: it waits for the head row, locked here.
+    const locker = await db.pool.connect();
+    try {
+      await locker.query("BEGIN");
+      await locker.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE", [threadId]);
+      const put = saver.put(second, makeCheckpoint({ x: 5 }, { x: "-a3.00000001" }), meta(1), { x: "-a3.00000001" });
+      await deletionLocks(threadId, 1, true, "ShareLock");
+      const deletion = saver.deleteThread(threadId);
+      await advisoryWaiters(threadId, 1);
+      await locker.query("COMMIT");
+      await put;
+      await deletion;
+      expect(await rowsOf(threadId)).toEqual(NONE);
+      const { rows } = await db.pool.query("SELECT last_checkpoint_id FROM checkpoint_tombstones WHERE thread_id = $1", [threadId]);
+      expect(rows).toHaveLength(1);
+    } finally {
+      await locker.query("ROLLBACK").catch(() => undefined);
+      locker.release();
+    }
+  });
+
+  it("stress: puts and writes racing deleteThread leave nothing of the deleted history", async () => {
+    const saver = savers.branch;
+    for (let round = 0; round < 20; round++) {
+      const threadId = tid("stress");
+      let config = (await conversation(saver, threadId)).second;
+      const writer = (async () => {
+        for (let i = 0; i < 20; i++) {
+          const v = `-a${(i + 3).toString(36)}.00000001`;
+          try {
+            await saver.putWrites(config, [["x", i]], `t-${i}`);
+            config = await saver.put(config, makeCheckpoint({ x: i }, { x: v }), meta(i + 1), { x: v });
+          } catch (err) {
+            expect(err).toBeInstanceOf(ThreadDeletedError);
+            return;
+          }
+        }
+      })();
+      await new Promise((r) => setTimeout(r, round % 5));
+      await saver.deleteThread(threadId);
+      await writer;
+      expect(await rowsOf(threadId)).toEqual(NONE);
+    }
+  });
+});
