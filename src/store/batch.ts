@@ -21,7 +21,8 @@ import { SEPARATOR, checkCount, checkItemKey, checkNamespace, checkTtl, encodeVa
 import type { CheckedStoreOptions, StoreSearchOptions } from "./options.js";
 import type { ItemRow, StoreQueries, VectorRow, WriteRow } from "./queries.js";
 import { Params } from "./sql.js";
-import { embedDocuments, embedQuery, inExtension, textsToEmbed, vectorSearchSql, vectorText, type DistanceMetric } from "./vector.js";
+import { embedDocuments, embedQuery, inExtension, textsToEmbed, vectorText, type DistanceMetric } from "./vector.js";
+import { vectorSearchSql } from "./vector-search.js";
 
 /** What the class hands the functions here. */
 export interface StoreContext {
@@ -33,12 +34,16 @@ export interface StoreContext {
   ensureReady(): Promise<void>;
   /** The schema pgvector lives in (known once ready, with `index`). */
   extSchema(): string;
+  /** Whether the server's pgvector has iterative index scans (0.8 or later; known once ready, with `index`). */
+  iterativeScan(): boolean;
 }
 
 /** A put or delete of a batch, with the name of its field for messages. */
 export type WriteOp = { op: PutOperation & { options?: { ttl?: number } }; field: string };
 
-type Read = { kind: "get"; i: number; namespace: string[]; key: string } | { kind: "search"; i: number; sql: (params: Params, op: number) => string; refresh: boolean; scored: boolean } | { kind: "list"; i: number; op: ListNamespacesOperation; conditions: { matchType: "prefix" | "suffix"; path: string[] }[] };
+type Read =
+  | { kind: "get"; i: number; namespace: string[]; key: string }
+  | { kind: "search"; i: number; sql: (params: Params, op: number) => string; refresh: boolean; scored: boolean; vector: boolean } | { kind: "list"; i: number; op: ListNamespacesOperation; conditions: { matchType: "prefix" | "suffix"; path: string[] }[] };
 
 export async function runBatch<Op extends readonly Operation[]>(ctx: StoreContext, operations: Op): Promise<OperationResults<Op>> {
   if (!Array.isArray(operations)) throw new InvalidInputError("batch operations", "expected an array of operations");
@@ -149,19 +154,13 @@ export function searchRead(ctx: StoreContext, i: number, op: SearchOperation, ex
     i,
     refresh,
     scored: text !== undefined,
+    vector,
     sql: (params, n) => {
       const filter = compileFilter(op.filter, "it.value", params, `${field} filter`);
       if (!vector) return ctx.q.search(n, { prefix, filter, text: text === undefined ? undefined : { query: text, language }, limit, offset }, params);
-      return vectorSearchSql(ctx.schema, ctx.extSchema(), n, {
-        prefix,
-        filter,
-        query: read.embedding!,
-        metric: metric as DistanceMetric,
-        threshold,
-        hybrid: mode === "hybrid" ? { text: text!, language, weight } : undefined,
-        limit,
-        offset,
-      }, params);
+      const tuning = { indexType: index!.indexType, ef: index!.ef, probes: index!.probes, iterativeScan: ctx.iterativeScan(), fanout: index!.fields.length };
+      const search = { prefix, filter, query: read.embedding!, metric: metric as DistanceMetric, threshold, limit, offset };
+      return vectorSearchSql(ctx.schema, ctx.extSchema(), n, mode === "hybrid" ? { ...search, hybrid: { text: text!, language, weight } } : search, tuning, params);
     },
   };
   if (vector) read.embedText = text;
@@ -178,7 +177,9 @@ export async function searchRows(ctx: StoreContext, searches: (Extract<Read, { k
   let text = parts.length === 1 ? parts[0]! : `SELECT * FROM (${parts.map((p) => `(SELECT q.*, pg_catalog.row_number() OVER () AS rn FROM (${p}) q)`).join(" UNION ALL ")}) b ORDER BY op, rn`;
   const refreshing = searches.map((s, n) => (s.refresh ? n : -1)).filter((n) => n >= 0);
   if (refreshing.length > 0) text = ctx.q.refreshFound(text, params.add(refreshing, "int[]"));
-  const res = await ctx.run<ItemRow>(text, params.values, "search");
+  // A vector search is planned for its values (see store.ts #run): whether the index or the namespace's key range is
+  // cheaper depends on how many vectors the range holds, which a generic plan guesses.
+  const res = await ctx.run<ItemRow>(text, params.values, "search", { plan: searches.some((s) => s.vector) ? "each" : undefined });
   return res.rows;
 }
 

@@ -5,9 +5,9 @@
  * operation) in batch.ts; its options in options.ts; its input checks in input.ts;
  * its statements in queries.ts, built with sql.ts, their filters compiled by
  * filter.ts; TTL and the sweeper in ttl.ts; vector search (pgvector) in
- * vector.ts; its table in schema.ts and its migrations (a track of their
- * own) in migrations.ts and migrate.ts; switching from the official store in
- * adopt.ts. This file is what the package exports from the folder, also as
+ * vector.ts, its ranking statement (through the index) in vector-search.ts;
+ * its table in schema.ts and its migrations (a track of their own) in
+ * migrations.ts and migrate.ts; switching from the official store in adopt.ts. This file is what the package exports from the folder, also as
  * `langgraph-checkpoint-pg/store`.
  *
  * @example

@@ -71,6 +71,8 @@ export class PostgresStore extends BaseStore {
   #ready: Promise<void> | undefined;
   /** The schema pgvector's type and operators live in (read once). */
   #extSchema: string | undefined;
+  /** pgvector 0.8 or later: iterative index scans (read with the schema). */
+  #iterativeScan = false;
   #stopped = false;
   /** What batch.ts works with. */
   readonly #ctx: StoreContext;
@@ -129,6 +131,7 @@ export class PostgresStore extends BaseStore {
       run: <R extends object>(text: string, values: unknown[], what: string, options?: { plan?: "each" }) => this.#run<R>(text, values, what, options),
       ensureReady: () => this.#ensureReady(),
       extSchema: () => this.#extSchema!,
+      iterativeScan: () => this.#iterativeScan,
     };
   }
 
@@ -234,11 +237,13 @@ export class PostgresStore extends BaseStore {
   async #check(): Promise<void> {
     await assertSchemaCurrent(this.#db, this.schema, "store", this.#onEvent, STORE_TRACK);
     if (this.#opts.index && this.#extSchema === undefined) {
-      const { rows } = await this.#db.query<{ schema: string }>(
-        "SELECT n.nspname AS schema FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'",
+      const { rows } = await this.#db.query<{ schema: string; iterative: boolean }>(
+        `SELECT n.nspname AS schema, coalesce(pg_catalog.regexp_match(e.extversion, '^(\\d+)\\.(\\d+)')::int[] >= '{0,8}', false) AS iterative
+           FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'`,
       );
       if (!rows[0]) throw new SchemaNotMigratedError(this.schema, 0, latestVersion(STORE_TRACK), { track: "store" });
       this.#extSchema = rows[0].schema;
+      this.#iterativeScan = rows[0].iterative;
     }
   }
 

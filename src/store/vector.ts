@@ -1,7 +1,8 @@
 /**
  * Vector search with pgvector: the index configuration (the official store's
  * `index` option), the texts a put embeds, calling the embedder, and the
- * table and SQL that store and rank the vectors. The table
+ * table that stores the vectors (the search that ranks them is in
+ * vector-search.ts). The table
  * `store_item_vectors` holds one row per embedded text of an item (its
  * namespace key and key, its field path, its text, its embedding), deleted with the item. Its column type
  * depends on `dims`, so it is made here, when a store with `index` is set up,
@@ -11,7 +12,6 @@
 import { InvalidInputError, InvalidOptionsError, type VectorIndexShape } from "../errors.js";
 import { quoteIdent } from "../validate.js";
 import { STORE_LIMITS } from "./input.js";
-import { LIVE, Params, prefixCondition } from "./sql.js";
 
 /** A LangChain `Embeddings` (anything with `embedDocuments`, and preferably `embedQuery`). */
 export interface Embeddings {
@@ -41,7 +41,9 @@ export interface IndexConfig {
   indexType?: VectorIndexType;
   /** Default `"cosine"`. */
   distanceMetric?: DistanceMetric;
+  /** `ef`: the HNSW search's candidate list (`hnsw.ef_search`), set for each search; default: the server's (40). */
   hnsw?: { m?: number; efConstruction?: number; ef?: number };
+  /** `probes`: the IVFFlat lists a search visits (`ivfflat.probes`), set for each search; default: the server's (1). */
   ivfflat?: { lists?: number; probes?: number };
   /** Accepted for the official shape; one index, for `distanceMetric`, is made. */
   createAllMetricIndexes?: boolean;
@@ -54,17 +56,22 @@ export interface VectorIndex extends VectorIndexShape {
   m: number;
   efConstruction: number;
   lists: number;
+  /** Search-time settings, applied to each search's statement; undefined: the server's. */
+  ef: number | undefined;
+  probes: number | undefined;
 }
 
 const METRICS: readonly DistanceMetric[] = ["cosine", "l2", "inner_product"];
 /** pgvector supports at most 2,000 dimensions in an HNSW or IVFFlat index. */
 const MAX_DIMS = 2000;
 
-const positiveInt = (option: string, v: unknown, fallback: number, max = 1_000_000): number => {
+function positiveInt(option: string, v: unknown, fallback: number, max?: number): number;
+function positiveInt(option: string, v: unknown, fallback: undefined, max?: number): number | undefined;
+function positiveInt(option: string, v: unknown, fallback: number | undefined, max = 1_000_000): number | undefined {
   if (v === undefined) return fallback;
   if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > max) throw new InvalidOptionsError(option, `expected an integer from 1 to ${max}`);
   return v;
-};
+}
 
 /** Check the `index` option (before any SQL). */
 export function checkIndexConfig(index: unknown): VectorIndex | undefined {
@@ -91,6 +98,9 @@ export function checkIndexConfig(index: unknown): VectorIndex | undefined {
     m: positiveInt("index.hnsw.m", c.hnsw?.m, 16, 100),
     efConstruction: positiveInt("index.hnsw.efConstruction", c.hnsw?.efConstruction, 200, 1000),
     lists: positiveInt("index.ivfflat.lists", c.ivfflat?.lists, 100, 32768),
+    // pgvector's own bounds of hnsw.ef_search and ivfflat.probes.
+    ef: positiveInt("index.hnsw.ef", c.hnsw?.ef, undefined, 1000),
+    probes: positiveInt("index.ivfflat.probes", c.ivfflat?.probes, undefined, 32768),
   };
 }
 
@@ -170,9 +180,9 @@ export async function embedQuery(index: VectorIndex, text: string): Promise<numb
 export const vectorText = (v: readonly number[]) => `[${v.join(",")}]`;
 
 const OPCLASS: Record<DistanceMetric, string> = { cosine: "vector_cosine_ops", l2: "vector_l2_ops", inner_product: "vector_ip_ops" };
-const OPERATOR: Record<DistanceMetric, string> = { cosine: "<=>", l2: "<->", inner_product: "<#>" };
+export const OPERATOR: Record<DistanceMetric, string> = { cosine: "<=>", l2: "<->", inner_product: "<#>" };
 /** Higher is better for each metric: cosine similarity, 1 / (1 + euclidean distance), the inner product. */
-const SCORE: Record<DistanceMetric, (distance: string) => string> = {
+export const SCORE: Record<DistanceMetric, (distance: string) => string> = {
   cosine: (d) => `1 - ${d}`,
   l2: (d) => `1 / (1 + ${d})`,
   inner_product: (d) => `-(${d})`,
@@ -183,7 +193,7 @@ export const VECTOR_INDEX = "store_item_vectors_embedding";
 
 /** `schema.name` of a pgvector object, from the extension's schema. */
 export const inExtension = (extSchema: string, name: string) => `${quoteIdent(extSchema)}.${name}`;
-const op = (extSchema: string, metric: DistanceMetric) => `OPERATOR(${quoteIdent(extSchema)}.${OPERATOR[metric]})`;
+export const op = (extSchema: string, metric: DistanceMetric) => `OPERATOR(${quoteIdent(extSchema)}.${OPERATOR[metric]})`;
 
 /** The DDL making the vector table and its index, in the store's schema. */
 export function vectorTableDdl(schema: string, extSchema: string, index: VectorIndex): string[] {
@@ -212,55 +222,4 @@ export function vectorIndexDdl(schema: string, extSchema: string, index: VectorI
 /** The metric an index operator class stands for. */
 export function metricOfOpclass(opclass: string): DistanceMetric | undefined {
   return (Object.keys(OPCLASS) as DistanceMetric[]).find((m) => OPCLASS[m] === opclass);
-}
-
-/**
- * A vector (or hybrid) search: items with an embedded text under the prefix,
- * each scored by its best-matching text (exact: every stored vector is
- * compared, so filters never cost recall), filtered, best first, paged.
- * Hybrid mixes in the text rank: `w * vector + (1 - w) * ts_rank`, and also
- * finds items whose text matches without a close vector.
- */
-export function vectorSearchSql(
-  schema: string,
-  extSchema: string,
-  op_: number,
-  where: {
-    prefix: string[];
-    filter?: string;
-    query: number[];
-    metric: DistanceMetric;
-    threshold?: number;
-    hybrid?: { text: string; language: string; weight: number };
-    limit: number;
-    offset: number;
-  },
-  params: Params,
-): string {
-  const s = quoteIdent(schema);
-  const q = params.add(vectorText(where.query), inExtension(extSchema, "vector"));
-  const distance = `(v.embedding ${op(extSchema, where.metric)} ${q})`;
-  const vconds = ["v.embedding IS NOT NULL", prefixCondition("v.ns_key", where.prefix, params)].filter(Boolean);
-  const best = `SELECT v.ns_key, v.key, pg_catalog.max(${SCORE[where.metric](distance)})::float8 AS vscore
-                  FROM ${s}.${VECTOR_TABLE} v WHERE ${vconds.join(" AND ")} GROUP BY v.ns_key, v.key`;
-  const conds = [LIVE("it"), where.filter].filter((c): c is string => c !== undefined);
-  let score = "b.vscore";
-  let from = `(${best}) b JOIN ${s}.store_items it ON it.ns_key = b.ns_key AND it.key = b.key`;
-  if (where.hybrid) {
-    const lang = params.add(where.hybrid.language, "regconfig");
-    const tsq = `pg_catalog.plainto_tsquery(${lang}, ${params.add(where.hybrid.text, "text")})`;
-    const doc = `pg_catalog.jsonb_to_tsvector(${lang}, it.value, '["string"]')`;
-    const w = params.add(where.hybrid.weight, "float8");
-    from = `${s}.store_items it LEFT JOIN (${best}) b ON it.ns_key = b.ns_key AND it.key = b.key`;
-    const prefix = prefixCondition("it.ns_key", where.prefix, params);
-    if (prefix) conds.push(prefix);
-    const t = where.threshold === undefined ? "b.vscore IS NOT NULL" : `b.vscore >= ${params.add(where.threshold, "float8")}`;
-    conds.push(`(${t} OR ${doc} @@ ${tsq})`);
-    score = `(${w} * coalesce(b.vscore, 0) + (1 - ${w}) * pg_catalog.ts_rank(${doc}, ${tsq}))::float8`;
-  } else if (where.threshold !== undefined) {
-    conds.push(`b.vscore >= ${params.add(where.threshold, "float8")}`);
-  }
-  return `SELECT ${op_} AS op, it.ns_key, it.key, it.value, it.created_at, it.updated_at, ${score} AS score
-            FROM ${from} WHERE ${conds.join(" AND ")}
-           ORDER BY score DESC, it.ns_key, it.key LIMIT ${params.add(where.limit, "bigint")} OFFSET ${params.add(where.offset, "bigint")}`;
 }

@@ -16,63 +16,19 @@ import { createPgConfig } from "@electric-sql/pglite/node-postgres";
 import { vector } from "@electric-sql/pglite-pgvector";
 import { PostgresStore as Official } from "@langchain/langgraph-checkpoint-postgres/store";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { InvalidOptionsError, migrateStore, PostgresSaver, PostgresStore, StoreIndexMismatchError, VectorExtensionMissingError } from "../../src/index.js";
 import type { PGliteLike } from "../../src/db/db.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
 import { fakeEmbeddings, type FakeEmbed } from "../helpers/embeddings.js";
-import { skippable } from "../helpers/requirements.js";
+import { vectorTargets, type VectorTarget } from "../helpers/vector.js";
 
 const DIMS = 256;
 const fresh = () => `v_${randomBytes(4).toString("hex")}`;
 
-/** Does the test server have pgvector? Asked once, before the suites are declared. */
-async function serverHasVector(): Promise<boolean> {
-  const client = new pg.Client({ connectionString: inject("pgAdminUrl") });
-  await client.connect();
-  try {
-    return (await client.query("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")).rows.length > 0;
-  } finally {
-    await client.end();
-  }
-}
-const onServer = await serverHasVector();
-if (!onServer) console.warn("[skip] vector search on the test server: it has no pgvector (it runs on PGlite in this file)");
-
-interface Target {
-  /** A pool or PGlite instance for stores, and raw SQL. */
-  db: pg.Pool | PGliteLike;
-  close(): Promise<void>;
-}
-
-const targets: [string, () => Promise<Target>][] = [
-  [
-    "PGlite",
-    async () => {
-      const db = new PGlite({ extensions: { vector } });
-      return { db: db as unknown as PGliteLike, close: () => db.close() };
-    },
-  ],
-];
-if (onServer) {
-  targets.push([
-    "the test server",
-    async () => {
-      const t: TestDatabase = await createTestDatabase("store-vector");
-      return { db: t.pool, close: () => t.drop() };
-    },
-  ]);
-}
-
-// Listed by the skip summary at the end of the run, with the reason; the suite below runs on the server instead when it has pgvector.
-if (!onServer) {
-  describe.skip(skippable("vector search on the test server", "the test server has no pgvector; it runs on PGlite in this file"), () => {
-    it("the vector tests of this file", () => undefined);
-  });
-}
+const targets = await vectorTargets("vector search");
 
 describe.each(targets)("vector search on %s", (_name, make) => {
-  let target: Target;
+  let target: VectorTarget;
   beforeAll(async () => {
     target = await make();
   });
