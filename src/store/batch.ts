@@ -84,11 +84,9 @@ export async function runBatch<Op extends readonly Operation[]>(ctx: StoreContex
     for (const l of lists) results[l.i] = [];
     const params = new Params();
     const parts = lists.map((l, op) => ctx.q.listNamespaces(op, { conditions: l.conditions, maxDepth: l.op.maxDepth, limit: l.op.limit, offset: l.op.offset }, params));
-    const text = parts.length === 1 ? parts[0]! : `SELECT * FROM (${parts.map((p) => `(${p})`).join(" UNION ALL ")}) l ORDER BY op, ns_key`;
-    // With maxDepth, planned per call: the best plan depends on how many keys the range holds (queries.ts).
-    const plan = lists.some((l) => l.op.maxDepth !== undefined) ? "each" : undefined;
-    const res = await ctx.run<{ op: number; ns_key: string }>(text, params.values, "batch listNamespaces", { plan });
-    for (const row of res.rows) (results[lists[row.op]!.i] as string[][]).push(row.ns_key.split(SEPARATOR));
+    const text = parts.length === 1 ? parts[0]! : parts.map((p) => `(${p})`).join(" UNION ALL ");
+    const res = await ctx.run<{ op: number; ns: string[] | null }>(text, params.values, "batch listNamespaces");
+    for (const row of res.rows) results[lists[row.op]!.i] = (row.ns ?? []).map((key) => key.split(SEPARATOR));
   }
   if (write) await ctx.run(write.text, write.values, "batch put");
   return results as OperationResults<Op>;

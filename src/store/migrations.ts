@@ -27,6 +27,7 @@ export const STORE_TABLES = ["store_items", "store_item_vectors"] as const;
  */
 export const STORE_COMPATIBILITY: Readonly<Record<number, MigrationCompatibility>> = {
   1: { compatibleFrom: 1, why: "0000_store_init creates the store's table" },
+  2: { compatibleFrom: 0, why: "0001_store_namespace_index adds an index (for listNamespaces)" },
 };
 
 /** The store's track, for the runner and the schema checks of src/db. */

@@ -64,6 +64,21 @@ export interface VectorRow {
   embedding: string;
 }
 
+/**
+ * A namespace key cut to its first `depth` labels (the whole key when it has
+ * fewer). Up to a few labels, its labels taken one by one (split_part: a
+ * regular expression per key costs about three times more); beyond, one
+ * regular expression.
+ */
+function truncated(column: string, depth: number, params: Params): string {
+  if (depth > 8) return `pg_catalog.substring(${column}, ${params.add(`^[^\u0001]*(?:\u0001[^\u0001]*){0,${depth - 1}}`, "text")})`;
+  const sep = "pg_catalog.chr(1)";
+  const first = Array.from({ length: depth }, (_, i) => `pg_catalog.split_part(${column}, ${sep}, ${i + 1})`).join(` || ${sep} || `);
+  // Keys of fewer labels (fewer than depth - 1 separators) stay whole.
+  const separators = `pg_catalog.octet_length(${column}) - pg_catalog.octet_length(pg_catalog.replace(${column}, ${sep}, ''))`;
+  return `CASE WHEN ${separators} >= ${depth - 1} THEN ${first} ELSE ${column} END`;
+}
+
 export function storeQueries(schema: string) {
   const s = quoteIdent(schema);
   const items = `${s}.${ITEMS.table}`;
@@ -150,25 +165,23 @@ export function storeQueries(schema: string) {
 
     /**
      * Namespaces (truncated to `maxDepth` labels), distinct, in label order,
-     * matched and paged after truncation, read from the primary key in its
-     * order. One part per listing of a batch (`op`).
+     * matched and paged after truncation, read from the namespace index in
+     * its order. One row per listing of a batch (`op`), its page as one JSON
+     * array: a row per namespace costs more to send and parse than the listing itself.
      */
     listNamespaces(op: number, where: { conditions: { matchType: "prefix" | "suffix"; path: string[] }[]; maxDepth?: number; limit: number; offset: number }, params: Params): string {
-      // No expiry test: the primary key alone answers. A namespace whose items all expired is listed until the
+      // No expiry test: the keys alone answer. A namespace whose items all expired is listed until the
       // sweep deletes them, as in the official store.
       const conds = where.conditions.map((c) => matchCondition("it", c, params)).filter((c): c is string => c !== undefined);
       const filter = conds.length ? `WHERE ${conds.join(" AND ")}` : "";
       const page = `LIMIT ${params.add(where.limit, "bigint")} OFFSET ${params.add(where.offset, "bigint")}`;
-      // The keys in primary-key order, distinct as they come (an index-only scan), stopping at the page's end.
-      if (where.maxDepth === undefined) return `SELECT DISTINCT ${op} AS op, it.ns_key FROM ${items} it ${filter} ORDER BY it.ns_key ${page}`;
-      // With maxDepth: the distinct keys, each truncated to its first maxDepth labels (up to its maxDepth-th
-      // separator), distinct again. Planned per call (see store.ts #run): a hash over the keys when there are
-      // many, the primary key's order when few. (A walk of one index probe per namespace listed costs more
-      // at a few items per namespace, the usual shape; a truncation of every item's key, too.)
-      const first = params.add(`^[^\u0001]*(?:\u0001[^\u0001]*){0,${Math.min(where.maxDepth, STORE_LIMITS.labels) - 1}}`, "text");
-      return `SELECT DISTINCT ${op} AS op, pg_catalog.substring(d.ns_key, ${first}) COLLATE "C" AS ns_key
-                FROM (SELECT DISTINCT it.ns_key FROM ${items} it ${filter}) d
-               ORDER BY 2 ${page}`;
+      // The distinct keys, in the order of store_items_ns_key (deduplicated: one entry per namespace), stopping at the page's end.
+      const keys = `SELECT DISTINCT it.ns_key FROM ${items} it ${filter}`;
+      const listed =
+        where.maxDepth === undefined || where.maxDepth >= STORE_LIMITS.labels
+          ? `${keys} ORDER BY it.ns_key ${page}`
+          : `SELECT DISTINCT (${truncated("d.ns_key", where.maxDepth, params)}) COLLATE "C" AS ns_key FROM (${keys}) d ORDER BY 1 ${page}`;
+      return `SELECT ${op} AS op, pg_catalog.json_agg(l.ns_key ORDER BY l.ns_key) AS ns FROM (${listed}) l`;
     },
 
     /**

@@ -51,5 +51,11 @@ export const storeItems = pgTable(
     primaryKey({ name: "store_items_pkey", columns: [t.nsKey, t.key] }),
     /** For the sweeper: expired items are a range read, not a scan. */
     index("store_items_expires_at").on(t.expiresAt),
+    /**
+     * For listNamespaces: the namespaces in order, read from the index alone. Narrower than the
+     * primary key and deduplicated (one entry per namespace, not per item), it reads several times
+     * faster than the primary key for a few items per namespace.
+     */
+    index("store_items_ns_key").on(t.nsKey),
   ],
 );

@@ -46,7 +46,7 @@ describe("src/store/schema.ts and migrations/store/ agree", () => {
 describe("two tracks, one schema", () => {
   it("every store migration declares its compatibility level", () => {
     const migrations = loadMigrations(STORE_TRACK);
-    expect(migrations.map((m) => m.name)).toEqual(["0000_store_init"]);
+    expect(migrations.map((m) => m.name)).toEqual(["0000_store_init", "0001_store_namespace_index"]);
     for (const m of migrations) expect(STORE_COMPATIBILITY[m.version], m.name).toBeDefined();
   });
 
@@ -77,15 +77,17 @@ describe("two tracks, one schema", () => {
     const schema = fresh();
     const store = new PostgresStore(db.pool, { schema });
     await store.setup({ adopt: false });
-    await db.pool.query(`INSERT INTO ${schema}.checkpointer_store_migrations (version, name, sha256, compatible_from) VALUES (2, '0001_future', 'x', 0)`);
+    const known = loadMigrations(STORE_TRACK).length;
+    const future = known + 1;
+    await db.pool.query(`INSERT INTO ${schema}.checkpointer_store_migrations (version, name, sha256, compatible_from) VALUES ($1, 'future', 'x', 0)`, [future]);
     const events: string[] = [];
     const reader = new PostgresStore(db.pool, { schema, onEvent: (e) => void events.push(e.type) });
     await reader.put(["a"], "k", { v: 1 });
     expect(events).toContain("schemaNewer");
-    await db.pool.query(`UPDATE ${schema}.checkpointer_store_migrations SET compatible_from = 2 WHERE version = 2`);
+    await db.pool.query(`UPDATE ${schema}.checkpointer_store_migrations SET compatible_from = $1 WHERE version = $1`, [future]);
     const refused = await new PostgresStore(db.pool, { schema }).get(["a"], "k").catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(SchemaTooNewError);
-    expect(refused).toMatchObject({ track: "store", appliedVersion: 2, knownVersion: 1 });
+    expect(refused).toMatchObject({ track: "store", appliedVersion: future, knownVersion: known });
     await expect(migrateStore({ pool: db.pool, schema })).rejects.toBeInstanceOf(SchemaTooNewError);
   });
 
@@ -107,7 +109,7 @@ describe("two tracks, one schema", () => {
   it("a dry run changes nothing and returns the SQL", async () => {
     const schema = fresh();
     const plan = await migrateStore({ pool: db.pool, schema, dryRun: true, adopt: false });
-    expect(plan.applied.map((m) => m.name)).toEqual(["0000_store_init"]);
+    expect(plan.applied.map((m) => m.name)).toEqual(["0000_store_init", "0001_store_namespace_index"]);
     expect(plan.applied[0]!.sql).toMatch(/CREATE TABLE "store_items"/);
     expect(await tables(schema)).toEqual([]);
   });

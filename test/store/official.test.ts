@@ -342,11 +342,14 @@ describe("PostgresStore Migration System", () => {
   it("should properly track and apply store migrations", async () => {
     const store = open();
     await store.setup();
-    expect(await versions(store.schema)).toEqual([{ version: 1, name: "0000_store_init" }]);
+    expect(await versions(store.schema)).toEqual([
+      { version: 1, name: "0000_store_init" },
+      { version: 2, name: "0001_store_namespace_index" },
+    ]);
     // The store's tables only: no checkpointer table, no vector table without `index`.
     expect(await tables(store.schema)).toEqual(["checkpointer_store_migrations", "store_items"]);
     await store.setup();
-    expect(await versions(store.schema)).toHaveLength(1);
+    expect(await versions(store.schema)).toHaveLength(2);
   });
 
   it("should handle migration failures gracefully", async () => {

@@ -308,8 +308,9 @@ describe("listNamespaces against a reference", () => {
     const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
     const labels = ["a", "ab", "a.b", "b", "x_y", "%", "z", "é"];
     const all = new Map<string, string[]>();
-    for (let i = 0; i < 60; i++) {
-      const ns = Array.from({ length: 1 + Math.floor(rand() * 4) }, () => labels[Math.floor(rand() * labels.length)]!);
+    for (let i = 0; i < 80; i++) {
+      // Mostly up to 4 labels; some up to 12, past the depth where truncation switches method (queries.ts).
+      const ns = Array.from({ length: 1 + Math.floor(rand() * (i % 4 === 0 ? 12 : 4)) }, () => labels[Math.floor(rand() * labels.length)]!);
       all.set(JSON.stringify(ns), ns);
     }
     await s.batch([...all.values()].map((ns, i) => ({ namespace: ns, key: `k${i}`, value: { i } })));
@@ -317,7 +318,7 @@ describe("listNamespaces against a reference", () => {
     const options = [];
     for (const prefix of [undefined, ["a"], ["a", "*"], ["*", "b"], ["a", "ab", "z"]]) {
       for (const suffix of [undefined, ["b"], ["*", "z"]]) {
-        for (const maxDepth of [undefined, 1, 2, 3]) {
+        for (const maxDepth of [undefined, 1, 2, 3, 8, 9, 11, 64]) {
           for (const [limit, offset] of [[100, 0], [3, 0], [3, 2], [5, 7]] as const) options.push({ prefix, suffix, maxDepth, limit, offset });
         }
       }
