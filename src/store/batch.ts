@@ -43,7 +43,8 @@ export type WriteOp = { op: PutOperation & { options?: { ttl?: number } }; field
 
 type Read =
   | { kind: "get"; i: number; namespace: string[]; key: string }
-  | { kind: "search"; i: number; sql: (params: Params, op: number) => string; refresh: boolean; scored: boolean; vector: boolean } | { kind: "list"; i: number; op: ListNamespacesOperation; conditions: { matchType: "prefix" | "suffix"; path: string[] }[] };
+  | { kind: "search"; i: number; sql: (params: Params, op: number) => string; refresh: boolean; scored: boolean; vector: boolean }
+  | { kind: "list"; i: number; op: ListNamespacesOperation; conditions: { matchType: "prefix" | "suffix"; path: string[] }[] };
 
 export async function runBatch<Op extends readonly Operation[]>(ctx: StoreContext, operations: Op): Promise<OperationResults<Op>> {
   if (!Array.isArray(operations)) throw new InvalidInputError("batch operations", "expected an array of operations");

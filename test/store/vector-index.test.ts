@@ -188,6 +188,16 @@ describe.each(targets)("vector search through the index on %s", (_name, make) =>
     expect(await sql("SELECT pg_catalog.current_setting('hnsw.ef_search') AS ef")).toEqual([{ ef: "40" }]);
   });
 
+  it("ef and probes are checked before any SQL, naming the option", () => {
+    for (const [index, option] of [
+      [{ hnsw: { ef: 0 } }, "index.hnsw.ef"],
+      [{ hnsw: { ef: 1001 } }, "index.hnsw.ef"],
+      [{ ivfflat: { probes: 1.5 } }, "index.ivfflat.probes"],
+    ] as const) {
+      expect(() => new PostgresStore(target.db as pg.Pool, { index: { dims: DIMS, embed, ...index } }), option).toThrow(expect.objectContaining({ name: "InvalidOptionsError", option }));
+    }
+  });
+
   it("a small store: exact, whatever the planner reads", async () => {
     const few = docs.slice(0, 20);
     const store = await storeWith({ indexType: "hnsw" }, few);
