@@ -12,6 +12,7 @@
  *   npm run bench -- --official-scale   also the scale points on the official saver (+2 min, no target)
  *   npm run bench -- --storage      only the storage growth of one conversation, text and images, and
  *                                   put/getTuple at 10 vs 200 turns (issue 21; storage.ts); --storage-turns N
+ *   npm run bench -- --store        only the store: our PostgresStore vs the official one, per operation (issue 29; store.ts)
  *
  * Timings are interleaved in one process (see stats.ts); ratios come with a 95%
  * paired-bootstrap interval. Round trips are counted by a protocol-parsing TCP proxy
@@ -40,6 +41,7 @@ import {
 import { cloneThread, listMemory, storageOf, type ListMemory, type Storage } from "./scale.js";
 import { DelayProxy } from "./netproxy.js";
 import { storageMain } from "./storage.js";
+import { storeMain } from "./store.js";
 import { BOOTSTRAP_RESAMPLES, CONFIDENCE, compare, percentile, fmt, fmtRatio, fmtSpread, pairedRatio, roundRatio, type CompareOptions, type Contender, type ContenderStats, type Ratio, type Spread } from "./stats.js";
 import { ChatThread, sameValue, valuesAt, writesAt } from "./workload.js";
 
@@ -61,6 +63,8 @@ interface Args {
   storageTurns?: number;
   /** --whole: with --storage, measure our saver's default (whole values) instead of elementStorage: true. */
   whole: boolean;
+  /** --store: run only store.ts (issue 29). */
+  store: boolean;
 }
 
 function nonNegative(flag: string, v: string | undefined): number {
@@ -70,7 +74,7 @@ function nonNegative(flag: string, v: string | undefined): number {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0, officialScale: false, storage: false, whole: false };
+  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0, officialScale: false, storage: false, whole: false, store: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--json") args.json = true;
@@ -79,6 +83,7 @@ function parseArgs(argv: string[]): Args {
     else if (a === "--official-scale") args.officialScale = true;
     else if (a === "--storage") args.storage = true;
     else if (a === "--whole") args.whole = true;
+    else if (a === "--store") args.store = true;
     else if (a === "--storage-turns" || a.startsWith("--storage-turns=")) {
       const v = a.includes("=") ? a.split("=")[1] : argv[++i];
       const n = Number(v);
@@ -96,10 +101,15 @@ function parseArgs(argv: string[]): Args {
     } else if (a === "--help" || a === "-h") {
       console.log("usage: npm run bench -- [--quick] [--json] [--rounds N] [--strict] [--delay-ms N [--delay-down-ms M]] [--official-scale]");
       console.log("       npm run bench -- --storage [--storage-turns N] [--whole] [--rounds N] [--strict]");
+      console.log("       npm run bench -- --store [--rounds N] [--strict] [--json]");
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
   }
   if (args.storageTurns !== undefined && !args.storage) throw new Error("--storage-turns goes with --storage");
+  if (args.store) {
+    const other = argv.filter((a) => /^--(quick|official-scale|delay-ms|delay-down-ms|storage|whole)\b/.test(a));
+    if (other.length) throw new Error(`--store runs the store's measurement alone: ${other.join(", ")} does not apply to it`);
+  }
   if (args.whole && !args.storage) throw new Error("--whole goes with --storage");
   if (args.storage) {
     const other = argv.filter((a) => /^--(json|quick|official-scale|delay-ms|delay-down-ms)\b/.test(a));
@@ -401,6 +411,7 @@ async function countRoundTrips(proxy: CountingProxy, op: string, saver: string, 
 
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
+  if (args.store) return storeMain({ rounds: args.rounds, strict: args.strict, json: args.json });
   if (args.storage) return storageMain({ turns: args.storageTurns ?? 200, rounds: args.rounds, strict: args.strict, whole: args.whole });
   const P = params(args);
   judgeTimings = !args.quick;

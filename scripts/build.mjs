@@ -5,7 +5,9 @@
  *   dist/cli/main.js is the `langgraph-checkpoint-pg` command.
  * - dist/cjs/: the same API for `require`, bundled by esbuild into one file
  *   (dependencies stay external), and `langgraph-checkpoint-pg/schema` (the
- *   drizzle tables) as a second one, dist/cjs/schema.js, with a copy of the .d.ts files that TypeScript
+ *   drizzle tables) as a second one, dist/cjs/schema.js, and `langgraph-checkpoint-pg/store` as
+ *   dist/cjs/store.js, the root bundle again (one copy of each class: `instanceof` holds across the
+ *   two entry points), with a copy of the .d.ts files that TypeScript
  *   reads as CommonJS (dist/cjs/package.json says so).
  * The library locates its migrations/ from its own file (import.meta.url); in
  * the CommonJS bundle that URL is defined from __filename.
@@ -45,6 +47,7 @@ await build({
   logLevel: "warning",
 });
 writeFileSync(join(cjs, "package.json"), `${JSON.stringify({ type: "commonjs" }, null, 2)}\n`);
+writeFileSync(join(cjs, "store.js"), '"use strict";\n// langgraph-checkpoint-pg/store: the root bundle, so that its classes are the root\'s.\nmodule.exports = require("./index.js");\n');
 
 // The declarations again, under dist/cjs: there TypeScript reads them as CommonJS.
 const declarations = (dir) =>

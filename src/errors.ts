@@ -103,18 +103,26 @@ export class SchemaNotMigratedError extends CheckpointerError {
   readonly appliedVersion: number;
   /** How many this code ships (7 when its last is `0006_unversioned_values`). */
   readonly requiredVersion: number;
-  constructor(schema: string, appliedVersion: number, requiredVersion: number, options?: { cause?: unknown }) {
+  /** Whose migrations: the checkpointer's, or the store's (`PostgresStore`, migrations/store/). */
+  readonly track: "checkpointer" | "store";
+  constructor(schema: string, appliedVersion: number, requiredVersion: number, options?: { cause?: unknown; track?: "checkpointer" | "store" }) {
+    const track = options?.track ?? "checkpointer";
+    const run =
+      track === "store"
+        ? `Run the store's migrations first: \`npx langgraph-checkpoint-pg migrate --store --schema ${JSON.stringify(schema)}\`, ` +
+          "`await migrateStore({ pool, schema })` in a deploy step, or `await store.setup()`."
+        : `Run the migrations first: \`npx langgraph-checkpoint-pg migrate --schema ${JSON.stringify(schema)}\`, ` +
+          "`await migrate({ pool, schema })` in a deploy step, or `await saver.setup()`.";
     super(
       "SCHEMA_NOT_MIGRATED",
-      `Schema "${schema}" ${appliedVersion > 0 ? `is at checkpointer migration ${migrationNumber(appliedVersion)}` : "has no checkpointer migration"}, ` +
-        `this code needs migrations up to ${migrationNumber(requiredVersion)}. ` +
-        `Run the migrations first: \`npx langgraph-checkpoint-pg migrate --schema ${JSON.stringify(schema)}\`, ` +
-        "`await migrate({ pool, schema })` in a deploy step, or `await saver.setup()`.",
-      options,
+      `Schema "${schema}" ${appliedVersion > 0 ? `is at ${track} migration ${migrationNumber(appliedVersion)}` : `has no ${track} migration`}, ` +
+        `this code needs migrations up to ${migrationNumber(requiredVersion)}. ${run}`,
+      options?.cause === undefined ? undefined : { cause: options.cause },
     );
     this.schema = schema;
     this.appliedVersion = appliedVersion;
     this.requiredVersion = requiredVersion;
+    this.track = track;
   }
 }
 
@@ -140,18 +148,28 @@ export class SchemaTooNewError extends CheckpointerError {
    * migration did not record one.
    */
   readonly compatibleFrom: number;
-  constructor(schema: string, appliedVersion: number, knownVersion: number, compatibleFrom = appliedVersion, options?: { cause?: unknown }) {
+  /** Whose migrations: the checkpointer's, or the store's. */
+  readonly track: "checkpointer" | "store";
+  constructor(
+    schema: string,
+    appliedVersion: number,
+    knownVersion: number,
+    compatibleFrom = appliedVersion,
+    options?: { cause?: unknown; track?: "checkpointer" | "store" },
+  ) {
+    const track = options?.track ?? "checkpointer";
     super(
       "SCHEMA_TOO_NEW",
-      `Schema "${schema}" is at checkpointer migration ${migrationNumber(appliedVersion)}, newer than this code knows (${migrationNumber(knownVersion)}), ` +
+      `Schema "${schema}" is at ${track} migration ${migrationNumber(appliedVersion)}, newer than this code knows (${migrationNumber(knownVersion)}), ` +
         `and works only with code that knows migration ${migrationNumber(compatibleFrom)} or later: this code refuses to use it. ` +
         "Upgrade the package; never point older code at a newer schema.",
-      options,
+      options?.cause === undefined ? undefined : { cause: options.cause },
     );
     this.schema = schema;
     this.appliedVersion = appliedVersion;
     this.knownVersion = knownVersion;
     this.compatibleFrom = compatibleFrom;
+    this.track = track;
   }
 }
 
@@ -532,5 +550,100 @@ export class SerializationError extends CheckpointerError {
 export class DeserializationError extends CheckpointerError {
   constructor(message: string, options?: { cause?: unknown }) {
     super("DESERIALIZATION_FAILED", message, options);
+  }
+}
+
+// ---------------------------------------------------------------- the store (src/store)
+
+/** What a store's vector index is, or is asked to be: dimensions, distance metric, index type. */
+export interface VectorIndexShape {
+  dims: number;
+  distanceMetric: "cosine" | "l2" | "inner_product";
+  indexType: "hnsw" | "ivfflat";
+}
+
+/**
+ * A store with `index` (vector search) on a database without the pgvector
+ * extension. Nothing was changed. Install pgvector on the server (a DBA runs
+ * `CREATE EXTENSION vector` if the migrating role may not), use the embedded
+ * database with `@electric-sql/pglite-pgvector` installed, or leave `index` out.
+ *
+ * @example
+ * ```ts
+ * try { await store.setup(); } catch (e) { if (e instanceof VectorExtensionMissingError) console.error(e.message); }
+ * ```
+ */
+export class VectorExtensionMissingError extends CheckpointerError {
+  readonly schema: string;
+  constructor(schema: string, where: "server" | "pglite") {
+    super(
+      "VECTOR_EXTENSION_MISSING",
+      `The store in schema "${schema}" is configured with \`index\` (vector search), which needs the pgvector extension, and ` +
+        (where === "pglite"
+          ? "the embedded database was opened without it: install @electric-sql/pglite-pgvector (npm install @electric-sql/pglite-pgvector) and open it again, "
+          : "this Postgres server does not have it (no \"vector\" in pg_available_extensions): install pgvector on the server, ") +
+        "or leave `index` out (search by filter and text works without it). Nothing was changed.",
+    );
+    this.schema = schema;
+  }
+}
+
+/**
+ * The store's vector table has other dimensions, another distance metric or
+ * another index type than the store is configured with. Nothing was changed:
+ * changing them is a migration to run on purpose (the CLI prints it with
+ * `--dry-run`), after which the stored embeddings are re-made with
+ * `store.reindex()` when the dimensions changed.
+ *
+ * @example
+ * ```ts
+ * catch (e) { if (e instanceof StoreIndexMismatchError) console.error(e.current, e.wanted); }
+ * ```
+ */
+export class StoreIndexMismatchError extends CheckpointerError {
+  readonly schema: string;
+  readonly current: VectorIndexShape;
+  readonly wanted: VectorIndexShape;
+  constructor(schema: string, current: VectorIndexShape, wanted: VectorIndexShape) {
+    const show = (s: VectorIndexShape) => `${s.dims} dimensions, ${s.distanceMetric}, ${s.indexType}`;
+    super(
+      "STORE_INDEX_MISMATCH",
+      `The store's vector index in schema "${schema}" has ${show(current)}; this store is configured with ${show(wanted)}. Nothing was changed. ` +
+        `To change it: \`npx langgraph-checkpoint-pg migrate --store --schema ${JSON.stringify(schema)} --dims ${wanted.dims} --metric ${wanted.distanceMetric} ` +
+        `--index-type ${wanted.indexType} --dry-run\` prints the migration, without --dry-run it runs it` +
+        (current.dims !== wanted.dims ? "; the stored embeddings are dropped with the old dimensions: re-make them with `await store.reindex()`." : "."),
+    );
+    this.schema = schema;
+    this.current = current;
+    this.wanted = wanted;
+  }
+}
+
+/**
+ * The store's first `setup()` or `migrate --store` found the tables of the
+ * official `PostgresStore` (`store`, `store_migrations`) and was not told what
+ * to do with them. Nothing was changed. Copy their items (`adopt: { from }`,
+ * CLI `--adopt-store <schema>`), or start empty beside them (`adopt: false`).
+ *
+ * @example
+ * ```ts
+ * catch (e) { if (e instanceof StoreAdoptionRequiredError) console.error(e.found); }
+ * ```
+ */
+export class StoreAdoptionRequiredError extends CheckpointerError {
+  readonly schema: string;
+  /** The schemas holding the official store's tables. */
+  readonly found: string[];
+  constructor(schema: string, found: string[]) {
+    super(
+      "ADOPTION_REQUIRED",
+      `Setting up the store in schema "${schema}" stopped: ${found.map((f) => `schema "${f}"`).join(", ")} holds the tables of the official PostgresStore ` +
+        "(@langchain/langgraph-checkpoint-postgres/store). langgraph-checkpoint-pg never changes them. Nothing was changed. " +
+        `To copy their items (the official tables stay as they are): \`npx langgraph-checkpoint-pg migrate --store --schema ${JSON.stringify(schema)} --adopt-store ${found[0]} --dry-run\` ` +
+        `prints the plan, without --dry-run it runs it; in code: \`store.setup({ adopt: { from: "${found[0]}" } })\`. To start empty beside them: \`adopt: false\`. ` +
+        'See "Switching from the official PostgresStore" in the README.',
+    );
+    this.schema = schema;
+    this.found = found;
   }
 }

@@ -10,6 +10,8 @@ export * from "./saver/index.js";
 export * from "./db/index.js";
 export * from "./ops/index.js";
 export * from "./serde/index.js";
+// The store (LangGraph's BaseStore); also `langgraph-checkpoint-pg/store`.
+export * from "./store/index.js";
 export type { SaverEvent, RetentionEvent, EventHandler, HandlerErrorHandler, HandlerErrorInfo } from "./events.js";
 export { withConflictRetry, withRetry, type ConflictRetryOptions, type WithRetryOptions } from "./retry.js";
 export {

@@ -191,9 +191,10 @@ describe("the packed package, installed in an empty project", () => {
     }
     const unwanted = packed.filter((f) => /^(src|test|bench|scripts)\//.test(f) || /\.map$/.test(f) || /^dist\/(cjs\/)?demo\./.test(f) || /_snapshot\.json$/.test(f));
     expect(unwanted).toEqual([]);
-    // Every migration the journal names, and no other SQL.
-    const journal = JSON.parse(readFileSync(join(ROOT, "migrations/meta/_journal.json"), "utf8")) as { entries: { tag: string }[] };
-    expect(packed.filter((f) => f.endsWith(".sql")).sort()).toEqual(journal.entries.map((e) => `migrations/${e.tag}.sql`).sort());
+    // Every migration the journals name (the checkpointer's, the store's), and no other SQL.
+    const tags = (dir: string) => (JSON.parse(readFileSync(join(ROOT, dir, "meta/_journal.json"), "utf8")) as { entries: { tag: string }[] }).entries.map((e) => `${dir}/${e.tag}.sql`);
+    expect(packed.filter((f) => f.endsWith(".sql")).sort()).toEqual([...tags("migrations"), ...tags("migrations/store")].sort());
+    expect(packed).toContain("migrations/store/meta/_journal.json");
     // Shipped declarations name only what a dependency or a peer brings.
     const declared = new Set([...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies)]);
     const installed = join(app, "node_modules", pkg.name);
@@ -283,11 +284,31 @@ describe("the packed package, installed in an empty project", () => {
     expect(a.tables.map((t: { name: string }) => t.name).sort()).toEqual(Object.keys(migrated).sort());
   });
 
+  it("langgraph-checkpoint-pg/store: import and require give the root's PostgresStore; the README's Store example runs as written, twice", async () => {
+    const program = (load: string) => `${load}
+      console.log(JSON.stringify({ same: store.PostgresStore === root.PostgresStore, errors: new store.StoreIndexMismatchError("s", { dims: 1, distanceMetric: "l2", indexType: "hnsw" }, { dims: 2, distanceMetric: "l2", indexType: "hnsw" }) instanceof root.CheckpointerError, exports: Object.keys(store).filter((k) => /Store|migrateStore/.test(k)).sort() }));`;
+    writeFileSync(join(app, "store-esm.mjs"), program('const store = await import("langgraph-checkpoint-pg/store"); const root = await import("langgraph-checkpoint-pg");'));
+    writeFileSync(join(app, "store-cjs.cjs"), program('const store = require("langgraph-checkpoint-pg/store"); const root = require("langgraph-checkpoint-pg");'));
+    const [esm, cjs] = await Promise.all([sh("node store-esm.mjs"), sh("node store-cjs.cjs")]);
+    const [a, b] = [JSON.parse(ok(esm)), JSON.parse(ok(cjs))];
+    expect(a).toEqual(b);
+    expect(a).toMatchObject({ same: true, errors: true });
+    expect(a.exports).toEqual(expect.arrayContaining(["PostgresStore", "migrateStore", "StoreAdoptionRequiredError", "StoreIndexMismatchError"]));
+    const block = readmeBlocks().find((b) => b.section === "Store" && b.lang === "ts" && b.code.includes("langgraph-checkpoint-pg/store"));
+    expect(block, "a ts block importing langgraph-checkpoint-pg/store under ## Store").toBeDefined();
+    writeFileSync(join(app, "store-example.mts"), block!.code);
+    for (let i = 0; i < 2; i++) {
+      const out = ok(await sh("node --import tsx store-example.mts")).trim().split("\n");
+      expect(out).toEqual(["{ kind: 'travel', text: 'prefers window seats' }", "[ 'food' ]", "[ 'food' ]", "[ [ 'users', 'u1' ] ]"]);
+    }
+  });
+
   it("a strict TypeScript file type-checks against its declarations, as ESM and as CommonJS (skipLibCheck: false; /schema as drizzle users check it)", async () => {
     writeFileSync(
       join(app, "typed.mts"),
       `import pg from "pg";
 import { PostgresSaver, migrate, prune, type PruneResult, type PostgresSaverOptions } from "langgraph-checkpoint-pg";
+import { PostgresStore } from "langgraph-checkpoint-pg/store";
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
 const options: PostgresSaverOptions = { schema: "agents", lineage: "linear" };
 const saver: PostgresSaver = new PostgresSaver(pool, options);
@@ -297,13 +318,20 @@ await migrate({ pool, schema: "agents" });
 const preview: PruneResult = await prune({ pool, keepLast: 20, dryRun: true });
 const perThread: number | undefined = preview.threads?.[0]?.checkpoints;
 console.log(saver, perThread);
+const store: PostgresStore = new PostgresStore(pool, { schema: "memory", ttl: { defaultTtl: 60 } });
+const hits: { key: string; score?: number }[] = await store.search(["users"], { query: "x", mode: "text", filter: { n: { $gt: 1 } } });
+// @ts-expect-error mode is auto, text, vector or hybrid
+void store.search(["users"], { mode: "fuzzy" });
+console.log(hits);
 `,
     );
     writeFileSync(
       join(app, "typed.cts"),
       `import pg = require("pg");
 import lg = require("langgraph-checkpoint-pg");
+import st = require("langgraph-checkpoint-pg/store");
 const saver: lg.PostgresSaver = new lg.PostgresSaver(new pg.Pool(), { schema: "agents" });
+void new st.PostgresStore({ connectionOptions: "postgres://x", ttl: { defaultTtl: 5 } });
 // @ts-expect-error keepLast is a number
 void lg.prune({ pool: new pg.Pool(), keepLast: "20" });
 export = saver;

@@ -71,22 +71,29 @@ export async function migrateCommand(
     withConnection(c, !dryRun, async (conn) =>
       print(await runMigrations(isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool), schema, { dryRun, adopt: c.adopt, retry: false }), conn.label),
     );
-  // A server may still be starting (a CI service container): each attempt connects anew, until --wait
-  // runs out. The embedded database is there or not: nothing to wait for (and a locked folder exits 4 at once).
-  const url = resolveUrl(c.target);
   try {
-    return await withBackoff(url !== undefined && c.wait.ms > 0 ? { attempts: Infinity, maxElapsedMs: c.wait.ms } : false, once, (n) =>
-      io.err(
-        `${BIN} migrate: attempt ${n.attempt} failed: ${scrub(n.error.message, url)}; trying again in ${(n.delayMs / 1000).toFixed(1)} s ` +
-          `(waiting up to ${c.wait.text} in all: --wait)`,
-      ),
-    );
+    return await untilReachable(c, io, once);
   } catch (err) {
     // A dry run never creates the embedded folder: without one, everything is pending.
     if (!(dryRun && err instanceof NoEmbeddedDatabaseError)) throw err;
     const all = loadMigrations().map((m) => ({ version: m.version, name: m.name, sql: m.sql }));
     return print({ schema, fromVersion: 0, toVersion: 0, applied: all }, "a new embedded database");
   }
+}
+
+/**
+ * Run `once` (which connects anew each time) until it succeeds or `--wait` runs out: a server may
+ * still be starting (a CI service container). The embedded database is there or not: nothing to
+ * wait for (and a locked folder exits 4 at once). The store's migrate waits the same way.
+ */
+export function untilReachable<T>(c: Common & { wait: { text: string; ms: number } }, io: Io, once: () => Promise<T>): Promise<T> {
+  const url = resolveUrl(c.target);
+  return withBackoff(url !== undefined && c.wait.ms > 0 ? { attempts: Infinity, maxElapsedMs: c.wait.ms } : false, once, (n) =>
+    io.err(
+      `${BIN} migrate: attempt ${n.attempt} failed: ${scrub(n.error.message, url)}; trying again in ${(n.delayMs / 1000).toFixed(1)} s ` +
+        `(waiting up to ${c.wait.text} in all: --wait)`,
+    ),
+  );
 }
 
 /** `migrate --finish-adoption` and `--rollback-adoption`. */

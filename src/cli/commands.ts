@@ -7,5 +7,6 @@
  */
 export type { Common, Io } from "./context.js";
 export { migrateCommand, reencryptCommand, statusCommand, upgradeStateCommand } from "./commands-migrate.js";
+export { storeMigrateCommand } from "./commands-store.js";
 export { exportCommand, historyCommand, showCommand, threadsCommand } from "./commands-read.js";
 export { compactCommand, copyThreadCommand, deleteThreadsCommand, importCommand, pruneCommand } from "./commands-write.js";

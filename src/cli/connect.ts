@@ -9,7 +9,7 @@ import { existsSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import pg from "pg";
 import type { PGliteLike } from "../db/db.js";
-import { DEFAULT_DATA_DIR, openEmbedded, refuseImplicitEmbedded } from "../db/embedded.js";
+import { DEFAULT_DATA_DIR, embeddedExtensions, openEmbedded, refuseImplicitEmbedded } from "../db/embedded.js";
 import { CheckpointerError, failureText, isRetryable } from "../errors.js";
 import { BIN } from "./args.js";
 import { NoEmbeddedDatabaseError } from "./exit.js";
@@ -49,7 +49,11 @@ const EXPLICITLY = `--data-dir ${DEFAULT_DATA_DIR}`;
  * named a database, is refused with NODE_ENV=production and otherwise
  * announced through it. The demo passes none.
  */
-export async function connect(target: Target, options: { create: boolean; applicationName: string; notice?: (line: string) => void }): Promise<Connection> {
+export async function connect(
+  target: Target,
+  // vector: load pgvector into the embedded database when it is installed (the store's --dims).
+  options: { create: boolean; applicationName: string; notice?: (line: string) => void; vector?: boolean },
+): Promise<Connection> {
   const url = resolveUrl(target);
   if (url) {
     const label = maskUrl(url);
@@ -70,7 +74,8 @@ export async function connect(target: Target, options: { create: boolean; applic
   const implicit = target.dataDir === undefined && options.notice !== undefined;
   if (implicit) refuseImplicitEmbedded(dir, `${EXPLICITLY} (or another folder)`);
   if (!options.create && !existsSync(join(dir, "pgdata"))) throw new NoEmbeddedDatabaseError(dir);
-  const embedded = await openEmbedded(dir);
+  const extensions = options.vector ? await embeddedExtensions() : undefined;
+  const embedded = await openEmbedded(dir, extensions ? { extensions } : {});
   if (implicit) {
     options.notice!(
       `${BIN}: no --database-url and no DATABASE_URL: using the ${label}${embedded.created ? " (created now)" : ""}; ` +

@@ -20,9 +20,19 @@ export interface Common {
 
 export const json = (value: unknown) => JSON.stringify(value, null, 2);
 
-/** Open the target, run `fn`, close what was opened. A fallback to the embedded database is announced on stderr. */
-export async function withConnection<T>(c: Common, create: boolean, fn: (conn: Connection) => Promise<T>): Promise<T> {
-  const conn = await connect(c.target, { create, applicationName: `${BIN}:${c.command}`, notice: (line) => process.stderr.write(`${line}\n`) });
+/**
+ * Open the target, run `fn`, close what was opened. A fallback to the embedded database is refused in
+ * production and announced on stderr (`announced`: it was, by the step before; the rule still holds).
+ * `vector`: load pgvector into the embedded database (the store's vector table).
+ */
+export async function withConnection<T>(
+  c: Common,
+  create: boolean,
+  fn: (conn: Connection) => Promise<T>,
+  options: { vector?: boolean; announced?: boolean } = {},
+): Promise<T> {
+  const notice = options.announced ? () => undefined : (line: string) => process.stderr.write(`${line}\n`);
+  const conn = await connect(c.target, { create, applicationName: `${BIN}:${c.command}`, notice, vector: options.vector });
   try {
     return await fn(conn);
   } finally {

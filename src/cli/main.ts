@@ -93,9 +93,58 @@ function common(command: string, values: { "database-url"?: string; "data-dir"?:
   return { command, target: connectionTarget(command, values), schema: schemaOption(command, values.schema), json: values.json === true };
 }
 
+/** migrate's store flags (see src/cli/commands-store.ts). */
+const STORE_OPTIONS = {
+  store: { type: "boolean" },
+  "store-only": { type: "boolean" },
+  dims: { type: "string" },
+  metric: { type: "string" },
+  "index-type": { type: "string" },
+  "adopt-store": { type: "string" },
+  "no-adopt-store": { type: "boolean" },
+} as const;
+
+function storeFlags(values: {
+  "dry-run"?: boolean;
+  store?: boolean;
+  "store-only"?: boolean;
+  dims?: string;
+  metric?: string;
+  "index-type"?: string;
+  "adopt-store"?: string;
+  "no-adopt-store"?: boolean;
+}) {
+  const on = values.store === true || values["store-only"] === true;
+  if (values.store && values["store-only"]) throw new UsageError("--store and --store-only exclude each other", "migrate");
+  const needsStore = (["dims", "metric", "index-type", "adopt-store", "no-adopt-store"] as const).find((k) => values[k] !== undefined);
+  if (needsStore && !on) throw new UsageError(`--${needsStore} is a store option: add --store (or --store-only)`, "migrate");
+  if ((values.metric !== undefined || values["index-type"] !== undefined) && values.dims === undefined) {
+    throw new UsageError("--metric and --index-type go with --dims (the vector index's dimensions)", "migrate");
+  }
+  if (values["adopt-store"] !== undefined && values["no-adopt-store"]) throw new UsageError("--adopt-store and --no-adopt-store exclude each other", "migrate");
+  let index: { dims: number; distanceMetric?: "cosine" | "l2" | "inner_product"; indexType?: "hnsw" | "ivfflat" } | undefined;
+  if (values.dims !== undefined) {
+    const dims = Number(values.dims);
+    if (!Number.isInteger(dims) || dims < 1 || dims > 2000) throw new UsageError(`--dims expects an integer from 1 to 2000, got ${JSON.stringify(values.dims)}`, "migrate");
+    const metric = values.metric ?? "cosine";
+    if (metric !== "cosine" && metric !== "l2" && metric !== "inner_product") throw new UsageError(`--metric expects cosine, l2 or inner_product, got ${JSON.stringify(metric)}`, "migrate");
+    const type = values["index-type"] ?? "hnsw";
+    if (type !== "hnsw" && type !== "ivfflat") throw new UsageError(`--index-type expects hnsw or ivfflat, got ${JSON.stringify(type)}`, "migrate");
+    index = { dims, distanceMetric: metric, indexType: type };
+  }
+  const adoptFrom = values["adopt-store"] === undefined ? undefined : schemaOption("migrate", values["adopt-store"]);
+  return {
+    on,
+    only: values["store-only"] === true,
+    flags: { dryRun: values["dry-run"] === true, index, adopt: adoptFrom !== undefined ? { from: adoptFrom } : values["no-adopt-store"] ? false : undefined },
+  };
+}
+
 const COMMANDS: Record<string, CommandSpec> = {
   migrate: {
-    usage: "migrate [--dry-run] [--wait <duration>] [--adopt <schema> | --no-adopt | --finish-adoption | --rollback-adoption] [--json]",
+    usage:
+      "migrate [--dry-run] [--wait <duration>] [--adopt <schema> | --no-adopt | --finish-adoption | --rollback-adoption] [--json] " +
+      "[--store | --store-only [--dims N [--metric M] [--index-type T]] [--adopt-store <schema> | --no-adopt-store]]",
     summary:
       "Apply the pending migrations to the schema, in one transaction under an advisory lock\n" +
       "(safe to run from several deploy steps at once). Creates the schema if missing.\n" +
@@ -116,9 +165,17 @@ const COMMANDS: Record<string, CommandSpec> = {
                         and refuse writes from now on
   --rollback-adoption   back to the official saver: what this package wrote goes back
                         into its tables in its format; this schema refuses writes
-  --json                print the result as JSON`,
+  --json                print the result as JSON
+  --store               also the store's tables (PostgresStore), after the checkpointer's
+  --store-only          only the store's tables
+  --dims N              the store's vector index: N dimensions (needs pgvector); with
+  --metric M            cosine (default), l2 or inner_product, and
+  --index-type T        hnsw (default) or ivfflat; a different existing index is changed
+  --adopt-store <schema>  copy the items of the official PostgresStore in <schema>
+  --no-adopt-store      start the store empty beside the official store's tables`,
     examples: `  DATABASE_URL=postgres://app@db/app ${BIN} migrate
   ${BIN} migrate --wait 2m     # a database container that is still starting
+  ${BIN} migrate --store --dims 1536 --dry-run
   ${BIN} migrate --schema agents --dry-run > plan.sql
   ${BIN} migrate --schema langgraph --adopt public --dry-run
   ${BIN} migrate --schema langgraph --finish-adoption`,
@@ -132,8 +189,10 @@ const COMMANDS: Record<string, CommandSpec> = {
         "no-adopt": { type: "boolean" },
         "finish-adoption": { type: "boolean" },
         "rollback-adoption": { type: "boolean" },
+        ...STORE_OPTIONS,
       });
       positionals("migrate", rest, [], 0);
+      const store = storeFlags(values);
       const chosen = (["adopt", "no-adopt", "finish-adoption", "rollback-adoption"] as const).filter((k) => values[k] !== undefined);
       if (chosen.length > 1) throw new UsageError(`--${chosen[0]} and --${chosen[1]} exclude each other`, "migrate");
       const from = values.adopt === undefined ? undefined : schemaOption("migrate", values.adopt);
@@ -148,7 +207,13 @@ const COMMANDS: Record<string, CommandSpec> = {
       if (from !== undefined && from === c.schema) {
         throw new UsageError(`--adopt ${from}: the official tables cannot be adopted into their own schema; choose another --schema for this package`, "migrate");
       }
-      return (await commands()).migrateCommand(c, io);
+      if (store.only || (store.on && c.step)) {
+        if (c.step) throw new UsageError(`--${values["finish-adoption"] ? "finish-adoption" : "rollback-adoption"} is about the checkpointer's tables; leave out --store`, "migrate");
+        return (await commands()).storeMigrateCommand({ ...c, ...store.flags }, io);
+      }
+      const code = await (await commands()).migrateCommand(c, io);
+      // The checkpointer's step announced a fallback to the embedded database already.
+      return store.on && code === 0 ? (await commands()).storeMigrateCommand({ ...c, ...store.flags }, io, { announced: true }) : code;
     },
   },
 

@@ -134,6 +134,8 @@ export interface OpenEmbeddedOptions {
    * or initdb with any other version.
    */
   loadDataDir?: () => Uint8Array | undefined | Promise<Uint8Array | undefined>;
+  /** PGlite extensions to load (`{ vector }` from `@electric-sql/pglite-pgvector`), as PGlite's own option takes them. */
+  extensions?: Record<string, unknown>;
 }
 
 /**
@@ -162,7 +164,11 @@ export async function openEmbeddedFor(field: string, dataDir: string, options: O
     throw new InvalidOptionsError("loadDataDir", "expected a function returning the tar's bytes (or undefined)");
   }
   const dir = resolve(dataDir);
-  let mod: { PGlite: (new (dir: string, options?: { startParams?: string[] }) => PGliteLike & { waitReady: Promise<void> }) & { defaultStartParams?: string[] } };
+  let mod: {
+    PGlite: (new (dir: string, options?: { startParams?: string[]; extensions?: Record<string, unknown> }) => PGliteLike & { waitReady: Promise<void> }) & {
+      defaultStartParams?: string[];
+    };
+  };
   try {
     mod = (await import("@electric-sql/pglite")) as unknown as typeof mod;
   } catch {
@@ -185,7 +191,10 @@ export async function openEmbeddedFor(field: string, dataDir: string, options: O
     // PGlite touches every shared buffer as it starts: Postgres' default 128 MB is a third of an
     // embedded database's peak memory. Its own start parameters stay (where this PGlite says what they are).
     const defaults = mod.PGlite.defaultStartParams;
-    const db = new mod.PGlite(pgdata, Array.isArray(defaults) ? { startParams: [...defaults, "-c", `shared_buffers=${EMBEDDED_SHARED_BUFFERS}`] } : {});
+    const db = new mod.PGlite(pgdata, {
+      ...(Array.isArray(defaults) ? { startParams: [...defaults, "-c", `shared_buffers=${EMBEDDED_SHARED_BUFFERS}`] } : {}),
+      ...(options.extensions ? { extensions: options.extensions } : {}),
+    });
     await db.waitReady;
     return {
       db,
@@ -203,6 +212,77 @@ export async function openEmbeddedFor(field: string, dataDir: string, options: O
     release();
     throw err;
   }
+}
+
+/** Embedded databases this process has open through {@link shareEmbedded}, by folder. */
+const shared = new Map<string, { open: Promise<EmbeddedDatabase>; users: number }>();
+
+/**
+ * The embedded database in `dataDir` for one more user in this process (its
+ * errors naming `field`, as {@link openEmbeddedFor}'s): a
+ * saver and a store (`PostgresSaver.open()`, `PostgresStore.open()`) share
+ * one PGlite instance and its folder lock, which admits one process, not one
+ * opener. The database closes when its last user closes it. pgvector is
+ * loaded when `@electric-sql/pglite-pgvector` is installed, so a store with
+ * vector search can share the database with a saver opened first.
+ *
+ * @example
+ * ```ts
+ * const a = await shareEmbedded(".langgraph-pg");
+ * const b = await shareEmbedded(".langgraph-pg"); // the same db
+ * await a.close(); await b.close(); // closed now
+ * ```
+ */
+export async function shareEmbedded(dataDir: string = DEFAULT_DATA_DIR, field = "dataDir"): Promise<EmbeddedDatabase> {
+  if (typeof dataDir !== "string" || dataDir === "") throw new InvalidOptionsError("dataDir", "expected a folder path");
+  const dir = resolve(dataDir);
+  let entry = shared.get(dir);
+  let first = false;
+  if (!entry) {
+    first = true;
+    const open = (async () => openEmbeddedFor(field, dir, { extensions: await embeddedExtensions() }))();
+    entry = { open, users: 0 };
+    shared.set(dir, entry);
+    open.catch(() => shared.delete(dir));
+  }
+  entry.users++;
+  const current = entry;
+  let embedded: EmbeddedDatabase;
+  try {
+    embedded = await current.open;
+  } catch (err) {
+    current.users--;
+    throw err;
+  }
+  let closed = false;
+  return {
+    db: embedded.db,
+    dataDir: embedded.dataDir,
+    // Only the opener whose call created the folder says so.
+    ...(first && embedded.created ? { created: embedded.created } : {}),
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (--current.users > 0) return;
+      shared.delete(dir);
+      await embedded.close();
+    },
+  };
+}
+
+/**
+ * The PGlite extensions the embedded database loads: pgvector when the
+ * optional package `@electric-sql/pglite-pgvector` is installed (the store's
+ * vector search needs it), else none.
+ *
+ * @example
+ * ```ts
+ * const { db } = await openEmbedded(dir, { extensions: await embeddedExtensions() });
+ * ```
+ */
+export async function embeddedExtensions(): Promise<Record<string, unknown> | undefined> {
+  const vector = await import("@electric-sql/pglite-pgvector" as string).then((m: { vector?: unknown }) => m.vector).catch(() => undefined);
+  return vector ? { vector } : undefined;
 }
 
 /**

@@ -4,9 +4,10 @@
  * definitions (schema.ts, drizzle; the migrations are generated from it and
  * names.ts checks the statements' names against it), the migrations runner
  * (migrate.ts, the shipped files and the schema checks in migrations.ts, its
- * trust checks in trust.ts, the compatibility levels in compat.ts) and the
+ * trust checks in trust.ts, the compatibility levels in compat.ts), the
  * embedded database (embedded.ts; the empty database a new folder starts from
- * in snapshot.ts). Nothing here knows LangGraph. This file is
+ * in snapshot.ts), and what the saver's and the store's `open()` share (open.ts:
+ * which database, the production rule, the notices). Nothing here knows LangGraph. This file is
  * what the package exports from the folder.
  */
 export {
@@ -34,4 +35,5 @@ export {
   type LockInfo,
   type OpenEmbeddedOptions,
 } from "./embedded.js";
+export type { OpenLocationOptions } from "./open.js";
 export type { PGliteLike } from "./db.js";

@@ -31,7 +31,6 @@ import {
 } from "../ops/adopt.js";
 import { findOfficialTables } from "../ops/adopt-official.js";
 import { isEmpty, planAdoption } from "../ops/adopt-plan.js";
-import { compatibleFrom } from "./compat.js";
 import { dbOf, type Db, type PGliteLike, type Queryable } from "./db.js";
 import {
   AdoptionRequiredError,
@@ -43,13 +42,23 @@ import {
   sqlStateOf,
 } from "../errors.js";
 import { emit, guard, type EventHandler, type HandlerErrorHandler } from "../events.js";
-import { inspectAdoptionSource, inspectTrust, refuse } from "./trust.js";
+import { inspectAdoptionSource, inspectTrust, refuse, type TrustReport } from "./trust.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
-import { MIGRATIONS_TABLE, loadMigrations, type Migration } from "./migrations.js";
+import { CHECKPOINTER_TRACK, MIGRATIONS_TABLE, loadMigrations, type Migration, type MigrationTrack } from "./migrations.js";
 import { OWN_TABLES } from "./names.js";
 
 // The shipped migrations and the schema-level checks live in migrations.ts; imported from here too.
-export { MIGRATIONS_TABLE, assertSchemaCurrent, latestVersion, loadMigrations, schemaLevel, schemaVersion, type Migration } from "./migrations.js";
+export {
+  CHECKPOINTER_TRACK,
+  MIGRATIONS_TABLE,
+  assertSchemaCurrent,
+  latestVersion,
+  loadMigrations,
+  schemaLevel,
+  schemaVersion,
+  type Migration,
+  type MigrationTrack,
+} from "./migrations.js";
 
 /** Where a plain function (`migrate`, `finishAdoption`, ...) runs. */
 export interface TargetOptions {
@@ -275,8 +284,8 @@ export async function withBackoff<T>(retry: RetryOptions | false | undefined, fn
   }
 }
 
-/** Run `fn` with {@link withBackoff}; report each retry as a `retry` event. */
-function withRetry<T>(
+/** Run `fn` with {@link withBackoff}; report each retry as a `retry` event (both migration tracks, the store's included). */
+export function withRetry<T>(
   { operation, schema, retry, onEvent }: { operation: "setup" | "migrate"; schema: string; retry: RetryOptions | false | undefined; onEvent: EventHandler | undefined },
   fn: () => Promise<T>,
 ): Promise<T> {
@@ -299,13 +308,10 @@ function codeOf(err: unknown): string | undefined {
 
 /** The migration run itself, on any driver: one transaction, under the lock. */
 async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; onEvent?: EventHandler; adopt?: AdoptOption }): Promise<MigrateResult> {
-  const migrations = loadMigrations();
-  const known = migrations.length;
   const started = performance.now();
   const q = quoteIdent(schema);
-  const table = `${q}.${MIGRATIONS_TABLE}`;
   const dryRun = options.dryRun ?? false;
-  let current: Migration | undefined;
+  const progress: TrackProgress = {};
   try {
     const result = await db.transaction(
       async (tx) => {
@@ -332,70 +338,11 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
           // Adopting reads the official tables and puts triggers on them: nothing there may be another role's code either.
           refuse(trust, schema, [...trust.whenApplying, ...(await inspectAdoptionSource(tx, adoptFrom))]);
         }
-        if (!hasTable && !dryRun) {
-          await tx.query(
-            `CREATE TABLE ${table} (
-               version integer PRIMARY KEY,
-               name text NOT NULL,
-               sha256 text NOT NULL,
-               applied_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-               compatible_from integer
-             )`,
-          );
-        }
-        if (hasTable && !dryRun && !(await hasColumn(tx, table, "compatible_from"))) {
-          // Created by a release before compat.ts: older releases never read this column.
-          await tx.query(`ALTER TABLE ${table} ADD COLUMN compatible_from integer`);
-        }
-        const applied = hasTable ? await appliedRows(tx, table) : [];
-        const fromVersion = applied.reduce((m, r) => Math.max(m, r.version), 0);
-        if (fromVersion > known) {
-          const required = requiredLevel(applied, known);
-          if (required > known) throw new SchemaTooNewError(schema, fromVersion, known, required);
-        }
-        for (const row of applied) {
-          const shipped = migrations[row.version - 1];
-          if (row.version <= known && (!shipped || shipped.sha256 !== row.sha256)) {
-            throw new MigrationError(
-              `migration ${row.name} applied to schema "${schema}" differs from the one shipped in this package; ` +
-                "released migrations must never be edited",
-              { migration: row.name },
-            );
-          }
-        }
-        const pending = migrations.slice(Math.min(fromVersion, known));
-        if (pending.length > 0) refuse(trust, schema, trust.whenApplying);
-        if (!dryRun && pending.length > 0) {
-          // Statements of any release run before all of it or after it, never in between. The mode the
-          // DDL needs anyway: a weaker one first would deadlock with readers when the DDL upgrades it.
-          const own = await tablesIn(tx, schema, [...OWN_TABLES]);
-          const locked = OWN_TABLES.filter((t) => own.has(t));
-          if (locked.length > 0) await tx.query(`LOCK TABLE ${locked.map((t) => `${q}.${t}`).join(", ")} IN ACCESS EXCLUSIVE MODE`);
-          for (const m of pending) {
-            current = m;
-            // Record first: a concurrent migrator that somehow got past the lock clashes on the key.
-            await tx.query(`INSERT INTO ${table} (version, name, sha256, compatible_from) VALUES ($1, $2, $3, $4)`, [
-              m.version,
-              m.name,
-              m.sha256,
-              compatibleFrom(m.version),
-            ]);
-            for (const statement of m.statements) await tx.query(statement);
-          }
-          current = undefined;
-        }
-        const unrecorded = applied.filter((r) => r.compatibleFrom === null && r.version <= known);
-        if (!dryRun && unrecorded.length > 0) {
-          await tx.query(
-            `UPDATE ${table} m SET compatible_from = c.level
-               FROM ROWS FROM (pg_catalog.unnest($1::int[]), pg_catalog.unnest($2::int[])) AS c(version, level) WHERE m.version = c.version`,
-            [unrecorded.map((r) => r.version), unrecorded.map((r) => compatibleFrom(r.version))],
-          );
-        }
+        const { fromVersion, toVersion, pending } = await applyTrack(tx, schema, CHECKPOINTER_TRACK, { trust, hasTable, dryRun, progress });
         const result: MigrateResult = {
           schema,
           fromVersion,
-          toVersion: dryRun ? fromVersion : Math.max(fromVersion, known),
+          toVersion,
           applied: pending.map((m) => ({ version: m.version, name: m.name, sql: m.sql })),
         };
         if (already) {
@@ -428,16 +375,101 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
   } catch (err) {
     if (err instanceof CheckpointerError) throw err;
     throw new MigrationError(
-      current
-        ? `migration ${current.name} failed on schema "${schema}" ${failureText(err)}; nothing was applied`
+      progress.current
+        ? `migration ${progress.current.name} failed on schema "${schema}" ${failureText(err)}; nothing was applied`
         : `migrating schema "${schema}" failed ${failureText(err)}; nothing was applied`,
-      { cause: err, migration: current?.name },
+      { cause: err, migration: progress.current?.name },
     );
   }
 }
 
+/** Which migration is running, for the error message when one fails. */
+export interface TrackProgress {
+  current?: Migration;
+}
+
+/**
+ * The part of a migration run every track shares, inside the caller's
+ * transaction (search_path set, the schema lock and the lock timeout taken,
+ * the trust report read): create the record table if missing, refuse a
+ * schema too new for this code or whose applied migrations were edited, then
+ * take the track's tables and apply what is pending, each recorded first.
+ */
+export async function applyTrack(
+  tx: Queryable,
+  schema: string,
+  track: MigrationTrack,
+  { trust, hasTable, dryRun, progress }: { trust: TrustReport; hasTable: boolean; dryRun: boolean; progress: TrackProgress },
+): Promise<{ fromVersion: number; toVersion: number; pending: Migration[] }> {
+  const migrations = loadMigrations(track);
+  const known = migrations.length;
+  const q = quoteIdent(schema);
+  const table = `${q}.${track.table}`;
+  if (!hasTable && !dryRun) {
+    await tx.query(
+      `CREATE TABLE ${table} (
+         version integer PRIMARY KEY,
+         name text NOT NULL,
+         sha256 text NOT NULL,
+         applied_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+         compatible_from integer
+       )`,
+    );
+  }
+  if (hasTable && !dryRun && !(await hasColumn(tx, table, "compatible_from"))) {
+    // Created by a release before compat.ts: older releases never read this column.
+    await tx.query(`ALTER TABLE ${table} ADD COLUMN compatible_from integer`);
+  }
+  const applied = hasTable ? await appliedRows(tx, table) : [];
+  const fromVersion = applied.reduce((m, r) => Math.max(m, r.version), 0);
+  if (fromVersion > known) {
+    const required = requiredLevel(applied, known);
+    if (required > known) throw new SchemaTooNewError(schema, fromVersion, known, required, { track: track.name });
+  }
+  for (const row of applied) {
+    const shipped = migrations[row.version - 1];
+    if (row.version <= known && (!shipped || shipped.sha256 !== row.sha256)) {
+      throw new MigrationError(
+        `migration ${row.name} applied to schema "${schema}" differs from the one shipped in this package; ` +
+          "released migrations must never be edited",
+        { migration: row.name },
+      );
+    }
+  }
+  const pending = migrations.slice(Math.min(fromVersion, known));
+  if (pending.length > 0) refuse(trust, schema, trust.whenApplying);
+  if (!dryRun && pending.length > 0) {
+    // Statements of any release run before all of it or after it, never in between. The mode the
+    // DDL needs anyway: a weaker one first would deadlock with readers when the DDL upgrades it.
+    const own = await tablesIn(tx, schema, [...track.ownTables]);
+    const locked = track.ownTables.filter((t) => own.has(t));
+    if (locked.length > 0) await tx.query(`LOCK TABLE ${locked.map((t) => `${q}.${t}`).join(", ")} IN ACCESS EXCLUSIVE MODE`);
+    for (const m of pending) {
+      progress.current = m;
+      // Record first: a concurrent migrator that somehow got past the lock clashes on the key.
+      await tx.query(`INSERT INTO ${table} (version, name, sha256, compatible_from) VALUES ($1, $2, $3, $4)`, [
+        m.version,
+        m.name,
+        m.sha256,
+        track.compatibleFrom(m.version),
+      ]);
+      for (const statement of m.statements) await tx.query(statement);
+    }
+    progress.current = undefined;
+  }
+  const unrecorded = applied.filter((r) => r.compatibleFrom === null && r.version <= known);
+  if (!dryRun && unrecorded.length > 0) {
+    await tx.query(
+      `UPDATE ${table} m SET compatible_from = c.level
+         FROM ROWS FROM (pg_catalog.unnest($1::int[]), pg_catalog.unnest($2::int[])) AS c(version, level) WHERE m.version = c.version`,
+      [unrecorded.map((r) => r.version), unrecorded.map((r) => track.compatibleFrom(r.version))],
+    );
+  }
+  return { fromVersion, toVersion: dryRun ? fromVersion : Math.max(fromVersion, known), pending };
+}
+
 /** Which of `names` are tables in `schema`. */
-async function tablesIn(tx: Queryable, schema: string, names: string[]): Promise<Set<string>> {
+export async function tablesIn(tx: Queryable, schema: string, names: string[]): Promise<Set<string>> {
   const { rows } = await tx.query<{ name: string }>(
     `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
       WHERE n.nspname = $1 AND c.relname = ANY ($2::text[]) AND c.relkind IN ('r', 'p')`,

@@ -4,6 +4,13 @@
  * its compatibility level (compat.ts), and the check every operation makes
  * before it touches the tables ({@link assertSchemaCurrent}). Applying them
  * is migrate.ts's job.
+ *
+ * Two tracks of migrations share all of this: the checkpointer's (the
+ * default everywhere here) and the store's (`migrations/store/`, see
+ * src/store/migrations.ts), each numbered on its own and recorded in its own
+ * table, so that a store migration and a checkpointer migration written at
+ * the same time never claim the same number, and a checkpointer-only schema
+ * never gets the store's tables.
  */
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
@@ -13,9 +20,37 @@ import type { Queryable } from "./db.js";
 import { DatabaseOperationError, MigrationError, SchemaNotMigratedError, SchemaTooNewError, sqlStateOf } from "../errors.js";
 import { emit, type EventHandler } from "../events.js";
 import { quoteIdent } from "../validate.js";
+import { compatibleFrom } from "./compat.js";
+import { OWN_TABLES } from "./names.js";
 
 /** Name of the table, inside the target schema, that records applied migrations. */
 export const MIGRATIONS_TABLE = "checkpointer_migrations";
+
+/**
+ * One numbered sequence of migrations: where its files are, which table
+ * records it, which tables a migration of it locks first, and its
+ * compatibility levels (compat.ts for the checkpointer's).
+ *
+ * @example
+ * ```ts
+ * latestVersion(CHECKPOINTER_TRACK); // the same as latestVersion()
+ * ```
+ */
+export interface MigrationTrack {
+  /** Names the track in messages. */
+  readonly name: "checkpointer" | "store";
+  /** Its folder inside the package's `migrations/` (`""`: that folder itself). */
+  readonly folder: string;
+  /** The table, in the target schema, that records its applied migrations. */
+  readonly table: string;
+  /** The tables its migrations lock (ACCESS EXCLUSIVE) before the first pending one runs. */
+  readonly ownTables: readonly string[];
+  /** The oldest code level that keeps working once migration `version` is applied (see compat.ts). */
+  compatibleFrom(version: number): number;
+}
+
+/** The checkpointer's migrations: `migrations/`, recorded in `checkpointer_migrations`. */
+export const CHECKPOINTER_TRACK: MigrationTrack = { name: "checkpointer", folder: "", table: MIGRATIONS_TABLE, ownTables: OWN_TABLES, compatibleFrom };
 
 /** One migration file. `version` is 1-based and dense. */
 export interface Migration {
@@ -64,26 +99,27 @@ function packageName(file: string): string | undefined {
   }
 }
 
-let cached: Migration[] | undefined;
+const cached = new Map<MigrationTrack, Migration[]>();
 
 /**
- * The migrations shipped with this package, in order.
+ * The migrations shipped with this package, in order (the checkpointer's, or another track's).
  *
  * @example
  * ```ts
  * console.log(loadMigrations().map((m) => m.name)); // ["0000_init", ...]
  * ```
  */
-export function loadMigrations(): Migration[] {
-  if (cached) return cached;
-  const dir = migrationsDir();
+export function loadMigrations(track: MigrationTrack = CHECKPOINTER_TRACK): Migration[] {
+  const known = cached.get(track);
+  if (known) return known;
+  const dir = join(migrationsDir(), track.folder);
   const journal = JSON.parse(readFileSync(join(dir, "meta", "_journal.json"), "utf8")) as {
     entries: { idx: number; tag: string }[];
   };
-  cached = [...journal.entries]
+  const loaded = [...journal.entries]
     .sort((a, b) => a.idx - b.idx)
     .map((entry, i) => {
-      if (entry.idx !== i) throw new MigrationError(`migrations/meta/_journal.json is not dense at index ${i}`);
+      if (entry.idx !== i) throw new MigrationError(`${join("migrations", track.folder, "meta", "_journal.json")} is not dense at index ${i}`);
       const sql = readFileSync(join(dir, `${entry.tag}.sql`), "utf8");
       return {
         version: i + 1,
@@ -96,12 +132,13 @@ export function loadMigrations(): Migration[] {
           .filter((s) => s.length > 0),
       };
     });
-  return cached;
+  cached.set(track, loaded);
+  return loaded;
 }
 
 /** The migration version this code requires. */
-export function latestVersion(): number {
-  return loadMigrations().length;
+export function latestVersion(track: MigrationTrack = CHECKPOINTER_TRACK): number {
+  return loadMigrations(track).length;
 }
 
 /**
@@ -113,9 +150,9 @@ export function latestVersion(): number {
  * if (v < latestVersion()) console.log("migrations pending");
  * ```
  */
-export async function schemaVersion(db: Queryable, schema: string): Promise<number> {
+export async function schemaVersion(db: Queryable, schema: string, track: MigrationTrack = CHECKPOINTER_TRACK): Promise<number> {
   try {
-    const res = await db.query<{ v: number }>(`SELECT coalesce(pg_catalog.max(version), 0)::int AS v FROM ${quoteIdent(schema)}.${MIGRATIONS_TABLE}`);
+    const res = await db.query<{ v: number }>(`SELECT coalesce(pg_catalog.max(version), 0)::int AS v FROM ${quoteIdent(schema)}.${track.table}`);
     return res.rows[0]!.v;
   } catch (err) {
     // 42P01 undefined_table, 3F000 invalid_schema_name: nothing migrated yet.
@@ -128,13 +165,13 @@ export async function schemaVersion(db: Queryable, schema: string): Promise<numb
  * The schema's migration level, and the oldest code level its migrations
  * newer than this code work with (see compat.ts). Read-only.
  */
-export async function schemaLevel(db: Queryable, schema: string): Promise<{ version: number; compatibleFrom: number }> {
-  const known = latestVersion();
+export async function schemaLevel(db: Queryable, schema: string, track: MigrationTrack = CHECKPOINTER_TRACK): Promise<{ version: number; compatibleFrom: number }> {
+  const known = latestVersion(track);
   try {
     const res = await db.query<{ v: number; cf: number }>(
       `SELECT coalesce(pg_catalog.max(version), 0)::int AS v,
               coalesce(pg_catalog.max(coalesce((pg_catalog.to_jsonb(m) ->> 'compatible_from')::int, version)) FILTER (WHERE version > $1), 0)::int AS cf
-         FROM ${quoteIdent(schema)}.${MIGRATIONS_TABLE} m`,
+         FROM ${quoteIdent(schema)}.${track.table} m`,
       [known],
     );
     return { version: res.rows[0]!.v, compatibleFrom: res.rows[0]!.cf };
@@ -156,17 +193,23 @@ export async function schemaLevel(db: Queryable, schema: string): Promise<{ vers
  * await assertSchemaCurrent(db, "public", "prune"); // SchemaNotMigratedError until migrate() ran
  * ```
  */
-export async function assertSchemaCurrent(db: Queryable, schema: string, operation: string, onEvent?: EventHandler): Promise<void> {
+export async function assertSchemaCurrent(
+  db: Queryable,
+  schema: string,
+  operation: string,
+  onEvent?: EventHandler,
+  track: MigrationTrack = CHECKPOINTER_TRACK,
+): Promise<void> {
   let level: { version: number; compatibleFrom: number };
   try {
-    level = await schemaLevel(db, schema);
+    level = await schemaLevel(db, schema, track);
   } catch (err) {
     throw new DatabaseOperationError(`${operation} (checking the schema version)`, err);
   }
-  const known = latestVersion();
-  if (level.version < known) throw new SchemaNotMigratedError(schema, level.version, known);
+  const known = latestVersion(track);
+  if (level.version < known) throw new SchemaNotMigratedError(schema, level.version, known, { track: track.name });
   if (level.version > known) {
-    if (level.compatibleFrom > known) throw new SchemaTooNewError(schema, level.version, known, level.compatibleFrom);
+    if (level.compatibleFrom > known) throw new SchemaTooNewError(schema, level.version, known, level.compatibleFrom, { track: track.name });
     emit(onEvent, { type: "schemaNewer", schema, schemaVersion: level.version, codeVersion: known });
   }
 }

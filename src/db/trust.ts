@@ -32,9 +32,20 @@ import type { Queryable } from "./db.js";
 import { UnsafeSchemaError } from "../errors.js";
 
 /** Our tables that a migration reads before it knows whether it will change anything: plain tables only. */
-const READ_FIRST = ["checkpointer_migrations", "checkpointer_adoption"];
-/** Relations a migration reads or writes: ours, and the official saver's (same names) when they are in the schema. */
-const TOUCHED = [...READ_FIRST, "checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_heads", "checkpoint_tombstones", "checkpointer_retention", "checkpoint_migrations"];
+const READ_FIRST = ["checkpointer_migrations", "checkpointer_adoption", "checkpointer_store_migrations"];
+/** Relations a migration reads or writes: ours (the store's too), and the official saver's (same names) when they are in the schema. */
+const TOUCHED = [
+  ...READ_FIRST,
+  "checkpoints",
+  "checkpoint_writes",
+  "checkpoint_blobs",
+  "checkpoint_heads",
+  "checkpoint_tombstones",
+  "checkpointer_retention",
+  "checkpoint_migrations",
+  "store_items",
+  "store_item_vectors",
+];
 /** The official saver's tables, in the schema an adoption copies from. */
 const OFFICIAL = ["checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_migrations"];
 

@@ -26,7 +26,9 @@ export type CheckpointerErrorCode =
   | "ADOPTION_ROLLED_BACK"
   | "HISTORY_CORRUPT"
   | "UNSAFE_SCHEMA"
-  | "DATABASE_URL_MISSING";
+  | "DATABASE_URL_MISSING"
+  | "VECTOR_EXTENSION_MISSING"
+  | "STORE_INDEX_MISMATCH";
 
 /**
  * Base class of every error thrown by this package.

@@ -1,7 +1,7 @@
 /**
  * The saver: `PostgresSaver`, LangGraph's `BaseCheckpointSaver` on our tables.
  * The class and its public methods (saver.ts; its options in options.ts, what
- * `open()` does in open.ts; the state its parts share in context.ts), the write path (write.ts: put and
+ * `open()` shares with the store in src/db/open.ts; the state its parts share in context.ts), the write path (write.ts: put and
  * putWrites, their values encoded in encode.ts, several putWrites of a lineage
  * sent as one statement by coalesce.ts), the read path (read.ts: rows back
  * into tuples; filter.ts: list's metadata filter), what a put does to its

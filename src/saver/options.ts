@@ -6,6 +6,7 @@
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import type pg from "pg";
 import { checkAdopt, checkRetry, type AdoptOption, type RetryOptions } from "../db/migrate.js";
+import { LOCATION_OPTIONS, checkLocation, type Location, type OpenLocationOptions } from "../db/open.js";
 import { InvalidOptionsError } from "../errors.js";
 import type { EventHandler, HandlerErrorHandler } from "../events.js";
 import { parseDuration } from "../duration.js";
@@ -164,77 +165,24 @@ export interface SetupOptions {
  * await PostgresSaver.open({ embedded: true }); // the embedded database in ./.langgraph-pg, chosen (no notice on stderr)
  * ```
  */
-export interface OpenOptions extends PostgresSaverOptions, SetupOptions {
-  /** A postgres:// URL. Default: the `DATABASE_URL` environment variable, unless `embedded` or `dataDir` asks for the embedded database. */
-  databaseUrl?: string;
-  /**
-   * `true`: the embedded database (PGlite), chosen explicitly: also with
-   * `NODE_ENV=production`, and without the notice on stderr. `false`: a server,
-   * never the embedded database. Default: a server if a URL is given or set,
-   * else the embedded database, which `NODE_ENV=production` refuses.
-   */
-  embedded?: boolean;
-  /** The embedded database's folder (default `./.langgraph-pg`); giving it asks for the embedded database, like `embedded: true`. */
-  dataDir?: string;
-  /** Apply pending migrations (default true). */
-  migrate?: boolean;
-  /** Options of the `pg.Pool` that `open()` creates (with {@link BOUNDED_POOL}'s defaults). */
-  pool?: pg.PoolConfig;
-  /**
-   * Where `open()` writes its own lines: that it fell back to the embedded
-   * database, and, once the database has kept it waiting for two seconds, each
-   * failed attempt. Default: stderr. A function receives each line; `false`:
-   * none (the `retry` events still go to `onEvent`).
-   */
-  log?: false | ((line: string) => void);
-}
+export interface OpenOptions extends PostgresSaverOptions, SetupOptions, OpenLocationOptions {}
 
 /** Every option of {@link OpenOptions}, the saver's included: anything else is refused, listing these. */
-const OPEN_OPTIONS: readonly string[] = [
-  ...(["databaseUrl", "dataDir", "embedded", "migrate", "pool", "adopt", "retry", "log"] satisfies (keyof OpenOptions)[]),
-  ...SAVER_OPTIONS,
-];
+const OPEN_OPTIONS: readonly string[] = [...LOCATION_OPTIONS, ...(["adopt", "retry"] satisfies (keyof OpenOptions)[]), ...SAVER_OPTIONS];
 
 /**
  * `open()`'s options, every one checked before anything is opened or created
  * (a typo is refused naming every option of the call), split into where the
- * database is, `setup()`'s, and the saver's.
+ * database is (src/db/open.ts), `setup()`'s, and the saver's.
  */
-export function openOptions(options: unknown): {
-  databaseUrl: string | undefined;
-  dataDir: string | undefined;
-  embedded: boolean | undefined;
-  migrate: boolean;
-  pool: pg.PoolConfig | undefined;
-  setup: SetupOptions;
-  log: ((line: string) => void) | undefined;
-  saver: PostgresSaverOptions;
-} {
+export function openOptions(options: unknown): { location: Location; setup: SetupOptions; saver: PostgresSaverOptions } {
   const o = checkOptionKeys(options ?? {}, OPEN_OPTIONS, "open()") as OpenOptions;
   const { databaseUrl, dataDir, embedded, migrate, pool, adopt, retry, log, ...saver } = o;
-  if (databaseUrl !== undefined && (typeof databaseUrl !== "string" || databaseUrl === "")) throw new InvalidOptionsError("databaseUrl", "expected a postgres:// URL");
-  if (dataDir !== undefined && (typeof dataDir !== "string" || dataDir === "")) throw new InvalidOptionsError("dataDir", "expected a folder path");
-  if (embedded !== undefined && typeof embedded !== "boolean") throw new InvalidOptionsError("embedded", "expected true or false");
-  if (migrate !== undefined && typeof migrate !== "boolean") throw new InvalidOptionsError("migrate", "expected true or false");
-  if (pool !== undefined && (pool === null || typeof pool !== "object")) throw new InvalidOptionsError("pool", "expected pg.Pool options (an object)");
-  if (log !== undefined && log !== false && typeof log !== "function") throw new InvalidOptionsError("log", "expected false or a function receiving each line");
-  if (databaseUrl !== undefined && (embedded === true || dataDir !== undefined)) {
-    throw new InvalidOptionsError("databaseUrl", `a server URL and the embedded database (${embedded === true ? "embedded: true" : "dataDir"}) exclude each other`);
-  }
-  if (embedded === false && dataDir !== undefined) throw new InvalidOptionsError("embedded", "embedded: false and a dataDir exclude each other");
+  const location = checkLocation({ databaseUrl, dataDir, embedded, migrate, pool, log });
   checkAdopt(adopt);
   checkRetry(retry);
   checkedSettings(saverOptions([saver]));
-  return {
-    databaseUrl,
-    dataDir,
-    embedded,
-    migrate: migrate ?? true,
-    pool,
-    setup: { adopt, retry },
-    log: log === false ? undefined : (log ?? ((line) => process.stderr.write(`${line}\n`))),
-    saver,
-  };
+  return { location, setup: { adopt, retry }, saver };
 }
 
 /** The `configurable` flag that lets one invocation fork deliberately in linear mode. */

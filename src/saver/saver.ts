@@ -21,12 +21,12 @@ import {
 import pg from "pg";
 import { isPGlite, pgliteDb, poolDb, type PGliteLike } from "../db/db.js";
 import { runMigrations, type MigrateResult } from "../db/migrate.js";
+import { openOn } from "../db/open.js";
 import { InvalidInputError, InvalidOptionsError, ThreadDeletedError } from "../errors.js";
 import { emit, guard } from "../events.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 import { LIMITS, checkKey, readConfig, threadIdOf, withStringThreadId } from "../validate.js";
 import { Coalescer } from "./coalesce.js";
-import { openSaver } from "./open.js";
 import type { SaverContext } from "./context.js";
 import { readFilter } from "./filter.js";
 import { InFlight, ThreadOrder } from "./inflight.js";
@@ -36,6 +36,7 @@ import {
   CONN_STRING_OPTIONS,
   checkOptionKeys,
   checkedSettings,
+  openOptions,
   saverOptions,
   type LineageMode,
   type OpenOptions,
@@ -216,9 +217,13 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   static open(options: OpenOptions = {}): Promise<PostgresSaver> {
-    return openSaver(options, {
-      onServer: (url, o) => PostgresSaver.fromConnString(url, o),
-      onEmbedded: (db, o, close) => PostgresSaver.#owning(db, o, close),
+    const o = openOptions(options);
+    return openOn(o.location, o.saver.onEvent, {
+      name: "PostgresSaver",
+      onServer: (url, pool, onEvent) => PostgresSaver.fromConnString(url, { ...o.saver, onEvent, pool }),
+      onEmbedded: (db, onEvent, close) => PostgresSaver.#owning(db, { ...o.saver, onEvent }, close),
+      setup: (saver) => saver.setup(o.setup),
+      end: (saver) => saver.end(),
     });
   }
 

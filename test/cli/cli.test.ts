@@ -577,11 +577,26 @@ describe("CLI on the embedded database (PGlite)", () => {
         "--data-dir .langgraph-pg (or another folder).\n",
     );
     expect(existsSync(join(cwd, ".langgraph-pg"))).toBe(false);
+    // The store's migrations follow the same rule, with the same words.
+    for (const store of ["--store", "--store-only"]) {
+      const storeRefused = await runCli(["migrate", store, "--no-adopt-store"], production);
+      expect(storeRefused.code, store).toBe(2);
+      expect(storeRefused.stderr, store).toBe(refused.stderr);
+      expect(existsSync(join(cwd, ".langgraph-pg")), store).toBe(false);
+    }
     const asked = await runCli(["migrate", "--data-dir", ".langgraph-pg"], production);
     expect(asked.code, asked.stderr).toBe(0);
     expect(asked.stderr).toBe("");
     // Named explicitly, the same folder is no fallback: no notice either.
     expect((await runCli(["status", "--data-dir", ".langgraph-pg"], { cwd })).stderr).toBe("");
+    // Elsewhere migrate --store falls back, and says so once for both tracks.
+    const both = await runCli(["migrate", "--store", "--no-adopt-store"], { cwd: tempDir() });
+    expect(both.code, both.stderr).toBe(0);
+    expect(both.stdout).toMatch(/Migrated the store in schema "public" in embedded database in \.\/\.langgraph-pg: applied 0000_store_init/);
+    expect(both.stderr).toBe(
+      "langgraph-checkpoint-pg: no --database-url and no DATABASE_URL: using the embedded database in ./.langgraph-pg (created now); " +
+        "set DATABASE_URL to use a Postgres server, or pass --data-dir .langgraph-pg to choose this one without this line\n",
+    );
   });
 
   it("a second process on the folder gets exit 4 naming the holder; a killed holder's lock is recovered", async () => {

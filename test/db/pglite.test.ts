@@ -13,7 +13,8 @@ import { brotliDecompressSync, gzipSync } from "node:zlib";
 import { PGlite } from "@electric-sql/pglite";
 import { validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
 import { afterAll, describe, expect, it } from "vitest";
-import { DataDirLockedError, InvalidOptionsError, loadMigrations, lockDataDir, migrate, openEmbedded, PostgresSaver, type PGliteLike } from "../../src/index.js";
+import { DataDirLockedError, InvalidOptionsError, loadMigrations, lockDataDir, migrate, openEmbedded, PostgresSaver, PostgresStore, type PGliteLike } from "../../src/index.js";
+import { shareEmbedded } from "../../src/db/embedded.js";
 import { installedPGlite, snapshotInfo } from "../../src/db/snapshot.js";
 import { collect } from "../helpers/cli.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
@@ -202,7 +203,13 @@ describe("embedded data folder", () => {
  * asked explicitly it opens the embedded database; elsewhere it falls back,
  * saying so in one line on stderr.
  */
-describe("PostgresSaver.open() without DATABASE_URL", () => {
+/** The two openers: the same rules, the same lines, each naming itself; the options of each, and a bad value of one of them. */
+const OPENERS = [
+  { name: "PostgresSaver", end: "end", own: ["schema", "serde", "lineage", "elementStorage"], bad: '{ lineage: "sideways" }' },
+  { name: "PostgresStore", end: "stop", own: ["schema", "ttl", "index", "textSearchLanguage"], bad: "{ ttl: { defaultTtl: -1 } }" },
+] as const;
+
+describe.each(OPENERS)("$name.open() without DATABASE_URL", ({ name, end, own, bad: badOwn }) => {
   /** tsx for a child in a folder outside the repository. */
   const TSX = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
   const dirs: string[] = [];
@@ -213,8 +220,8 @@ describe("PostgresSaver.open() without DATABASE_URL", () => {
     dirs.push(cwd);
     writeFileSync(
       join(cwd, "app.mts"),
-      `import { PostgresSaver } from ${JSON.stringify(join(process.cwd(), "src/index.ts"))};\n` +
-        `try { const s = await PostgresSaver.open(${options}); console.log("opened " + s.schema); await s.end(); }\n` +
+      `import { ${name} } from ${JSON.stringify(join(process.cwd(), "src/index.ts"))};\n` +
+        `try { const s = await ${name}.open(${options}); console.log("opened " + s.schema); await s.${end}(); }\n` +
         "catch (e) { console.log(JSON.stringify({ name: e.name, code: e.code, option: e.option, message: e.message })); }\n",
     );
     const { DATABASE_URL: _, NODE_ENV: __, ...inherited } = process.env;
@@ -230,7 +237,7 @@ describe("PostgresSaver.open() without DATABASE_URL", () => {
     const message = (r.result as Record<string, string>).message!;
     expect(message).toContain("NODE_ENV is production and no database URL is set");
     expect(message).toContain("Set DATABASE_URL to your Postgres server");
-    expect(message).toContain("PostgresSaver.open({ embedded: true }), or open({ dataDir })");
+    expect(message).toContain(`${name}.open({ embedded: true }), or open({ dataDir })`);
     expect(r.created).toBe(false);
     expect(r.stderr).toBe("");
   });
@@ -250,7 +257,7 @@ describe("PostgresSaver.open() without DATABASE_URL", () => {
     expect(r.created).toBe(true);
     expect(r.stderr).toBe(
       `langgraph-checkpoint-pg: no DATABASE_URL: using the embedded database (PGlite) in ${join(r.cwd, ".langgraph-pg")} (created now); ` +
-        "set DATABASE_URL to use a Postgres server, or pass PostgresSaver.open({ embedded: true }) to choose this one without this line\n",
+        `set DATABASE_URL to use a Postgres server, or pass ${name}.open({ embedded: true }) to choose this one without this line\n`,
     );
     // log: false silences it.
     expect((await openIn("{ log: false }")).stderr).toBe("");
@@ -260,17 +267,39 @@ describe("PostgresSaver.open() without DATABASE_URL", () => {
     const r = await openIn('{ databaseURL: "postgres://nobody@127.0.0.1:1/db" }');
     expect(r.result).toMatchObject({ name: "InvalidOptionsError", option: "databaseURL" });
     const message = (r.result as Record<string, string>).message!;
-    expect(message).toMatch(/^Invalid option databaseURL: is not an option of open\(\) \(did you mean databaseUrl\?\); its options: /);
-    for (const option of ["databaseUrl", "dataDir", "embedded", "migrate", "pool", "adopt", "retry", "log", "schema", "serde", "lineage", "elementStorage"]) {
+    expect(message).toMatch(/^Invalid option databaseURL: is not an option of (PostgresStore\.)?open\(\) \(did you mean databaseUrl\?\); its options: /);
+    for (const option of ["databaseUrl", "dataDir", "embedded", "migrate", "pool", "adopt", "retry", "log", ...own]) {
       expect(message).toContain(option);
     }
     expect(r.created).toBe(false);
-    // A bad value of a known option too, and the saver's own options: checked before the folder is made.
-    for (const options of ['{ retry: { attempt: 3 } }', '{ lineage: "sideways" }', '{ embedded: "yes" }', '{ databaseUrl: "postgres://x", dataDir: "d" }']) {
+    // A bad value of a known option too, and the opener's own options: checked before the folder is made.
+    for (const options of ["{ retry: { attempt: 3 } }", "{ adopt: 3 }", badOwn, '{ embedded: "yes" }', '{ databaseUrl: "postgres://x", dataDir: "d" }', '{ dataDir: "d", log: 1 }']) {
       const bad = await openIn(options);
       expect(bad.result, options).toMatchObject({ name: "InvalidOptionsError" });
       expect(bad.created, options).toBe(false);
-      expect(existsSync(join(bad.cwd, "d"))).toBe(false);
+      expect(existsSync(join(bad.cwd, "d")), options).toBe(false);
+    }
+  });
+});
+
+describe("the embedded database the saver's and the store's open() share", () => {
+  it("is one PGlite instance per folder, started with the package's start parameters and pgvector; it closes with its last user", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "lgpg-shared-"));
+    try {
+      const a = await shareEmbedded(dataDir);
+      const b = await shareEmbedded(dataDir);
+      expect(b.db).toBe(a.db);
+      // Only the opener that made the folder says it did.
+      expect([a.created, b.created]).toEqual(["snapshot", undefined]);
+      expect((await a.db.query<{ shared_buffers: string }>("SHOW shared_buffers")).rows).toEqual([{ shared_buffers: "16MB" }]);
+      await a.db.query("CREATE EXTENSION IF NOT EXISTS vector");
+      expect((await a.db.query<{ d: number }>("SELECT '[3,4]'::vector <-> '[0,0]'::vector AS d")).rows).toEqual([{ d: 5 }]);
+      await a.close();
+      expect(() => lockDataDir(dataDir)).toThrow(DataDirLockedError);
+      await b.close();
+      lockDataDir(dataDir)();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });

@@ -12,7 +12,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DatabaseOperationError, latestVersion, migrate, MigrationError, PostgresSaver, type SaverEvent } from "../../src/index.js";
+import { DatabaseOperationError, latestVersion, migrate, MigrationError, PostgresSaver, PostgresStore, type SaverEvent } from "../../src/index.js";
 import { failureText } from "../../src/errors.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { collect, runCli, spawnScript } from "../helpers/cli.js";
@@ -109,6 +109,25 @@ describe("setup() before the database is up", () => {
     expect(r.stderr).not.toContain(`:${server.password}@`);
   });
 
+  it("the CLI's migrate --store-only waits the same way, one line per attempt", async () => {
+    await server.stop("fast");
+    const child = spawnScript("src/cli/main.ts", ["migrate", "--store-only", "--no-adopt-store", "--schema", "cli_store_wait", "--database-url", server.url, "--wait", "2m"]);
+    const done = collect(child);
+    let stderr = "";
+    child.stderr.on("data", (d: string) => (stderr += d));
+    await until(() => (stderr.match(/attempt \d+ failed/g) ?? []).length >= 2);
+    await server.start();
+    const r = await done;
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^Migrated the store in schema "cli_store_wait" in postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/postgres: applied 0000_store_init/);
+    const lines = r.stderr.trim().split("\n");
+    lines.forEach((line, i) =>
+      expect(line).toMatch(
+        new RegExp(`^langgraph-checkpoint-pg migrate: attempt ${i + 1} failed: Could not connect to \\S+ \\((connection error ECONNREFUSED|SQLSTATE 57P03)\\): .+; trying again in \\d+\\.\\d s \\(waiting up to 2m in all: --wait\\)$`),
+      ),
+    );
+  });
+
   it("open() waiting for the database says so once it has waited two seconds, each attempt one line", async () => {
     await server.stop("fast");
     const lines: string[] = [];
@@ -126,6 +145,34 @@ describe("setup() before the database is up", () => {
     }
     // The first attempts, within two seconds, are silent: a database that answers soon is not announced.
     expect(Number(/attempt (\d+)/.exec(lines[0]!)![1])).toBeGreaterThan(1);
+  });
+
+  it("PostgresStore.open() waits the same way: the same line once it has waited two seconds, the retry events to onEvent, then set up", async () => {
+    await server.stop("fast");
+    const lines: string[] = [];
+    const retries: RetryEvent[] = [];
+    const opening = PostgresStore.open({
+      databaseUrl: server.url,
+      schema: "store_wait",
+      retry: { attempts: 100, initialDelayMs: 400, maxDelayMs: 800 },
+      log: (l) => lines.push(l),
+      onEvent: (e) => void (e.type === "retry" && retries.push(e)),
+    });
+    await until(() => lines.length >= 2);
+    await server.start();
+    const store = await opening;
+    try {
+      await store.put(["a"], "k", { v: 1 });
+      expect((await store.get(["a"], "k"))?.value).toEqual({ v: 1 });
+    } finally {
+      await store.stop();
+    }
+    for (const line of lines) {
+      expect(line).toMatch(/^langgraph-checkpoint-pg: waiting for the database at 127\.0\.0\.1:\d+\/postgres: attempt \d+ of 100 failed \((ECONNREFUSED|57P03)\); trying again in \d+\.\d s$/);
+    }
+    expect(Number(/attempt (\d+)/.exec(lines[0]!)![1])).toBeGreaterThan(1);
+    expect(retries.length).toBeGreaterThanOrEqual(lines.length);
+    expect(retries[0]).toMatchObject({ type: "retry", operation: "setup", schema: "store_wait", attempts: 100 });
   });
 });
 

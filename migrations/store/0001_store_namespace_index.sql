@@ -1,0 +1,1 @@
+CREATE INDEX "store_items_ns_key" ON "store_items" USING btree ("ns_key");

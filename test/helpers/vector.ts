@@ -1,0 +1,87 @@
+/**
+ * Where the store's vector tests run: PGlite with pgvector
+ * (@electric-sql/pglite-pgvector) always, and the test server too when it has
+ * pgvector (asked once); when it has not, the calling file declares a skipped
+ * suite saying so, which the skip summary at the end of the run prints. And a
+ * recorder of the statements a store sends, to EXPLAIN the one it ran.
+ *
+ * @example
+ * ```ts
+ * const targets = await vectorTargets("vector-index");
+ * describe.each(targets)("vector search on %s", (_name, make) => { ... });
+ * ```
+ */
+import { PGlite } from "@electric-sql/pglite";
+import { vector } from "@electric-sql/pglite-pgvector";
+import pg from "pg";
+import { describe, inject, it } from "vitest";
+import type { PGliteLike } from "../../src/db/db.js";
+import { createTestDatabase } from "./db.js";
+import { skippable } from "./requirements.js";
+
+/** A database for stores (a pool or a PGlite instance), with what it sent, newest last. */
+export interface VectorTarget {
+  db: pg.Pool | PGliteLike;
+  /** Every statement sent through `db`, with its values. */
+  sent: { text: string; values: unknown[] }[];
+  close(): Promise<void>;
+}
+
+async function serverHasVector(): Promise<boolean> {
+  const client = new pg.Client({ connectionString: inject("pgAdminUrl") });
+  await client.connect();
+  try {
+    return (await client.query("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")).rows.length > 0;
+  } finally {
+    await client.end();
+  }
+}
+
+type Sent = VectorTarget["sent"];
+const record = (sent: Sent, first: unknown, values: unknown) => {
+  const config = typeof first === "string" ? { text: first, values } : (first as { text: string; values?: unknown[] });
+  sent.push({ text: config.text, values: (config.values as unknown[] | undefined) ?? [] });
+};
+
+/** PGlite with pgvector, its statements recorded (the instance itself; its query method wrapped). */
+function pglite(): VectorTarget {
+  const db = new PGlite({ extensions: { vector } });
+  const sent: Sent = [];
+  const query = db.query.bind(db);
+  db.query = ((text: string, values?: unknown[], options?: unknown) => {
+    record(sent, text, values);
+    return query(text, values, options as never);
+  }) as typeof db.query;
+  return { db: db as unknown as PGliteLike, sent, close: () => db.close() };
+}
+
+/**
+ * The targets, named; without pgvector on the server, a skipped suite named
+ * with the reason (`label`: the calling file's subject).
+ */
+export async function vectorTargets(label: string): Promise<[string, () => Promise<VectorTarget>][]> {
+  const targets: [string, () => Promise<VectorTarget>][] = [["PGlite", async () => pglite()]];
+  if (await serverHasVector()) {
+    targets.push([
+      "the test server",
+      async () => {
+        const t = await createTestDatabase(label);
+        const sent: Sent = [];
+        t.pool.on("connect", (client) => {
+          const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+          (client as { query: unknown }).query = (...args: unknown[]) => {
+            record(sent, args[0], args[1]);
+            return query(...args);
+          };
+        });
+        return { db: t.pool, sent, close: () => t.drop() };
+      },
+    ]);
+  } else {
+    console.warn(`[skip] ${label} on the test server: it has no pgvector (it runs on PGlite)`);
+    describe.skip(skippable(`${label} on the test server`, "the test server has no pgvector; it runs on PGlite in this file"), () => {
+      it("the vector tests of this file", () => undefined);
+    });
+  }
+  return targets;
+}
