@@ -40,6 +40,20 @@ export class InFlight {
     return write;
   }
 
+  /**
+   * Resolves once the writes in flight now on any lineage of `threadId` have
+   * settled (not those started later: a run that goes on writing would never
+   * let it resolve). What `deleteThread` waits for: a write this process
+   * issued before the deletion, still on its way to the database, lands
+   * before the deletion reads what to delete, never after it.
+   */
+  async settledThread(threadId: string): Promise<void> {
+    const prefix = `${threadId}\u0000`;
+    const now: Promise<void>[] = [];
+    for (const [key, writes] of this.#byKey) if (key.startsWith(prefix)) now.push(...writes);
+    await Promise.all(now);
+  }
+
   /** Whether a write under `key` is in flight now. */
   busy(key: string | undefined): boolean {
     return key !== undefined && this.#byKey.has(key);

@@ -462,7 +462,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * leave its tombstone: a run still in flight on it cannot write it back
    * afterwards (its puts and writes fail with {@link ThreadDeletedError}),
    * while a new conversation on the same id starts cleanly (README, "Deleted
-   * threads stay deleted"). Waits for the thread's writes in flight to commit.
+   * threads stay deleted"). Waits for the thread's writes in flight to commit: those this
+   * process issued before the call, and those other processes have started.
    *
    * @example
    * ```ts
@@ -472,6 +473,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
   async deleteThread(id: string | number): Promise<void> {
     const threadId = threadIdOf("deleteThread threadId", id);
     await this.#runner.ensureReady();
+    // This process's writes already issued on the thread go first: one still on its way (say, the first
+    // put of a conversation) would otherwise land after the deletion and start the thread again.
+    await this.#inFlight.settledThread(threadId);
     try {
       await deleteThread(this.#ctx, threadId);
     } catch (err) {

@@ -101,17 +101,23 @@ describe("a run deleted mid-flight", () => {
       expect((await rowsOf(threadId)).checkpoints).toBeGreaterThan(0);
     }
 
-    block = newBlock();
+    const held = newBlock();
+    block = held;
     const run = app.invoke({ log: ["second run"] }, { ...config, durability }).then(
       () => undefined,
       (e: unknown) => e,
     );
-    await block.entered;
-    await saver.deleteThread(threadId);
-    const deletedAt = events.length;
-    expect(await rowsOf(threadId)).toEqual(NONE);
-    block.release();
-    block = undefined;
+    let deletedAt: number;
+    try {
+      await held.entered;
+      await saver.deleteThread(threadId);
+      deletedAt = events.length;
+      expect(await rowsOf(threadId)).toEqual(NONE);
+    } finally {
+      // Never leave the node blocked: the next case's graph would wait on it.
+      held.release();
+      block = undefined;
+    }
 
     const failure = await run;
     expect(failure).toBeInstanceOf(ThreadDeletedError);

@@ -9,7 +9,7 @@ import type { RunnableConfig } from "@langchain/core/runnables";
 import { uuid6 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { migrate, PostgresSaver, ThreadDeletedError, withConflictRetry, withRetry, type SaverEvent } from "../../src/index.js";
+import { migrate, MsgpackSerializer, PostgresSaver, ThreadDeletedError, withConflictRetry, withRetry, type SaverEvent } from "../../src/index.js";
 import { deleteLockName } from "../../src/saver/tombstones.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
@@ -233,7 +233,7 @@ describe("a deletion and a write at the same time (real connections, forced orde
     }
   });
 
-  it("deleteThread waits for a write that holds the thread's lock, then deletes what it stored", async () => {
+  it("deleteThread waits for a write (of another process) that holds the thread's lock, then deletes what it stored", async () => {
     const saver = savers.branch;
     const threadId = tid("race");
     const { second } = await conversation(saver, threadId);
@@ -244,7 +244,8 @@ describe("a deletion and a write at the same time (real connections, forced orde
       await locker.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE", [threadId]);
       const put = saver.put(second, makeCheckpoint({ x: 5 }, { x: "-a3.00000001" }), meta(1), { x: "-a3.00000001" });
       await deletionLocks(threadId, 1, true, "ShareLock");
-      const deletion = saver.deleteThread(threadId);
+      // Another saver deletes (as another process would): this one would first wait for its own put.
+      const deletion = new PostgresSaver(pool).deleteThread(threadId);
       await advisoryWaiters(threadId, 1);
       await locker.query("COMMIT");
       await put;
@@ -256,6 +257,39 @@ describe("a deletion and a write at the same time (real connections, forced orde
       await locker.query("ROLLBACK").catch(() => undefined);
       locker.release();
     }
+  });
+
+  it("deleteThread waits for this saver's writes already issued on the thread, also one not yet at the database (a conversation's first put)", async () => {
+    // The put is held in its serializer: called, not yet sent. Were the deletion not to wait for it,
+    // it would find nothing, and the put (a root: it starts a conversation) would land afterwards.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let serializing!: () => void;
+    const reached = new Promise<void>((r) => (serializing = r));
+    const inner = new MsgpackSerializer();
+    const serde = {
+      dumpsTyped: async (value: unknown) => {
+        serializing();
+        await held;
+        return inner.dumpsTyped(value);
+      },
+      loadsTyped: (type: string, bytes: Uint8Array | string) => inner.loadsTyped(type, bytes),
+    };
+    const saver = new PostgresSaver(pool, { serde });
+    const threadId = tid("unsent");
+    const put = saver.put(cfg(threadId), makeCheckpoint({ x: 1 }, { x: "-a1.00000001" }), meta(-1), { x: "-a1.00000001" });
+    await reached;
+    let deleted = false;
+    const deletion = saver.deleteThread(threadId).then(() => void (deleted = true));
+    // The deletion is waiting for the put (it has not deleted anything, nor left a tombstone).
+    await new Promise((r) => setImmediate(r));
+    expect(deleted).toBe(false);
+    release();
+    await put;
+    await deletion;
+    expect(await rowsOf(threadId)).toEqual(NONE);
+    const { rows } = await db.pool.query("SELECT last_checkpoint_id FROM checkpoint_tombstones WHERE thread_id = $1", [threadId]);
+    expect(rows).toEqual([{ last_checkpoint_id: expect.any(String) }]);
   });
 
   it("stress: puts and writes racing deleteThread leave nothing of the deleted history", async () => {
