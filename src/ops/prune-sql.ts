@@ -327,7 +327,7 @@ elem2 AS MATERIALIZED (${elementRefs(`SELECT e.${COL.threadId}, e.${COL.checkpoi
      ON e.${COL.threadId} = x.${COL.threadId} AND e.${COL.checkpointNs} = x.${COL.checkpointNs} AND e.${COL.channel} = '${ELEMENTS_CHANNEL}' AND e.${COL.version} = x.h
   WHERE e.${COL.type} = '${REFS_TYPE}'`)}),
 unreferenced AS MATERIALIZED (
-  SELECT b.${COL.threadId}, b.${COL.checkpointNs}, b.${COL.channel}, b.${COL.version}, pg_catalog.pg_column_size(b.*) AS bytes
+  SELECT b.${COL.threadId}, b.${COL.checkpointNs}, b.${COL.channel}, b.${COL.version}, b.${COL.rowVersion}, pg_catalog.pg_column_size(b.*) AS bytes
     FROM th JOIN ${bl} b ON b.${COL.threadId} = th.${COL.threadId}
    WHERE $9::boolean
      AND NOT EXISTS (SELECT 1 FROM refs r WHERE r.${COL.threadId} = b.${COL.threadId} AND r.${COL.checkpointNs} = b.${COL.checkpointNs}
@@ -345,9 +345,20 @@ gone_b AS (SELECT ${COL.threadId}, bytes FROM unreferenced)`
                 AND NOT EXISTS (SELECT 1 FROM ${hd} h WHERE ${sameCheckpoint("h", "c")}) RETURNING t.bytes),
 gone_w AS (DELETE FROM ${wr} w USING (SELECT * FROM victim_writes UNION ALL SELECT * FROM orphan_writes) g
             WHERE ${sameCheckpoint("w", "g")} AND w.${COL.taskId} = g.${COL.taskId} AND w.${COL.idx} = g.${COL.idx} RETURNING g.bytes),
-gone_b AS (DELETE FROM ${bl} b USING unreferenced u
-            WHERE b.${COL.threadId} = u.${COL.threadId} AND b.${COL.checkpointNs} = u.${COL.checkpointNs} AND b.${COL.channel} = u.${COL.channel} AND b.${COL.version} = u.${COL.version}
-           RETURNING u.bytes)`
+-- A put that relies on a value this snapshot finds unreferenced (an element it sent again, a value a
+-- checkpoint with an unknown parent names) touches its row (saver/queries.ts): locked here only if
+-- unchanged since the snapshot (a changed row fails the row_version test when re-read), and never
+-- waited for (a put holding it is relying on it); a put that comes later waits, then stores it anew.
+doomed AS MATERIALIZED (
+  SELECT b.${COL.threadId}, b.${COL.checkpointNs}, b.${COL.channel}, b.${COL.version}, u.bytes
+    FROM unreferenced u JOIN ${bl} b
+      ON b.${COL.threadId} = u.${COL.threadId} AND b.${COL.checkpointNs} = u.${COL.checkpointNs} AND b.${COL.channel} = u.${COL.channel} AND b.${COL.version} = u.${COL.version}
+     AND b.${COL.rowVersion} = u.${COL.rowVersion}
+     FOR UPDATE OF b SKIP LOCKED
+),
+gone_b AS (DELETE FROM ${bl} b USING doomed d
+            WHERE b.${COL.threadId} = d.${COL.threadId} AND b.${COL.checkpointNs} = d.${COL.checkpointNs} AND b.${COL.channel} = d.${COL.channel} AND b.${COL.version} = d.${COL.version}
+           RETURNING d.bytes)`
   }
 SELECT (SELECT pg_catalog.count(*) FROM gone_c)::int AS checkpoints, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_c)::bigint AS checkpoint_bytes,
        (SELECT pg_catalog.count(*) FROM gone_w)::int AS writes, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_w)::bigint AS write_bytes,

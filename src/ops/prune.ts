@@ -30,6 +30,15 @@
  *   `chunkSize` checkpoints; a busy head is skipped (`SKIP LOCKED`) and retried,
  *   never waited on. Blob and orphan collection takes no head lock: it never
  *   deletes a checkpoint, so every parent it sees keeps its blobs.
+ * - **A row a put relies on that no checkpoint names yet.** A put that sends
+ *   a value already stored (an element of an earlier list: element rows are
+ *   keyed by content, so `ON CONFLICT` finds the old row), or that names
+ *   values it does not write under a parent that is not stored, touches those
+ *   rows (bumps their `row_version`) in its statement. The collection decides
+ *   on its snapshot, then deletes a row only if it can lock it unchanged
+ *   (re-read after a concurrent commit; a row a put holds is skipped, never
+ *   waited on): a touched row stays, and a put arriving later waits for the
+ *   deletion and stores the row anew (issue #26, rows 1 and 11).
  * - **A put whose parent is not the head** (a branch-mode fork, a writer whose
  *   head another writer displaced): the grace period keeps checkpoints younger
  *   than it and their parents, so a step shorter than the grace period finds

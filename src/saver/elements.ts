@@ -7,8 +7,9 @@
  * - An **element row**: channel {@link ELEMENTS_CHANNEL}, version = the
  *   element's hash (32 lowercase hex digits), type and value as the
  *   serializer made them for the element alone (an encrypting one seals
- *   them for this row). Stored once per (thread, namespace); a put inserts
- *   it with `ON CONFLICT DO NOTHING`.
+ *   them for this row). Stored once per (thread, namespace); a put sending
+ *   one already stored touches it (`ON CONFLICT` bumps its row_version), so
+ *   a prune that found it unreferenced on an older snapshot leaves it.
  * - A **refs value** (type {@link REFS_TYPE}): 16-byte hashes one after
  *   another (with an encrypting serializer a list's own refs value ends in a
  *   16-byte tag). A list channel's version is a refs value; so is a **chunk**, an

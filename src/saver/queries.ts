@@ -106,6 +106,11 @@ export function buildQueries(schema: string) {
                        OFFSET 0) e${except ? `
    WHERE NOT EXISTS (SELECT 1 FROM ${except} y WHERE y.thread_id = r.thread_id AND y.checkpoint_ns = r.checkpoint_ns AND y.h = r.h)` : ""}`;
 
+  /** The hashes (hex, as `h`) the refs values of `source` (a query with a `value` column) name, each once. */
+  const elementsNamed = (source: string) => `
+  SELECT DISTINCT pg_catalog.encode(pg_catalog.substring(x.value, i.n * ${HASH_BYTES} + 1, ${HASH_BYTES}), 'hex') AS h
+    FROM (${source}) x CROSS JOIN LATERAL pg_catalog.generate_series(0, pg_catalog.length(x.value) / ${HASH_BYTES} - 1) AS i(n)`;
+
   /** Wrap a page of checkpoint rows into the one-statement read. */
   const read = (page: string) => `
 WITH page AS MATERIALIZED (${page}),
@@ -251,19 +256,38 @@ WITH gate AS MATERIALIZED (SELECT ${putGate} AS refused
          END AS mode_ok
     -- The gate first (outer side of the join): its lock before the head row's.
     FROM gate g LEFT JOIN head h ON true
-), decision AS (${
+), ${
     checked
-      ? `
+      ? `referenced AS MATERIALIZED (
+  -- The values the checkpoint names without writing them, when its parent is not stored.
+  SELECT r.channel, r.version FROM checks c CROSS JOIN ROWS FROM (pg_catalog.unnest($22::text[]), pg_catalog.unnest($23::text[])) AS r(channel, version)
+   WHERE NOT c.parent_known
+), ref_h1 AS MATERIALIZED (${elementsNamed(`SELECT b.${B.value} AS value FROM referenced r JOIN ${blobs} b
+     ON b.${B.threadId} = $1 AND b.${B.checkpointNs} = $2 AND b.${B.channel} = r.channel AND b.${B.version} = r.version
+  WHERE b.${B.type} = '${REFS_TYPE}'`)}
+), ref_h2 AS MATERIALIZED (${elementsNamed(`SELECT e.${B.value} AS value FROM ref_h1 x JOIN ${blobs} e
+     ON e.${B.threadId} = $1 AND e.${B.checkpointNs} = $2 AND e.${B.channel} = '${ELEMENTS_CHANNEL}' AND e.${B.version} = x.h
+  WHERE e.${B.type} = '${REFS_TYPE}'`)}
+), touched AS (
+  -- Those stored, and the element rows of the lists among them, are touched (row_version bumped): a
+  -- prune that decided on an older snapshot to delete one sees the change and leaves it (prune-sql.ts).
+  -- Element rows this put sends are left to its insert (one statement may change a row once).
+  UPDATE ${blobs} AS b SET ${B.rowVersion} = b.${B.rowVersion} + 1
+    FROM (SELECT r.channel, r.version FROM referenced r
+          UNION SELECT '${ELEMENTS_CHANNEL}', e.h FROM (SELECT h FROM ref_h1 UNION SELECT h FROM ref_h2) e
+                 WHERE NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest($9::text[]), pg_catalog.unnest($10::text[])) AS p(channel, version)
+                                    WHERE p.channel = '${ELEMENTS_CHANNEL}' AND p.version = e.h)) t
+   WHERE b.${B.threadId} = $1 AND b.${B.checkpointNs} = $2 AND b.${B.channel} = t.channel AND b.${B.version} = t.version
+  RETURNING b.${B.channel} AS channel, b.${B.version} AS version
+), decision AS (
   -- Linear mode needs a known parent (the head); branch mode only needs the values.
   SELECT x.*, x.refused IS NULL AND x.mode_ok AND (x.parent_known OR (NOT $8::boolean AND x.missing IS NULL)) AS ok
     FROM (SELECT c.*, CASE WHEN c.parent_known THEN NULL ELSE
                         (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(r.channel, r.version))
-                           FROM ROWS FROM (pg_catalog.unnest($22::text[]), pg_catalog.unnest($23::text[])) AS r(channel, version)
-                          WHERE NOT EXISTS (SELECT 1 FROM ${blobs} b
-                                             WHERE b.${B.threadId} = $1 AND b.${B.checkpointNs} = $2 AND b.${B.channel} = r.channel AND b.${B.version} = r.version
-                                               FOR KEY SHARE)) END AS missing
+                           FROM referenced r
+                          WHERE NOT EXISTS (SELECT 1 FROM touched t WHERE t.channel = r.channel AND t.version = r.version)) END AS missing
             FROM checks c OFFSET 0) AS x`
-      : `
+      : `decision AS (
   SELECT refused, head_id, head_rv, fast, refused IS NULL AND mode_ok AND fast AS ok FROM checks`
   }
 ), move AS (
@@ -275,13 +299,15 @@ WITH gate AS MATERIALIZED (SELECT ${putGate} AS refused
    WHERE h.${H.rowVersion} = (SELECT head_rv FROM decision)
   RETURNING 1
 ), new_blobs AS (
-  INSERT INTO ${blobs} (${blobCols})
+  INSERT INTO ${blobs} AS b (${blobCols})
   SELECT $1, $2, p.channel, p.version, p.type, v.value
     FROM ROWS FROM (pg_catalog.unnest($9::text[]), pg_catalog.unnest($10::text[]), pg_catalog.unnest($11::text[]),
                     pg_catalog.unnest($12::int[]), pg_catalog.unnest($18::int[])) AS p(channel, version, type, off, len)
     CROSS JOIN LATERAL (SELECT CASE WHEN p.len < 0 THEN NULL ELSE pg_catalog.substring($19::bytea, p.off + 1, p.len) END AS value) AS v
    WHERE EXISTS (SELECT 1 FROM move)${checked ? " OR (SELECT ok AND late FROM decision)" : ""}
-  ON CONFLICT (${blobKey}) DO NOTHING
+  -- A value already stored (an element of an earlier list, say) is touched, not kept as it is: a prune
+  -- that decided on an older snapshot to delete it sees the change and leaves it (prune-sql.ts).
+  ON CONFLICT (${blobKey}) DO UPDATE SET ${B.rowVersion} = b.${B.rowVersion} + 1
   RETURNING 1
 ), ins AS (
   INSERT INTO ${checkpoints} AS c (${C.threadId}, ${C.checkpointNs}, ${C.checkpointId}, ${C.parentCheckpointId}, ${C.checkpoint}, ${C.metadata}, ${C.metadataRaw},
@@ -348,8 +374,9 @@ SELECT d.refused, d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fas
      * {@link put} for what it leaves: a parent that is not stored is accepted
      * in branch mode when every channel value the checkpoint refers to is written
      * by the put or stored already ($22 / $23: the channels / versions it refers
-     * to without writing them; those stored are key-share locked until we
-     * commit); linear mode refuses it. A put of the head's own parent (it arrived
+     * to without writing them; those stored, and the element rows of lists
+     * among them, are touched, so a prune deciding on an older snapshot leaves
+     * them); linear mode refuses it. A put of the head's own parent (it arrived
      * after its child) is stored without moving the head. Parameters as `put`,
      * plus $22, $23. Returns head_id, ok, parent_known (false: the parent is not
      * stored), late (the head's parent: stored, head kept), moved, inserted,

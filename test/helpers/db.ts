@@ -108,3 +108,26 @@ async function withAdmin<T>(adminUrl: string, fn: (client: pg.Client) => Promise
     await client.end();
   }
 }
+
+/**
+ * Resolves once a backend of the current database whose query contains `marker` waits on a lock
+ * (a statement the test froze by holding a row it needs); throws after `timeoutMs` naming the marker.
+ *
+ * @example
+ * ```ts
+ * const pruning = prune({ pool, keepLast: 1, grace: 0 });
+ * await waitForLockWait(db.pool, "prune: round");
+ * ```
+ */
+export async function waitForLockWait(pool: pg.Pool, marker: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { rows } = await pool.query(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND position($1 in query) > 0",
+      [marker],
+    );
+    if (rows[0].n > 0) return;
+    if (Date.now() > deadline) throw new Error(`nobody waited on a lock running ${marker}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}

@@ -23,7 +23,7 @@ import {
   type PruneResult,
 } from "../../src/index.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
-import { testPool, withTestDatabase } from "../helpers/db.js";
+import { testPool, waitForLockWait, withTestDatabase } from "../helpers/db.js";
 import { approvalGraph, chatGraph, logGraph, mapReduceGraph, nestedGraph, parallelInterruptGraph, plainValues, tid } from "../helpers/graphs.js";
 
 const db = withTestDatabase("prune");
@@ -132,20 +132,6 @@ function view(s: StateSnapshot): unknown {
 async function headRows(threadId: string): Promise<number> {
   const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM checkpoints WHERE thread_id = $1", [threadId]);
   return rows[0].n;
-}
-
-/** Polls until a backend whose query contains `marker` waits on a lock. */
-async function waitForLockWait(marker: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const { rows } = await db.pool.query(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND position($1 in query) > 0",
-      [marker],
-    );
-    if (rows[0].n > 0) return;
-    if (Date.now() > deadline) throw new Error(`nobody waited on a lock running ${marker}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 // ---------------------------------------------------------------------------
@@ -678,11 +664,11 @@ describe("concurrency", () => {
       await blocker.query("BEGIN");
       await blocker.query("SELECT 1 FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_id = $2 FOR UPDATE", [thread, victim]);
       const pruning = prune({ pool: db.pool, keepLast: 1, grace: 0, threadIds: [thread], lockTimeout: "30s" });
-      await waitForLockWait("prune: round");
+      await waitForLockWait(db.pool, "prune: round");
       // Now prune holds the head's row lock. A graph's next step (only `b` changed) arrives.
       const vb = v(5);
       const putting = saver.put(config, makeCheckpoint({ a: "from the root", b: 4 }, { a: va, b: vb }), meta(3), { b: vb });
-      await waitForLockWait("), head AS (");
+      await waitForLockWait(db.pool, "), head AS (");
       await blocker.query("COMMIT");
       const [r, next] = await Promise.all([pruning, putting]);
       expect(r.checkpoints).toBe(3);

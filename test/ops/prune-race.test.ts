@@ -1,0 +1,161 @@
+/**
+ * prune never deletes a row a committed checkpoint names (issue 26, rows 1 and 11). Its collection
+ * decides on a snapshot which blobs and element rows nothing refers to; a put committing meanwhile
+ * may rely on one of them: an element it sends again (row 1: `ON CONFLICT` reuses the stored row),
+ * or a value a checkpoint whose parent is not stored names without writing it (row 11). Such a put
+ * touches the row; the collection deletes only rows unchanged since its snapshot.
+ *
+ * The forced cases freeze the collection statement after its snapshot (it waits for an orphan write
+ * this test holds locked, which it deletes before any blob), let the put commit, then let it go on.
+ * The stress case has no instrumentation: a writer re-adding old values while prune loops.
+ */
+import type { RunnableConfig } from "@langchain/core/runnables";
+import type { Checkpoint } from "@langchain/langgraph-checkpoint";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { migrate, PostgresSaver, prune } from "../../src/index.js";
+import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { testPool, waitForLockWait, withTestDatabase } from "../helpers/db.js";
+import { tid } from "../helpers/graphs.js";
+
+const db = withTestDatabase("prune_race");
+let pool: pg.Pool;
+let saver: PostgresSaver;
+
+beforeAll(async () => {
+  await migrate({ pool: db.pool });
+  pool = testPool({ connectionString: db.url, max: 10 });
+  saver = new PostgresSaver(pool, { elementStorage: true });
+});
+afterAll(async () => {
+  await pool?.end();
+});
+
+const cfg = (thread_id: string, checkpoint_id?: string): RunnableConfig => ({
+  configurable: { thread_id, checkpoint_ns: "", ...(checkpoint_id ? { checkpoint_id } : {}) },
+});
+let counter = 0;
+/** A fresh version string (short form, as the saver makes them). */
+const ver = () => `-a${(++counter).toString(36)}.00000001`;
+
+/** Element rows of a thread, by hash. */
+async function elementHashes(threadId: string): Promise<Set<string>> {
+  const { rows } = await db.pool.query<{ version: string }>("SELECT version FROM checkpoint_blobs WHERE thread_id = $1 AND channel = '__elements__'", [threadId]);
+  return new Set(rows.map((r) => r.version));
+}
+
+/**
+ * Runs `prune({ keepLast: 1, grace: 0 })` on `threadId` and freezes its collection statement after
+ * its snapshot, before it deletes any blob; runs `meanwhile`, then lets the collection finish.
+ */
+async function pruneFrozen<T>(threadId: string, meanwhile: () => Promise<T>): Promise<T> {
+  // An orphan write (its checkpoint was never stored): the collection deletes it before any blob.
+  await saver.putWrites(cfg(threadId, "orphan-checkpoint"), [["x", "orphan"]], "orphan-task");
+  const locker = await db.pool.connect();
+  try {
+    await locker.query("BEGIN");
+    await locker.query("SELECT 1 FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_id = 'orphan-checkpoint' FOR UPDATE", [threadId]);
+    const pruning = prune({ pool: db.pool, keepLast: 1, grace: 0, threadIds: [threadId], lockTimeout: "1h" });
+    // Only the collection can wait on that row: its snapshot is taken.
+    await waitForLockWait(db.pool, "prune: round");
+    const out = await meanwhile();
+    await locker.query("COMMIT");
+    const result = await pruning;
+    expect(result.checkpoints).toBeGreaterThan(0);
+    expect(result.writes).toBeGreaterThanOrEqual(1);
+    return out;
+  } finally {
+    await locker.query("ROLLBACK").catch(() => undefined);
+    locker.release();
+  }
+}
+
+describe("a put committing while prune's collection decides (forced order)", () => {
+  it("row 1: an element the put sends again is kept, though the collection found it unreferenced", async () => {
+    const threadId = tid("readd");
+    const v0 = ver();
+    let config = await saver.put(cfg(threadId), makeCheckpoint({ items: ["a"] }, { items: v0 }), meta(-1), { items: v0 });
+    const before = await elementHashes(threadId);
+    const v1 = ver();
+    config = await saver.put(config, makeCheckpoint({ items: ["a", "b"] }, { items: v1 }), meta(0), { items: v1 });
+    const b = [...(await elementHashes(threadId))].filter((h) => !before.has(h));
+    expect(b).toHaveLength(1);
+    const v2 = ver();
+    config = await saver.put(config, makeCheckpoint({ items: ["a"] }, { items: v2 }), meta(1), { items: v2 });
+    // Pruning to the head (["a"]) leaves "b" unreferenced; the head's child brings it back.
+    const v3 = ver();
+    const c3 = await pruneFrozen(threadId, () => saver.put(config, makeCheckpoint({ items: ["a", "b"] }, { items: v3 }), meta(2), { items: v3 }));
+    expect((await elementHashes(threadId)).has(b[0]!)).toBe(true);
+    expect((await new PostgresSaver(pool, { elementStorage: true }).getTuple(c3))!.checkpoint.channel_values).toEqual({ items: ["a", "b"] });
+  });
+
+  it("row 11: a value a checkpoint with an unknown parent names is kept, though the collection found it unreferenced", async () => {
+    const threadId = tid("unknown-parent");
+    const vx = ver();
+    let config = await saver.put(cfg(threadId), makeCheckpoint({ x: "the first x" }, { x: vx }), meta(-1), { x: vx });
+    const vy = ver();
+    config = await saver.put(config, makeCheckpoint({ x: "the second x" }, { x: vy }), meta(0), { x: vy });
+    // A branch-mode put naming a parent that was never stored, and the first x without writing it.
+    const orphan: Checkpoint = makeCheckpoint({ x: "the first x" }, { x: vx });
+    const c3 = await pruneFrozen(threadId, () => saver.put(cfg(threadId, "never-stored"), orphan, meta(5), {}));
+    expect((await saver.getTuple(c3))!.checkpoint.channel_values).toEqual({ x: "the first x" });
+  });
+
+  it("row 11: a list such a checkpoint names keeps its refs value and its elements", async () => {
+    const threadId = tid("unknown-parent-list");
+    const vx = ver();
+    let config = await saver.put(cfg(threadId), makeCheckpoint({ items: ["p", "q"] }, { items: vx }), meta(-1), { items: vx });
+    const vy = ver();
+    config = await saver.put(config, makeCheckpoint({ items: ["r"] }, { items: vy }), meta(0), { items: vy });
+    const orphan: Checkpoint = makeCheckpoint({ items: ["p", "q"] }, { items: vx });
+    const c3 = await pruneFrozen(threadId, () => saver.put(cfg(threadId, "never-stored"), orphan, meta(5), {}));
+    expect((await new PostgresSaver(pool, { elementStorage: true }).getTuple(c3))!.checkpoint.channel_values).toEqual({ items: ["p", "q"] });
+  });
+});
+
+describe("stress, no instrumentation", () => {
+  it("row 1: a 1,500-checkpoint thread pruned while a writer goes on re-adding old values: every checkpoint left reads back as written", { timeout: 300_000 }, async () => {
+    const threadId = tid("stress");
+    const pool2 = testPool({ connectionString: db.url, max: 4 });
+    try {
+      const writer = new PostgresSaver(pool2, { elementStorage: true });
+      const written = new Map<string, string[]>();
+      let seed = 7;
+      const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+      const VALUES = Array.from({ length: 400 }, (_, i) => `value ${i} ${"x".repeat(i % 50)}`);
+      let config = cfg(threadId);
+      const step = async (i: number) => {
+        // Ten of the values at random: each put drops most of its parent's and brings back older ones.
+        const items = VALUES.filter(() => rand() < 0.025);
+        if (items.length === 0) items.push(VALUES[i % VALUES.length]!);
+        const v = ver();
+        config = await writer.put(config, makeCheckpoint({ items }, { items: v }), meta(i - 1), { items: v });
+        written.set(config.configurable!.checkpoint_id as string, items);
+      };
+      for (let i = 0; i < 1500; i++) await step(i);
+      // Prune to the head while the writer goes on.
+      let running = true;
+      const writing = (async () => {
+        for (let i = 1500; running || i < 1600; i++) await step(i);
+      })();
+      const results = [];
+      for (let k = 0; k < 5; k++) results.push(await prune({ pool: db.pool, keepLast: 1, grace: 0, threadIds: [threadId], chunkSize: 200 }));
+      running = false;
+      await writing;
+      expect(results.reduce((n, r) => n + r.checkpoints, 0)).toBeGreaterThan(1000);
+      const reader = new PostgresSaver(pool2, { elementStorage: true });
+      let read = 0;
+      for await (const t of reader.list(cfg(threadId))) {
+        const want = written.get(t.checkpoint.id);
+        expect(want, `checkpoint ${t.checkpoint.id} was written by this test`).toBeDefined();
+        expect(t.checkpoint.channel_values).toEqual({ items: want });
+        read++;
+      }
+      expect(read).toBeGreaterThanOrEqual(1);
+      const head = (await reader.getTuple(cfg(threadId)))!;
+      expect(head.checkpoint.id).toBe(config.configurable!.checkpoint_id);
+    } finally {
+      await pool2.end();
+    }
+  });
+});
