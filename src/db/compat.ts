@@ -67,6 +67,11 @@ export const COMPATIBILITY: Readonly<Record<number, MigrationCompatibility>> = {
     why:
       "0007_tombstones_retention adds two tables and a function that only newer code uses; older code neither leaves nor checks tombstones, as before",
   },
+  9: {
+    compatibleFrom: 9,
+    why:
+      "0008_elements_guard refuses deletes of element rows by code that does not say it knows them (element storage is the default from 0.1.0); the release before element storage deleted them all in prune, so earlier code refuses the schema",
+  },
 };
 
 /**

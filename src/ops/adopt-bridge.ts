@@ -9,6 +9,7 @@ import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
 import { quoteIdent } from "../validate.js";
 import { ADOPTION_SQLSTATE, ADOPTION_TABLE, BRIDGE, BRIDGE_DELETE, FORGET, GUARD, lockOfficial, PY_TASK_PATH, ROLLED_BACK, TABLES } from "./adopt.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js";
+import { KNOWS_ELEMENTS } from "../saver/element-codec.js";
 import { ELEMENTS_CHANNEL } from "../saver/elements.js";
 import { gateCall, lockForDelete, upsertTombstones } from "../saver/tombstones.js";
 
@@ -57,6 +58,8 @@ interface FiredBy {
  *   ... GRANT EXECUTE ON FUNCTIONS) give new functions explicit grants too;
  * - its body refuses to run unless fired by the trigger it was made for
  *   (table, trigger name, timing, level, event), should a grant come back.
+ * It knows element rows (migration 0008's guard), for the deletes it makes
+ * after the official saver deleted a thread; the setting ends with the call.
  */
 function fn(schema: string, name: string, firedBy: FiredBy, body: string, declare = ""): string[] {
   const f = `${quoteIdent(schema)}.${name}()`;
@@ -70,7 +73,7 @@ function fn(schema: string, name: string, firedBy: FiredBy, body: string, declar
   END IF;`;
   return [
     `CREATE OR REPLACE FUNCTION ${f} RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS ${dollar(`
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET ${KNOWS_ELEMENTS.setting} = ${lit(KNOWS_ELEMENTS.value)} AS ${dollar(`
 ${declare ? `DECLARE ${declare}\n` : ""}BEGIN
   ${check}
   ${body}

@@ -24,6 +24,11 @@
  *   only if its row_version and type are still those it was read with;
  *   otherwise it is left for the next run (counted as `listsSkipped`), and
  *   its element rows are not inserted.
+ * - **deleteThread** takes the thread's deletion lock exclusively before it
+ *   reads what to delete; each transaction here holds it shared (as every
+ *   write does, saver/tombstones.ts), so a deletion either comes first (the
+ *   lists are gone, nothing is inserted) or waits and deletes the element
+ *   rows this transaction added too (issue #26, row 6).
  *
  * Serialization happens before a transaction starts: a transaction holds
  * only SQL. Decoding uses the serializer the saver uses; values are decoded
@@ -40,6 +45,7 @@ import { guard, type HandlerErrorHandler } from "../events.js";
 import { elementCodec, type ElementCodec } from "../saver/element-codec.js";
 import { ELEMENTS_CHANNEL, REFS_TYPE, encodeList, isElementList, type ElementRow } from "../saver/elements.js";
 import { pack } from "../saver/encode.js";
+import { lockForWrite } from "../saver/tombstones.js";
 import { loadsForRow } from "../serde/rowserde.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
@@ -236,8 +242,14 @@ SELECT ${key}, ${B.type} AS type, ${B.value} AS value, ${B.rowVersion}::text AS 
   return {
     threadPage,
     blobPage,
-    /** Wait for prune's advisory lock of thread $2 (lock name $1): held until the transaction ends. */
-    lock: `SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1::text), pg_catalog.hashtext($2::text))`,
+    /**
+     * Wait for thread $2's deletion lock, shared (a deletion in progress finishes first; one that
+     * comes later waits for this transaction, then deletes what it wrote), then for prune's advisory
+     * lock of the thread (lock name $1). Both held until the transaction ends.
+     */
+    lock: `/* langgraph-checkpoint-pg compact: lock */
+SELECT x.locked FROM (SELECT ${lockForWrite(schema, "$2::text")} AS locked) x
+ CROSS JOIN LATERAL (SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1::text), pg_catalog.hashtext($2::text)) OFFSET 0) y`,
     /**
      * Rewrite lists of thread $1 in place, each only if still as read ($5 row version, $6 type).
      * $2-$4 keys; the refs values packed in $9 at offsets $7, lengths $8.

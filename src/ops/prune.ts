@@ -70,6 +70,7 @@ import {
   InvalidOptionsError,
 } from "../errors.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
+import { knowsElementsSql } from "../saver/element-codec.js";
 import { readOptions, type PruneCounts, type PruneOptions, type PruneResult, type PruneThreadCounts, type Settings } from "./prune-options.js";
 import { addCounts, addKept, addKeptTotals, addPerThread, addRows, zero, zeroKept, type BatchOutcome, type PerThreadRow } from "./prune-counts.js";
 import { buildSql, pruneLockName, type Lineage, type RoundRow, type Sql } from "./prune-sql.js";
@@ -355,7 +356,8 @@ interface Claimed {
 }
 
 async function claim(tx: Queryable, { sql, o }: Job, threads: string[], lockHeads: boolean): Promise<Claimed> {
-  await tx.query("SELECT pg_catalog.set_config('lock_timeout', $1, true)", [`${o.lockTimeoutMs}ms`]);
+  // Every transaction of prune claims first: its lock timeout, and that it knows element rows (migration 0008's guard).
+  await tx.query(`SELECT pg_catalog.set_config('lock_timeout', $1, true), ${knowsElementsSql}`, [`${o.lockTimeoutMs}ms`]);
   const { rows } = await tx.query<ClaimRow>(sql.claim, [threads, pruneLockName(o.schema), lockHeads]);
   const out: Claimed = { threads: [], locked: [], busy: [], whole: [] };
   for (const r of rows) {

@@ -43,7 +43,7 @@ import type { Queryable } from "../db/db.js";
 import { dumpsForRow, isRowBound, isSealing, loadsForRow, type ValueRow } from "../serde/rowserde.js";
 import { LIMITS, checkKey, quoteIdent } from "../validate.js";
 import type { SaverContext } from "./context.js";
-import { authenticate, type BlobRow } from "./element-codec.js";
+import { authenticate, knowsElementsSql, type BlobRow } from "./element-codec.js";
 import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE } from "./elements.js";
 import { deleteLockName } from "./tombstones.js";
 
@@ -103,11 +103,12 @@ export function copyStatements(schema: string) {
         ON e.${B.threadId} = $1 AND e.${B.checkpointNs} = k.ns AND e.${B.channel} = '${ELEMENTS_CHANNEL}' AND e.${B.version} = k.h`;
   return {
     /**
-     * The two threads' deletion locks, in thread-id order: $1 source (shared), $2 target (exclusive).
+     * The two threads' deletion locks, in thread-id order: $1 source (shared), $2 target (exclusive);
+     * and that the transaction knows element rows (an overwrite deletes the target's: migration 0008's guard).
      */
     lock: `
 SELECT CASE WHEN t.shared THEN pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtext(${lockName}), pg_catalog.hashtext(t.id))
-            ELSE pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(${lockName}), pg_catalog.hashtext(t.id)) END
+            ELSE pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(${lockName}), pg_catalog.hashtext(t.id)) END, ${knowsElementsSql}
   FROM (VALUES ($1::text, true), ($2::text, false)) AS t(id, shared) ORDER BY t.id COLLATE "C"`,
 
     /** $1 source, $2 target, $3 upTo|null: is there anything to copy, is the target taken, is `upTo` a root checkpoint of the source. */

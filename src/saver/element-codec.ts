@@ -35,6 +35,13 @@ import { isRowBound, isSealing, rowIdentity, type SealingSerializer, type ValueR
 export const REFS_TYPE = "pg:refs";
 /** The reserved channel of element rows. */
 export const ELEMENTS_CHANNEL = "__elements__";
+/**
+ * The setting, and its value, by which a transaction says it knows what refers to element rows:
+ * migration 0008's trigger refuses to delete one otherwise (issue 26, row 5).
+ */
+export const KNOWS_ELEMENTS = { setting: "langgraph_checkpoint_pg.elements", value: "known" } as const;
+/** SQL: say so for the rest of the transaction (a `SELECT` expression). */
+export const knowsElementsSql = `pg_catalog.set_config('${KNOWS_ELEMENTS.setting}', '${KNOWS_ELEMENTS.value}', true)`;
 /** Bytes of one hash, and of a refs value's tag. */
 export const HASH_BYTES = 16;
 

@@ -17,6 +17,7 @@
  */
 import { CHECKPOINT_BLOBS as B, CHECKPOINT_HEADS as H, CHECKPOINT_WRITES as W, CHECKPOINTS as C } from "../db/names.js";
 import { quoteIdent } from "../validate.js";
+import { knowsElementsSql } from "./element-codec.js";
 import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE } from "./elements.js";
 import { gateCall, lockForDelete, upsertTombstones } from "./tombstones.js";
 
@@ -486,9 +487,10 @@ UPDATE ${writes} SET ${W.channel} = $5, ${W.rowVersion} = ${W.rowVersion} + 1
     /**
      * deleteThread, first statement: the thread's deletion lock (tombstones.ts),
      * exclusive. It waits for the writes in flight on the thread to commit;
-     * later ones wait for this transaction, then find its tombstone. $1 thread.
+     * later ones wait for this transaction, then find its tombstone. Says the
+     * transaction knows element rows (migration 0008's guard). $1 thread.
      */
-    lockThreadForDelete: `SELECT ${lockForDelete(schema, "$1::text")}`,
+    lockThreadForDelete: `SELECT ${lockForDelete(schema, "$1::text")}, ${knowsElementsSql}`,
 
     /**
      * deleteThread, second statement (same transaction, a snapshot that sees

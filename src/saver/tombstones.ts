@@ -111,6 +111,14 @@ export function lockForDelete(schema: string, thread: string): string {
   return `pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(${lit(deleteLockName(schema))}), pg_catalog.hashtext(${thread}))`;
 }
 
+/**
+ * SQL: take the deletion lock of thread `thread` (an SQL expression) shared, waiting: what a
+ * writer outside the gate (compact) holds so that a deletion waits for it, then sees what it wrote.
+ */
+export function lockForWrite(schema: string, thread: string): string {
+  return `pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtext(${lit(deleteLockName(schema))}), pg_catalog.hashtext(${thread}))`;
+}
+
 /** SQL: try the deletion lock of thread `thread` (an SQL expression) exclusively; true if taken. */
 export function tryLockForDelete(schema: string, thread: string): string {
   return `pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext(${lit(deleteLockName(schema))}), pg_catalog.hashtext(${thread}))`;

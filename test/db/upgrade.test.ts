@@ -17,6 +17,7 @@ import {
   migrate,
   migrationStatus,
   PostgresSaver,
+  prune,
   SchemaTooNewError,
   schemaVersion,
   type SaverEvent,
@@ -25,7 +26,7 @@ import { migrationNumber } from "../../src/errors.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { withTestDatabase } from "../helpers/db.js";
 import { history, logGraph } from "../helpers/graphs.js";
-import { releaseBefore } from "../helpers/release.js";
+import { releaseBefore, releaseBeforeAdding } from "../helpers/release.js";
 import { startWriter, type Ack } from "../helpers/writers.js";
 
 const db = withTestDatabase("upgrade");
@@ -204,5 +205,38 @@ describe("the tombstones migration and roles granted before it", () => {
       await db.pool.query(`DROP OWNED BY ${role}`);
       await db.pool.query(`DROP ROLE ${role}`);
     }
+  });
+});
+
+describe("element rows and code that does not know them (issue 26 row 5)", () => {
+  it("the release before element storage refuses the schema, and its prune's statement, run anyway, deletes no element row", async () => {
+    const previous = releaseBeforeAdding("src/saver/elements.ts");
+    const release = (await import(join(previous.dir, "src", "index.ts"))) as typeof import("../../src/index.js");
+    const schema = "before_elements";
+    await migrate({ pool: db.pool, schema });
+    const saver = new PostgresSaver(db.pool, { schema, elementStorage: true });
+    let config = cfg("chat");
+    for (let i = 0; i < 8; i++) {
+      const v = `-a${(i + 1).toString(36)}.00000001`;
+      config = await saver.put(config, makeCheckpoint({ items: Array.from({ length: i + 1 }, (_, k) => `message ${k}`) }, { items: v }), meta(i - 1), { items: v });
+    }
+    const elements = async () => Number((await db.pool.query(`SELECT count(*) AS n FROM ${schema}.checkpoint_blobs WHERE channel = '__elements__'`)).rows[0].n);
+    expect(await elements()).toBe(8);
+
+    // Its prune checks the schema first, and refuses it.
+    const err = await release.prune({ pool: db.pool, schema, keepLast: 5 }).catch((e: unknown) => e);
+    expect((err as { code?: string }).code).toBe("SCHEMA_TOO_NEW");
+    // Its statement, run as it ran it (nothing due but the collection), meets the guard.
+    const { buildSql } = (await import(join(previous.dir, "src", "ops", "prune-sql.ts"))) as { buildSql: (s: string) => { round: (dry: boolean) => string } };
+    const collect = [["chat"], null, null, false, 5, 0, 900, null, true, 1000];
+    await expect(db.pool.query(buildSql(schema).round(false), collect)).rejects.toMatchObject({ code: "LGE01" });
+    // So is a hand-written delete; this package's prune and deleteThread go through.
+    await expect(db.pool.query(`DELETE FROM ${schema}.checkpoint_blobs WHERE thread_id = 'chat'`)).rejects.toMatchObject({ code: "LGE01" });
+    expect(await elements()).toBe(8);
+    expect((await saver.getTuple(cfg("chat")))!.checkpoint.channel_values).toEqual({ items: Array.from({ length: 8 }, (_, k) => `message ${k}`) });
+    await prune({ pool: db.pool, schema, keepLast: 1, grace: 0 });
+    expect((await saver.getTuple(cfg("chat")))!.checkpoint.channel_values).toEqual({ items: Array.from({ length: 8 }, (_, k) => `message ${k}`) });
+    await saver.deleteThread("chat");
+    expect(await elements()).toBe(0);
   });
 });

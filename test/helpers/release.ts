@@ -27,13 +27,21 @@ export interface Release {
 const git = (...args: string[]) => execFileSync("git", args, { cwd: ROOT, encoding: "utf8" }).trim();
 
 export function releaseBefore(migrationTag: string): Release {
+  return releaseBeforeAdding(`migrations/${migrationTag}.sql`);
+}
+
+/**
+ * The code of the commit just before the one that added `path` (e.g. `src/saver/elements.ts`: the
+ * release before element storage).
+ */
+export function releaseBeforeAdding(path: string): Release {
   let added: string;
   try {
-    added = git("log", "--diff-filter=A", "--format=%H", "-1", "--", `migrations/${migrationTag}.sql`);
+    added = git("log", "--diff-filter=A", "--format=%H", "-1", "--", path);
   } catch (err) {
     throw new Error(`releaseBefore needs the repository's git history (git log failed: ${String(err)})`);
   }
-  if (!added) throw new Error(`releaseBefore: no commit adds migrations/${migrationTag}.sql in this clone's history (a shallow clone?)`);
+  if (!added) throw new Error(`releaseBefore: no commit adds ${path} in this clone's history (a shallow clone?)`);
   const commit = git("rev-parse", `${added}^`);
   const dir = join(ROOT, ".releases", commit.slice(0, 12));
   if (!existsSync(dir)) {

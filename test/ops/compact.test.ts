@@ -13,7 +13,7 @@ import { Annotation, END, MessagesAnnotation, START, StateGraph } from "@langcha
 import type { BaseCheckpointSaver, CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import { beforeAll, describe, expect, it } from "vitest";
 import { compact, EncryptedSerializer, InvalidOptionsError, migrate, PostgresSaver, prune, type CompactResult } from "../../src/index.js";
-import { withTestDatabase } from "../helpers/db.js";
+import { waitForLockWait, withTestDatabase } from "../helpers/db.js";
 import { tid } from "../helpers/graphs.js";
 
 const db = withTestDatabase("compact");
@@ -223,6 +223,37 @@ describe("compact converts lists stored whole", () => {
     expect((await elementRows(thread))[0]!.elements).toBe(40);
     await chat(elements).invoke({ messages: [human(20)] }, cfg(thread));
     expect((await chat(whole).getState(cfg(thread))).values.messages).toHaveLength(42);
+  });
+
+  it("a deleteThread racing it leaves nothing of the thread: its element rows included (issue 26 row 6)", async () => {
+    // A whole list and, first in key order, a value deleteThread meets first: held here, it stops the
+    // deletion after its snapshot, while compact runs.
+    const thread = tid("deleted");
+    await whole.put(cfg(thread), { v: 4, id: "1", ts: new Date().toISOString(), channel_values: { "!first": "x", items: ["a", "b", "c"] }, channel_versions: { "!first": "-a1.00000001", items: "-a1.00000001" }, versions_seen: {} }, { source: "input", step: -1, parents: {} }, { "!first": "-a1.00000001", items: "-a1.00000001" });
+    const locker = await db.pool.connect();
+    try {
+      await locker.query("BEGIN");
+      await locker.query("SELECT 1 FROM checkpoint_blobs WHERE thread_id = $1 AND channel = '!first' FOR KEY SHARE", [thread]);
+      const deletion = new PostgresSaver(db.pool).deleteThread(thread);
+      await waitForLockWait(db.pool, "), tomb AS (");
+      let settled = false;
+      const compacting = compact({ pool: db.pool, threadIds: [thread] }).finally(() => void (settled = true));
+      // compact either waits for the deletion (its lock) or, were it not to, finishes before it.
+      for (;;) {
+        if (settled) break;
+        const { rows } = await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%compact: lock%'");
+        if (rows.length > 0) break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await locker.query("COMMIT");
+      await deletion;
+      await compacting;
+      const { rows } = await db.pool.query("SELECT channel, version FROM checkpoint_blobs WHERE thread_id = $1", [thread]);
+      expect(rows).toEqual([]);
+    } finally {
+      await locker.query("ROLLBACK").catch(() => undefined);
+      locker.release();
+    }
   });
 
   it("refuses a serializer that binds values to their rows but cannot seal elements, and bad options, before any SQL", async () => {
