@@ -58,8 +58,6 @@ interface FiredBy {
  *   ... GRANT EXECUTE ON FUNCTIONS) give new functions explicit grants too;
  * - its body refuses to run unless fired by the trigger it was made for
  *   (table, trigger name, timing, level, event), should a grant come back.
- * It knows element rows (migration 0008's guard), for the deletes it makes
- * after the official saver deleted a thread; the setting ends with the call.
  */
 function fn(schema: string, name: string, firedBy: FiredBy, body: string, declare = ""): string[] {
   const f = `${quoteIdent(schema)}.${name}()`;
@@ -73,7 +71,7 @@ function fn(schema: string, name: string, firedBy: FiredBy, body: string, declar
   END IF;`;
   return [
     `CREATE OR REPLACE FUNCTION ${f} RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET ${KNOWS_ELEMENTS.setting} = ${lit(KNOWS_ELEMENTS.value)} AS ${dollar(`
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS ${dollar(`
 ${declare ? `DECLARE ${declare}\n` : ""}BEGIN
   ${check}
   ${body}
@@ -304,15 +302,20 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
     table === "checkpoints"
       ? `
   -- Lineages the official saver emptied (its deleteThread): this package's rows on them go too, element rows
-  -- included (the one place where the bridge deletes those).
+  -- included (the one place where the bridge deletes those: it says it knows them, for these statements only,
+  -- to migration 0008's guard; a function's own SET clause would need a superuser for this setting).
+  known := pg_catalog.current_setting(${lit(KNOWS_ELEMENTS.setting)}, true);
+  PERFORM pg_catalog.set_config(${lit(KNOWS_ELEMENTS.setting)}, ${lit(KNOWS_ELEMENTS.value)}, true);
   WITH emptied AS (SELECT DISTINCT g.thread_id, g.checkpoint_ns FROM gone g
                     WHERE NOT EXISTS (SELECT 1 FROM ${s}.checkpoints o WHERE o.thread_id = g.thread_id AND o.checkpoint_ns = g.checkpoint_ns)),
        h AS (DELETE FROM ${t}.${H.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')}),
        c AS (DELETE FROM ${t}.${C.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')}),
        w AS (DELETE FROM ${t}.${W.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')})
-  DELETE FROM ${t}.${B.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')};`
+  DELETE FROM ${t}.${B.table} x USING emptied e WHERE ${eq("x", "e", { a: ourLineage, b: officialLineage }, '"C"')};
+  PERFORM pg_catalog.set_config(${lit(KNOWS_ELEMENTS.setting)}, coalesce(known, ''), true);`
       : ""
   }`,
+        table === "checkpoints" ? "known text;" : "",
       ),
     ),
     // A lineage this package deleted (deleteThread, prune of a whole thread): its official copy goes too, so a rollback

@@ -128,6 +128,16 @@ describe("a rolling switch from the official saver, and back", () => {
     expect(await official().getTuple(cfg("o4"))).toBeUndefined();
     const { rows: left } = await db.pool.query("SELECT count(*)::int AS n FROM public.checkpoint_writes WHERE thread_id = 'o4'");
     expect(left[0].n).toBe(0);
+    // A thread the official saver started and this package continued with lists stored by their elements: the
+    // official deleteThread takes its element rows too (the bridge says it knows them to migration 0008's guard).
+    await logGraph(official()).invoke({ word: "zero" }, cfg("o5"));
+    const elements = new PostgresSaver(db.pool, undefined, { schema, elementStorage: true });
+    for (const word of ["one", "two"]) await logGraph(elements).invoke({ word }, cfg("o5"));
+    const before = await db.pool.query("SELECT count(*)::int AS n FROM langgraph.checkpoint_blobs WHERE thread_id = 'o5' AND channel = '__elements__'");
+    expect(before.rows[0].n).toBeGreaterThan(0);
+    await official().deleteThread("o5");
+    const after = await db.pool.query("SELECT count(*)::int AS n FROM langgraph.checkpoint_blobs WHERE thread_id = 'o5'");
+    expect(after.rows[0].n).toBe(0);
   });
 
   it("a thread deleted by either saver leaves a tombstone here: an official instance's write continuing it is refused (LGB04), a new conversation is not", async () => {
