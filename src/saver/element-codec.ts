@@ -57,11 +57,15 @@ export const elementRow = (threadId: string, checkpointNs: string, hash: string)
   version: hash,
 });
 
-/** An element serialized: its hash, its size as stored, and what its row stores (made only when the row is sent). */
+/**
+ * An element serialized: its hash, its size as stored, what its element row stores (made only when the
+ * row is sent), and what another row would store for the same value whole (sealed for that row).
+ */
 export interface DumpedElement {
   hash: Buffer;
   size: number;
   stored(): [string, Uint8Array];
+  forRow(row: ValueRow): [string, Uint8Array];
 }
 
 /** The hashes of a refs value, authenticated, and how to check what they name. */
@@ -84,10 +88,10 @@ export interface ElementCodec {
   element(value: unknown, threadId: string, checkpointNs: string): Promise<DumpedElement>;
   /** A chunk's hash. */
   chunkHash(chunk: Uint8Array): Buffer;
-  /** The refs value the list's own row stores. */
-  refs(hashes: Buffer, row: BlobRow): Buffer;
-  /** Authenticate a refs value read from `row`; `where` names the list in errors. */
-  open(value: Uint8Array, row: BlobRow, where: () => string): OpenedRefs;
+  /** The refs value (or refs area) the row naming these hashes stores. */
+  refs(hashes: Buffer, row: ValueRow): Buffer;
+  /** Authenticate a refs value (or refs area) read from `row`; `where` names the value in errors. */
+  open(value: Uint8Array, row: ValueRow, where: () => string): OpenedRefs;
 }
 
 /** How one list's hashes are made: unkeyed (SHA-256) or keyed under one key of a sealing serializer. */
@@ -97,7 +101,7 @@ export interface Hasher {
   hash(type: string, bytes: Uint8Array): Buffer;
   /** Whether `type` and `bytes` hash to `hex` (what a read checks for every element: kept cheap). */
   matches(type: string, bytes: Uint8Array, hex: string): boolean;
-  tag(row: BlobRow, hashes: Uint8Array): Buffer | undefined;
+  tag(row: ValueRow, hashes: Uint8Array): Buffer | undefined;
 }
 
 /** `type`, NUL: what precedes an element's bytes in its hash (one buffer per type). */
@@ -189,7 +193,7 @@ function plainCodec(serde: SerializerProtocol): ElementCodec {
     },
     async element(value) {
       const [type, bytes] = await serde.dumpsTyped(value);
-      return { hash: UNKEYED.hash(type, bytes), size: bytes.byteLength, stored: () => [type, bytes] };
+      return { hash: UNKEYED.hash(type, bytes), size: bytes.byteLength, stored: () => [type, bytes], forRow: () => [type, bytes] };
     },
     chunkHash: (chunk) => UNKEYED.hash(REFS_TYPE, chunk),
     refs: (hashes) => hashes,
@@ -205,7 +209,7 @@ async function dumpInner(serde: SealingSerializer, value: unknown): Promise<[str
 }
 
 /** The key under which a refs value read from `row` was tagged, and its hashes; undefined when no configured key made its tag. */
-export function authenticate(serde: SealingSerializer, value: Uint8Array, row: BlobRow): { hasher: Hasher; hashes: Uint8Array } | undefined {
+export function authenticate(serde: SealingSerializer, value: Uint8Array, row: ValueRow): { hasher: Hasher; hashes: Uint8Array } | undefined {
   if (value.byteLength < HASH_BYTES || value.byteLength % HASH_BYTES !== 0) return undefined;
   const hashes = value.subarray(0, value.byteLength - HASH_BYTES);
   const tag = value.subarray(value.byteLength - HASH_BYTES);
@@ -228,7 +232,12 @@ function sealedCodec(serde: SealingSerializer): ElementCodec {
     async element(value, threadId, checkpointNs) {
       const [innerType, bytes] = await dumpInner(serde, value);
       const hash = current().hash(innerType, bytes);
-      return { hash, size: bytes.byteLength + serde.sealOverhead, stored: () => serde.sealForRow(innerType, bytes, elementRow(threadId, checkpointNs, hex(hash))) };
+      return {
+        hash,
+        size: bytes.byteLength + serde.sealOverhead,
+        stored: () => serde.sealForRow(innerType, bytes, elementRow(threadId, checkpointNs, hex(hash))),
+        forRow: (row) => serde.sealForRow(innerType, bytes, row),
+      };
     },
     chunkHash: (chunk) => current().hash(REFS_TYPE, chunk),
     refs: (hashes, row) => Buffer.concat([hashes, current().tag(row, hashes)!]),

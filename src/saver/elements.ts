@@ -47,7 +47,8 @@
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { DeserializationError } from "../errors.js";
-import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE, elementCodec, elementRow, splitHashes, type BlobRow, type ElementCodec, type OpenedRefs } from "./element-codec.js";
+import type { ValueRow } from "../serde/rowserde.js";
+import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE, elementCodec, elementRow, splitHashes, type ElementCodec, type OpenedRefs } from "./element-codec.js";
 
 /**
  * The reserved channel of element rows (no LangGraph channel is called so; the saver refuses it as a
@@ -80,7 +81,7 @@ export function storesElements(serde: SerializerProtocol): boolean {
  * `maxLineages` lineages (the oldest is forgotten first).
  */
 export class ElementMemory {
-  readonly #lineages = new Map<string, { checkpointId: string; byChannel: Map<string, string[]> }>();
+  readonly #lineages = new Map<string, { checkpointId: string; byChannel: Map<string, string[]>; written: Set<string> }>();
   readonly #maxLineages: number;
   /** How lists are stored with each serializer, if they can be (found out once per serializer, at its first list). */
   readonly #codecs = new WeakMap<SerializerProtocol, Promise<ElementCodec | undefined>>();
@@ -117,14 +118,28 @@ export class ElementMemory {
     return found;
   }
 
-  /** The hashes checkpoint `checkpointId` of the lineage refers to, if remembered. */
+  /**
+   * The hashes checkpoint `checkpointId` of the lineage refers to, and those its pending writes
+   * stored (committed), if remembered.
+   */
   known(lineage: string, checkpointId: string | null): Set<string> | undefined {
     if (checkpointId === null) return undefined;
     const entry = this.#lineages.get(lineage);
     if (entry?.checkpointId !== checkpointId) return undefined;
-    const all = new Set<string>();
+    const all = new Set<string>(entry.written);
     for (const hashes of entry.byChannel.values()) for (const h of hashes) all.add(h);
     return all;
+  }
+
+  /**
+   * Remember the hashes a committed `putWrites` on checkpoint `checkpointId` named: the put of its
+   * child need not send them again. They stay as long as that checkpoint's writes do: prune deletes
+   * the writes of a checkpoint only with it, and keeps the element rows remaining writes name.
+   */
+  rememberWrites(lineage: string, checkpointId: string, hashes: Iterable<string>): void {
+    const entry = this.#lineages.get(lineage);
+    if (entry?.checkpointId !== checkpointId) return;
+    for (const h of hashes) entry.written.add(h);
   }
 
   /**
@@ -138,7 +153,7 @@ export class ElementMemory {
     for (const channel of dropped) byChannel.delete(channel);
     for (const [channel, hashes] of written) byChannel.set(channel, hashes);
     this.#lineages.delete(lineage);
-    this.#lineages.set(lineage, { checkpointId, byChannel });
+    this.#lineages.set(lineage, { checkpointId, byChannel, written: new Set() });
     if (this.#lineages.size > this.#maxLineages) this.#lineages.delete(this.#lineages.keys().next().value!);
   }
 
@@ -156,9 +171,14 @@ export function lineageKey(threadId: string, checkpointNs: string): string {
   return `${threadId}\u0000${checkpointNs}`;
 }
 
-/** A list channel's value encoded: its refs value, the rows to send, every hash it refers to (elements and chunks), its elements' stored size in all. */
+/**
+ * A list encoded: its refs value (its slots, tagged for its row by a sealing codec), its slots (the
+ * hashes of its full chunks, then of the elements after them), the rows to send, every hash it refers
+ * to (elements and chunks), its elements' stored size in all.
+ */
 export interface EncodedList {
   refs: Buffer;
+  slots: Buffer;
   rows: ElementRow[];
   hashes: string[];
   bytes: number;
@@ -170,7 +190,7 @@ export interface EncodedList {
  * channels). `bytes` is what its elements take stored, all of them, sent or
  * not: a list counts against `maxValueBytes` as its whole value would.
  */
-export async function encodeList(codec: ElementCodec, list: unknown[], row: BlobRow, known: Set<string> | undefined, sending: Set<string>): Promise<EncodedList> {
+export async function encodeList(codec: ElementCodec, list: unknown[], row: ValueRow, known: Set<string> | undefined, sending: Set<string>): Promise<EncodedList> {
   const n = list.length;
   const raw = new Array<Buffer>(n);
   const rows: ElementRow[] = [];
@@ -200,7 +220,7 @@ export async function encodeList(codec: ElementCodec, list: unknown[], row: Blob
     }
   }
   for (const b of raw) hashes.push(b.toString("hex"));
-  return { refs: laid.refs, rows, hashes, bytes };
+  return { refs: laid.refs, slots: laid.slots, rows, hashes, bytes };
 }
 
 /**
@@ -208,7 +228,7 @@ export async function encodeList(codec: ElementCodec, list: unknown[], row: Blob
  * `elements`, and its chunk rows: the hashes of its full chunks, then those
  * of the elements after them.
  */
-export function layout(codec: ElementCodec, elements: Buffer[], row: BlobRow): { refs: Buffer; chunks: ElementRow[] } {
+export function layout(codec: ElementCodec, elements: Buffer[], row: ValueRow): { refs: Buffer; slots: Buffer; chunks: ElementRow[] } {
   const full = Math.floor(elements.length / CHUNK);
   const parts: Buffer[] = [];
   const chunks: ElementRow[] = [];
@@ -219,7 +239,8 @@ export function layout(codec: ElementCodec, elements: Buffer[], row: BlobRow): {
     chunks.push({ hash: chunkHash.toString("hex"), type: REFS_TYPE, bytes: chunk });
   }
   for (let i = full * CHUNK; i < elements.length; i++) parts.push(elements[i]!);
-  return { refs: codec.refs(Buffer.concat(parts), row), chunks };
+  const slots = Buffer.concat(parts);
+  return { refs: codec.refs(slots, row), slots, chunks };
 }
 
 /** The hashes in a refs value as the SQL that expands it sees them, in order (with a sealing serializer, the last is the tag). */

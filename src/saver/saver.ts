@@ -48,7 +48,7 @@ import { Runner } from "./runner.js";
 import { toDeltaHistory, toTuples, type DeltaRow } from "./read.js";
 import { upgradeState } from "./upgrade.js";
 import { nextVersion } from "./version.js";
-import { ElementMemory } from "./elements.js";
+import { ElementMemory, lineageKey } from "./elements.js";
 import { checkCopyArguments, copyStatements, copyThread, type CopyThreadOptions, type CopyThreadResult } from "./copy.js";
 import { checkRetention, Retention, type RetentionOptions } from "./retention.js";
 import { deleteThread, waitForRestart } from "./tombstones.js";
@@ -440,6 +440,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const rows = await encodeWrites(this.#ctx, { config, writes, taskId, taskPath });
     if (rows === undefined) return;
     await this.#coalescer.write(InFlight.keyOf(config), rows);
+    // Stored: the put of the checkpoint's child need not send these element rows again (elements.ts).
+    if (rows.hashes.length > 0) this.#ctx.elements?.rememberWrites(lineageKey(rows.threadId, rows.checkpointNs), rows.checkpointId, rows.hashes);
     emit(this.#ctx.onEvent, {
       type: "putWrites",
       threadId: rows.threadId,
