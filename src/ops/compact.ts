@@ -328,6 +328,7 @@ async function compactThread(job: Job, threadId: string, progress: () => void): 
       if (!seen) sending.set(r.checkpoint_ns, (seen = new Set()));
       const list = { table: "checkpoint_blobs", threadId, checkpointNs: r.checkpoint_ns, channel: r.channel, version: r.version } as const;
       const encoded = await encodeList(job.codec, value, list, undefined, seen);
+      if (!encoded) continue;
       for (const row of encoded.rows) elementRows.set(rowKey(r.checkpoint_ns, row.hash), { ns: r.checkpoint_ns, row });
       lists.push({ row: r, refs: encoded.refs, hashes: encoded.hashes });
     }

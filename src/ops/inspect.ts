@@ -358,7 +358,7 @@ export interface StoredCheckpoint {
   isHead: boolean;
   createdAt: string;
   ttlSeconds: number | null;
-  /** The stored checkpoint: `v`, `id`, `ts`, `channel_versions`, `versions_seen`, `updated_channels` (channel values live in blobs). */
+  /** The stored checkpoint: `v`, `ts`, `channel_versions`, `versions_seen`, `updated_channels` (channel values live in blobs), and its `id` (from its column). */
   checkpoint: Record<string, unknown>;
   metadata: unknown;
   /**
@@ -440,7 +440,8 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
     return d.ok ? d.value : { $type: "undecodable", error: d.error };
   };
   const key = { threadId, checkpointNs: ns };
-  const { channel_values: _none, ...checkpoint } = cp.checkpoint;
+  const { channel_values: _none, ...stored } = cp.checkpoint;
+  const checkpoint = { ...stored, id: cp.checkpoint_id };
   // One map { channel: value }; if it cannot be decoded, one entry says so.
   const unversioned =
     cp.unversioned_values === null

@@ -230,6 +230,8 @@ async function convert(
       const { channel_versions: versions, versions_seen: seen, ...rest } = r.checkpoint;
       const cp: Record<string, unknown> = {
         ...rest,
+        // The official savers keep the id in the JSON too; this package, in its column only.
+        id: r.checkpoint_id,
         channel_versions: mapVersions(versions, target),
         versions_seen: Object.fromEntries(Object.entries((seen ?? {}) as Record<string, unknown>).map(([node, v]) => [node, mapVersions(v, target)])),
       };

@@ -84,8 +84,11 @@ export interface OpenedRefs {
 export interface ElementCodec {
   /** Whether one value gives the same hash twice (else an unchanged element would be stored again at each put). */
   deterministic(sample: unknown): Promise<boolean>;
-  /** Serialize an element of a list of `threadId`/`checkpointNs`. */
-  element(value: unknown, threadId: string, checkpointNs: string): Promise<DumpedElement>;
+  /**
+   * Serialize an element of a list of `threadId`/`checkpointNs`; undefined when the serializer would
+   * write it differently inside its container than alone (see `dumpsTypedExact` in serde.ts).
+   */
+  element(value: unknown, threadId: string, checkpointNs: string): Promise<DumpedElement | undefined>;
   /** A chunk's hash. */
   chunkHash(chunk: Uint8Array): Buffer;
   /** The refs value (or refs area) the row naming these hashes stores. */
@@ -192,7 +195,9 @@ function plainCodec(serde: SerializerProtocol): ElementCodec {
       return t1 === t2 && Buffer.from(b1.buffer, b1.byteOffset, b1.byteLength).equals(Buffer.from(b2.buffer, b2.byteOffset, b2.byteLength));
     },
     async element(value) {
-      const [type, bytes] = await serde.dumpsTyped(value);
+      const dumped = await dumpExact(serde, value);
+      if (!dumped) return undefined;
+      const [type, bytes] = dumped;
       return { hash: UNKEYED.hash(type, bytes), size: bytes.byteLength, stored: () => [type, bytes], forRow: () => [type, bytes] };
     },
     chunkHash: (chunk) => UNKEYED.hash(REFS_TYPE, chunk),
@@ -202,8 +207,20 @@ function plainCodec(serde: SerializerProtocol): ElementCodec {
   };
 }
 
-async function dumpInner(serde: SealingSerializer, value: unknown): Promise<[string, Uint8Array]> {
-  const [type, bytes] = await serde.inner.dumpsTyped(value);
+/** A serializer that can tell when a value is not written as it is (serde.ts `dumpsTypedExact`). */
+interface ExactSerializer extends SerializerProtocol {
+  dumpsTypedExact(data: unknown): Promise<[string, Uint8Array] | undefined>;
+}
+
+/** An element as `serde` writes it alone, or undefined when that would differ from it inside its container. */
+function dumpExact(serde: SerializerProtocol, value: unknown): Promise<[string, Uint8Array] | undefined> {
+  return typeof (serde as Partial<ExactSerializer>).dumpsTypedExact === "function" ? (serde as ExactSerializer).dumpsTypedExact(value) : serde.dumpsTyped(value);
+}
+
+async function dumpInner(serde: SealingSerializer, value: unknown, exact = false): Promise<[string, Uint8Array] | undefined> {
+  const dumped = exact ? await dumpExact(serde.inner, value) : await serde.inner.dumpsTyped(value);
+  if (dumped === undefined) return undefined;
+  const [type, bytes] = dumped;
   if (typeof type !== "string" || !(bytes instanceof Uint8Array)) throw new SerializationError("The inner serializer returned something other than [type, bytes]");
   return [type, bytes];
 }
@@ -226,11 +243,13 @@ function sealedCodec(serde: SealingSerializer): ElementCodec {
   const load = (type: string, bytes: Uint8Array) => serde.inner.loadsTyped(type, bytes);
   return {
     async deterministic(sample) {
-      const [[t1, b1], [t2, b2]] = await Promise.all([dumpInner(serde, sample), dumpInner(serde, sample)]);
-      return t1 === t2 && Buffer.from(b1).equals(Buffer.from(b2));
+      const [one, two] = await Promise.all([dumpInner(serde, sample), dumpInner(serde, sample)]);
+      return one![0] === two![0] && Buffer.from(one![1]).equals(Buffer.from(two![1]));
     },
     async element(value, threadId, checkpointNs) {
-      const [innerType, bytes] = await dumpInner(serde, value);
+      const dumped = await dumpInner(serde, value, true);
+      if (!dumped) return undefined;
+      const [innerType, bytes] = dumped;
       const hash = current().hash(innerType, bytes);
       return {
         hash,

@@ -46,7 +46,7 @@
  * and say so once.
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
-import { DeserializationError } from "../errors.js";
+import { DeserializationError, SerializationError } from "../errors.js";
 import type { ValueRow } from "../serde/rowserde.js";
 import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE, elementCodec, elementRow, splitHashes, type ElementCodec, type OpenedRefs } from "./element-codec.js";
 
@@ -65,9 +65,31 @@ export interface ElementRow {
   bytes: Uint8Array;
 }
 
-/** Whether `value` is stored element by element. */
+/**
+ * Whether `value` is stored element by element: a plain, non-empty array without holes, none of whose
+ * elements is a function or a symbol. Those serialize differently alone than inside an array (JSON,
+ * which the default serializer follows for them, writes them as null in an array): such a list is
+ * stored whole, so it reads back as it would have.
+ */
 export function isElementList(value: unknown): value is unknown[] {
-  return Array.isArray(value) && value.length > 0 && Object.getPrototypeOf(value) === Array.prototype;
+  if (!Array.isArray(value) || value.length === 0 || Object.getPrototypeOf(value) !== Array.prototype) return false;
+  for (let i = 0; i < value.length; i++) {
+    if (!(i in value)) return false;
+    const kind = typeof value[i];
+    if (kind === "function" || kind === "symbol") return false;
+  }
+  return true;
+}
+
+/**
+ * A serializer's error about an element as the whole value's error would be: its path inside the
+ * element (`$.link`) put under the element's place (`$[2].link`; `at`: `[2]`, or `.items[2]`).
+ */
+export function rebase(err: unknown, at: string): unknown {
+  if (!(err instanceof SerializationError) || err.path === undefined || !err.path.startsWith("$")) return err;
+  const path = `$${at}${err.path.slice(1)}`;
+  const message = err.message.endsWith(` at ${err.path}`) ? `${err.message.slice(0, -err.path.length)}${path}` : err.message;
+  return new SerializationError(message, { cause: err.cause, field: err.field, path });
 }
 
 /** Whether `serde` can store and read lists by their elements (element-codec.ts). */
@@ -189,28 +211,34 @@ export interface EncodedList {
  * `known` (nor already in `sending`, the rows this put sends for other
  * channels). `bytes` is what its elements take stored, all of them, sent or
  * not: a list counts against `maxValueBytes` as its whole value would.
+ * Undefined (nothing added to `sending`) when the list must be stored whole.
  */
-export async function encodeList(codec: ElementCodec, list: unknown[], row: ValueRow, known: Set<string> | undefined, sending: Set<string>): Promise<EncodedList> {
-  const n = list.length;
-  const raw = new Array<Buffer>(n);
+export async function encodeList(codec: ElementCodec, list: unknown[], row: ValueRow, known: Set<string> | undefined, sending: Set<string>): Promise<EncodedList | undefined> {
+  // Every element is serialized: its object may have changed in place since it was last stored
+  // (LangGraph's own tests edit a message and hand the same object to updateState).
+  const all = await Promise.all(
+    list.map((element, i) =>
+      codec.element(element, row.threadId, row.checkpointNs).catch((err: unknown) => {
+        throw rebase(err, `[${i}]`);
+      }),
+    ),
+  );
+  // An element the serializer writes differently alone (a cycle through the list...): the list stays whole.
+  if (all.some((d) => d === undefined)) return undefined;
+  const raw = new Array<Buffer>(list.length);
   const rows: ElementRow[] = [];
   const hashes: string[] = [];
   let bytes = 0;
-  await Promise.all(
-    list.map(async (element, i) => {
-      // Every element is serialized: its object may have changed in place since it was last stored
-      // (LangGraph's own tests edit a message and hand the same object to updateState).
-      const dumped = await codec.element(element, row.threadId, row.checkpointNs);
-      bytes += dumped.size;
-      const hash = dumped.hash.toString("hex");
-      raw[i] = dumped.hash;
-      if (!known?.has(hash) && !sending.has(hash)) {
-        sending.add(hash);
-        const [type, stored] = dumped.stored();
-        rows.push({ hash, type, bytes: stored });
-      }
-    }),
-  );
+  all.forEach((dumped, i) => {
+    bytes += dumped!.size;
+    const hash = dumped!.hash.toString("hex");
+    raw[i] = dumped!.hash;
+    if (!known?.has(hash) && !sending.has(hash)) {
+      sending.add(hash);
+      const [type, stored] = dumped!.stored();
+      rows.push({ hash, type, bytes: stored });
+    }
+  });
   const laid = layout(codec, raw, row);
   for (const chunk of laid.chunks) {
     hashes.push(chunk.hash);

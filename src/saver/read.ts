@@ -105,6 +105,8 @@ async function toTuple(ctx: SaverContext, entry: Entry, elements: Map<string, St
   const stored = head.cp as Partial<Omit<Checkpoint, "channel_values">>;
   const checkpoint = {
     ...stored,
+    // Stored in its own column only (rows written before 0.1.0, and adopted ones, hold it in the JSON too).
+    id: head.checkpoint_id,
     // MemorySaver's defaults, for rows an older writer stored without them.
     channel_versions: stored.channel_versions ?? {},
     versions_seen: stored.versions_seen ?? {},

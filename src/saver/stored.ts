@@ -26,10 +26,11 @@
  * name.
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
-import { DeserializationError } from "../errors.js";
+import { DeserializationError, SerializationError } from "../errors.js";
 import { dumpsForRow, isSealing, loadsForRow, type ValueRow } from "../serde/rowserde.js";
 import { HASH_BYTES, REFS_TYPE, authenticate, elementRow, type ElementCodec, type OpenedRefs } from "./element-codec.js";
-import { encodeList, isElementList, leavesOf, type ElementRow, type StoredElement } from "./elements.js";
+import { formatKey } from "../serde/paths.js";
+import { encodeList, isElementList, leavesOf, rebase, type ElementRow, type StoredElement } from "./elements.js";
 
 /** Type of a value stored by content (one element row). */
 export const VALUE_TYPE = "pg:val";
@@ -108,17 +109,29 @@ const isPlainObject = (value: unknown): value is Record<string, unknown> =>
  * same statement sends already (filled in).
  */
 export async function encodeStored(ctx: StoreContext, value: unknown, row: ValueRow, known: Set<string> | undefined, sending: Set<string>): Promise<StoredValue> {
+  try {
+    return await encodeByContent(ctx, value, row, known, sending);
+  } catch (err) {
+    // A value the serializer refuses: refused as a whole value would be, naming the same place in it
+    // (the parts of an object are tried in another order than the serializer walks it).
+    if (!(err instanceof SerializationError)) throw err;
+    const [type, bytes] = await dumpsForRow(ctx.serde, value, row);
+    return { type, bytes, rows: [], hashes: [], size: bytes.byteLength };
+  }
+}
+
+async function encodeByContent(ctx: StoreContext, value: unknown, row: ValueRow, known: Set<string> | undefined, sending: Set<string>): Promise<StoredValue> {
   const { serde, codec } = ctx;
   if (codec && isElementList(value)) {
     const list = await encodeList(codec, value, row, known, sending);
-    return { type: REFS_TYPE, bytes: list.refs, rows: list.rows, hashes: list.hashes, size: list.bytes };
+    if (list) return { type: REFS_TYPE, bytes: list.refs, rows: list.rows, hashes: list.hashes, size: list.bytes };
   }
   if (codec && isPlainObject(value)) {
     const encoded = await encodeObject({ serde, codec }, value, row, known, sending);
     if (encoded) return encoded;
   }
-  if (codec && value !== undefined) {
-    const element = await codec.element(value, row.threadId, row.checkpointNs);
+  const element = codec && value !== undefined ? await codec.element(value, row.threadId, row.checkpointNs) : undefined;
+  if (codec && element) {
     if (element.size < BY_CONTENT_MIN_BYTES) {
       // Whole, from the same serialization (sealed for this row by a sealing codec).
       const [type, bytes] = element.forRow(row);
@@ -146,17 +159,29 @@ async function encodeObject(
   sending: Set<string>,
 ): Promise<StoredValue | undefined> {
   const keys = Object.keys(value);
-  const listKeys = keys.filter((k) => isElementList(value[k]));
-  if (listKeys.length === 0) return undefined;
+  const candidates = keys.filter((k) => isElementList(value[k]));
+  if (candidates.length === 0) return undefined;
   // Encoded against a private `sending`: nothing counts as sent unless this form is chosen.
   const mine = new Set(sending);
-  const lists = await Promise.all(listKeys.map((k) => encodeList(ctx.codec, value[k] as unknown[], row, known, mine)));
+  const encoded = await Promise.all(
+    candidates.map((k) =>
+      encodeList(ctx.codec, value[k] as unknown[], row, known, mine).catch((err: unknown) => {
+        throw rebase(err, formatKey(k));
+      }),
+    ),
+  );
+  const listKeys = candidates.filter((_, i) => encoded[i] !== undefined);
+  const lists = encoded.filter((l) => l !== undefined);
   const elementBytes = lists.reduce((n, l) => n + l.bytes, 0);
   if (elementBytes < BY_CONTENT_MIN_BYTES) return undefined;
   const rest: Record<string, unknown> = {};
   for (const k of keys) if (!listKeys.includes(k)) Object.defineProperty(rest, k, { value: value[k], enumerable: true, writable: true, configurable: true });
   const skeleton = { k: keys, l: listKeys.map((k, i) => [keys.indexOf(k), lists[i]!.slots.byteLength / HASH_BYTES]), r: rest };
-  const [innerType, inner] = await dumpsForRow(ctx.serde, skeleton, row);
+  // The other fields as they are: ones written in LangGraph's JSON form (a cycle through this object...)
+  // would come out differently without it around them, so then the object is stored whole.
+  const outline = await ctx.codec.element(skeleton, row.threadId, row.checkpointNs);
+  if (!outline) return undefined;
+  const [innerType, inner] = outline.forRow(row);
   const area = ctx.codec.refs(Buffer.concat(lists.map((l) => l.slots)), row);
   const length = Buffer.alloc(4);
   length.writeUInt32BE(area.byteLength, 0);

@@ -126,7 +126,8 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
       payloads.push(bytes);
     }),
   );
-  const { channel_values: _omit, ...stored } = checkpoint;
+  // Neither the values (blobs) nor the id (its own column) are stored twice (issue 27: leaner rows).
+  const { channel_values: _omit, id: _id, ...stored } = checkpoint;
   // MemorySaver's defaults for fields an older writer may leave out (its copyCheckpoint).
   stored.channel_versions ??= {};
   stored.versions_seen ??= {};

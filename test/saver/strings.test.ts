@@ -174,7 +174,7 @@ describe("through the saver", () => {
 
   it("rows in the official saver's JSON (type \"json\"), read by the default serializer", async () => {
     const threadId = tid("strings-json");
-    const ids = await putAll(new PostgresSaver(db.pool, { serde: new JsonPlusSerializer() }), threadId);
+    const ids = await putAll(new PostgresSaver(db.pool, { serde: new JsonPlusSerializer(), elementStorage: false }), threadId);
     const { rows } = await db.pool.query<{ type: string }>("SELECT DISTINCT type FROM checkpoint_blobs WHERE thread_id = $1", [threadId]);
     expect(rows.map((r) => r.type)).toEqual(["json"]);
     await expectAllBack(saver, threadId, ids);
