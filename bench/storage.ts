@@ -444,15 +444,17 @@ export async function storageMain(args: StorageArgs): Promise<number> {
     }
     if (ours && imageTurns > 2) {
       const pts = images.get("ours")!.points;
-      // Turns 2.. (the first pays for the tables' first pages): the most a turn added, against one image URL.
+      // Turns 2.. (the first pays for the tables' first pages): what a turn added on average, against one
+      // image URL. A single turn's growth jumps by whole pages and TOAST chunks as tables extend; the
+      // average over the turns does not.
       const growth = pts.slice(1).map((p, k) => p.bytes - pts[k]!.bytes);
-      const worst = Math.max(...growth);
+      const mean = (pts.at(-1)!.bytes - pts[0]!.bytes) / (pts.length - 1);
       const url = imageUrl(0).length;
       targets.push({
-        name: `the image stored once: the largest growth of turns 2-${imageTurns} vs one image URL (${kib(url)})`,
+        name: `the image stored once: bytes a turn adds, turns 2-${imageTurns}, vs one image URL (${kib(url)})`,
         goal: "< 1.5x (a second copy would make it 2x)",
-        measured: `${kib(worst)} (${(worst / url).toFixed(2)}x); median ${kib(median(growth))}`,
-        pass: worst < 1.5 * url,
+        measured: `${kib(mean)} (${(mean / url).toFixed(2)}x) on average; median ${kib(median(growth))}, most ${kib(Math.max(...growth))}`,
+        pass: mean < 1.5 * url,
       });
     }
 
