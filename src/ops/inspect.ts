@@ -363,12 +363,12 @@ export interface StoredCheckpoint {
   metadata: unknown;
   /**
    * One per `channel_versions` entry: the blob it points at. `type` is `empty` for a channel without a value, `missing` if no blob row exists,
-   * `pg:refs` for a list stored by its elements (saver/elements.ts; `value` is the whole list, put back together).
+   * `pg:refs`, `pg:val` or `pg:obj:<type>` for a value stored by content (saver/stored.ts; `value` is the whole value, put back together).
    */
   channels: { channel: string; version: string; type: string; value: unknown }[];
   /** Channel values the checkpoint holds without a version (e.g. `__pregel_tasks: []`), stored with its row. */
   unversioned: { channel: string; value: unknown }[];
-  /** The writes tasks produced from this checkpoint, in `(task_path, task_id, idx)` order. */
+  /** The writes tasks produced from this checkpoint, in `(task_path, task_id, idx)` order; `value` decoded whole, also when stored by content. */
   pendingWrites: { taskId: string; idx: number; channel: string; type: string; taskPath: string; value: unknown }[];
 }
 
@@ -430,10 +430,11 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
     [threadId, ns, cp.checkpoint_id],
   );
   const blobOf = new Map(blobs.map((b) => [b.channel, b]));
+  // Channel values and pending writes alike may be stored by content: the element rows of both, in one go.
   const elements = await loadElements(
     (text, values) => run(db, "reading list elements", text, values),
     t.blobs,
-    blobs.map((b) => ({ threadId, checkpointNs: ns, type: b.type, value: b.value })),
+    [...blobs, ...writes].map((v) => ({ threadId, checkpointNs: ns, type: v.type, value: v.value })),
   );
   const decode = async (type: string, value: Uint8Array | null, row: ValueRow, list?: Elements) => {
     const d = await decodeStored(serde, type, value, row, list);
@@ -479,7 +480,7 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
         channel: w.channel,
         type: w.type,
         taskPath: w.task_path,
-        value: await decode(w.type, w.value, { table: "checkpoint_writes", ...key, checkpointId: cp.checkpoint_id, taskId: w.task_id, idx: w.idx }),
+        value: await decode(w.type, w.value, { table: "checkpoint_writes", ...key, checkpointId: cp.checkpoint_id, taskId: w.task_id, idx: w.idx }, elements),
       })),
     ),
   };

@@ -15,7 +15,7 @@ import { describe, expect, it } from "vitest";
 import { EncryptedSerializer, exportThread, importThread, migrate, PostgresSaver, prune, reencrypt, rollbackAdoption, show, type BlobRecord } from "../../src/index.js";
 import { ELEMENTS_CHANNEL, REFS_TYPE } from "../../src/saver/elements.js";
 import { runCli } from "../helpers/cli.js";
-import { withTestDatabase } from "../helpers/db.js";
+import { queryKnowingElements, withTestDatabase } from "../helpers/db.js";
 import { chatGraph, tid } from "../helpers/graphs.js";
 
 const db = withTestDatabase("elements");
@@ -75,11 +75,39 @@ describe("operations tools on lists stored by their elements", () => {
     expect(printed.map((c) => c.channel)).not.toContain(ELEMENTS_CHANNEL);
     expect(printed.find((c) => c.channel === "messages")!.value.map((m) => m.kwargs.content)).toEqual(messages.map((m) => m.content));
 
-    // A missing element makes the list undecodable, never shorter.
-    await db.pool.query(`DELETE FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel = $2 AND type <> $3 AND version = (
+    // A missing element makes the list undecodable, never shorter (deleted as a corruption would: migration 0008's guard
+    // refuses a delete that does not say it knows element rows).
+    await queryKnowingElements(db.pool, `DELETE FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel = $2 AND type <> $3 AND version = (
                            SELECT min(version) FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel = $2 AND type <> $3)`, [thread, ELEMENTS_CHANNEL, REFS_TYPE]);
     const broken = (await show({ pool: db.pool, schema, threadId: thread }))!;
     expect(broken.channels.find((c) => c.channel === "messages")!.value).toMatchObject({ $type: "undecodable", error: expect.stringMatching(/element [0-9a-f]{32} is not stored/) });
+  });
+
+  it("show: pending writes stored by content are decoded whole (the element rows they name loaded)", async () => {
+    const schema = "el_show_writes";
+    await migrate({ pool: db.pool, schema });
+    const saver = new PostgresSaver(db.pool, { schema });
+    const thread = tid("show-writes");
+    await longChat(saver, thread);
+    // Every checkpoint whose tasks wrote something: the input's `__start__` task writes the question
+    // list (as `pg:refs`), the bot's task its answer; each names element rows, none is stored whole.
+    const all = await listAll(saver, thread);
+    const withWrites = all.filter((t) => (t.pendingWrites ?? []).some(([, channel]) => channel === "messages"));
+    expect(withWrites.length).toBeGreaterThanOrEqual(2);
+    for (const tuple of withWrites) {
+      const shown = (await show({ pool: db.pool, schema, threadId: thread, checkpointId: tuple.checkpoint.id }))!;
+      const writes = shown.pendingWrites.filter((w) => w.channel === "messages");
+      expect(writes.length).toBeGreaterThan(0);
+      expect(writes.every((w) => w.type === REFS_TYPE)).toBe(true);
+      // The values LangGraph reads back for these writes, in the same order.
+      expect(writes.map((w) => w.value)).toEqual(tuple.pendingWrites!.filter(([, channel]) => channel === "messages").map(([, , value]) => value));
+    }
+    // The 39 questions of the first run, through the CLI too.
+    const first = withWrites.find((t) => (t.pendingWrites!.find(([, c]) => c === "messages")![2] as unknown[]).length === 39)!;
+    const cli = await runCli(["show", thread, first.checkpoint.id, "--database-url", db.url, "--schema", schema, "--json"]);
+    expect(cli.code, cli.stderr).toBe(0);
+    const printed = (JSON.parse(cli.stdout) as { pendingWrites: { channel: string; value: { kwargs: { content: string } }[] }[] }).pendingWrites;
+    expect(printed.find((w) => w.channel === "messages")!.value.map((m) => m.kwargs.content)).toEqual(humans(39).map((m) => m.content));
   });
 
   it("export carries the element rows (lists decoded whole, chunks marked); export -> delete -> import reads back identical", async () => {
