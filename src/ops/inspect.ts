@@ -4,11 +4,11 @@
  * {@link migrationStatus}, {@link listThreads}, {@link history}, {@link show},
  * {@link exportThread} and {@link importThread}.
  *
- * The export format is JSON lines, one record per stored row. Each value is
- * carried twice: `value` (base64 of the exact stored bytes, with its `type`)
- * is what {@link importThread} writes back, byte for byte; `decoded` is the
- * same value decoded into JSON with type-preserving tags (see
- * {@link toJsonSafe}), for people and tools, and is ignored on import.
+ * The export format is JSON lines, one record per stored row: `value`
+ * (base64 of the exact stored bytes, with its `type`) is what
+ * {@link importThread} writes back; on request (`decoded: true`), `decoded`
+ * shows the value as JSON with type-preserving tags (see {@link toJsonSafe}),
+ * for people and tools, and is ignored on import.
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import pg from "pg";

@@ -1,17 +1,23 @@
 /**
  * Export and import of whole threads (`export` / `import` in the CLI, see
- * cli/transfer.ts): every row of a thread as JSON records, bytes as base64,
- * decoded values alongside for reading, and back, validated before any SQL
+ * cli/transfer.ts): every row of a thread as JSON records, bytes as base64
+ * (decoded views alongside on request), and back, validated before any SQL
  * and written in one transaction. Moves threads between schemas, databases
  * and releases.
+ *
+ * Rows are exported as stored, so a value stored by content (saver/stored.ts)
+ * comes as its own row, which names element rows by hash, and each element
+ * row comes once per thread and namespace: an export grows with what the
+ * thread holds, as its tables do, not with how many versions repeat it
+ * (issue #27: before, every list version was decoded whole, and a 200-turn
+ * chat exported to 8.7x its size on disk).
  */
 import type { Db } from "../db/db.js";
 import { CheckpointerError, DatabaseOperationError, InvalidInputError, sqlStateOf } from "../errors.js";
 import { latestVersion } from "../db/migrate.js";
 import type { ValueRow } from "../serde/rowserde.js";
 import { checkKey, LIMITS, quoteIdent } from "../validate.js";
-import { ELEMENTS_CHANNEL, elementKey } from "../saver/elements.js";
-import { decodeMetadataRaw, decodeSafe, toJsonSafe, type Elements } from "./decode.js";
+import { decodeMetadataRaw, decodeSafe, outlineSafe, toJsonSafe } from "./decode.js";
 import { open, run, type InspectOptions } from "./inspect.js";
 import { COL } from "../db/names.js";
 import { NOT_COLUMNS, TABLES, validateRecords, type Column, type Columns, type TableKind } from "./transfer-check.js";
@@ -35,7 +41,7 @@ export interface ExportHeader {
  * later migrations appear as further fields), and `is_head`: whether the
  * lineage's `checkpoint_heads` row names it. `checkpoint` and `metadata` are
  * the stored JSON; `metadata_raw` (base64) is set when the metadata needed
- * exact msgpack, and then `metadata_decoded` shows it (ignored on import).
+ * exact msgpack. With `decoded: true`, `metadata_decoded` shows it (ignored on import).
  */
 export interface CheckpointRecord {
   kind: "checkpoint";
@@ -55,7 +61,7 @@ export interface CheckpointRecord {
   unversioned_decoded?: unknown;
 }
 
-/** A row of `checkpoint_writes`: `value` is base64 of the stored bytes, `decoded` the tagged JSON (ignored on import). */
+/** A row of `checkpoint_writes`: `value` is base64 of the stored bytes; with `decoded: true`, `decoded` shows it as {@link BlobRecord}'s does (ignored on import). */
 export interface WriteRecord {
   kind: "write";
   thread_id: string;
@@ -72,10 +78,14 @@ export interface WriteRecord {
 }
 
 /**
- * A row of `checkpoint_blobs`: `value` is base64 of the stored bytes (null for `type: "empty"`), `decoded` the tagged JSON.
- * Lists stored by their elements (saver/elements.ts) come as their rows: element rows (channel `__elements__`, version
- * the hash), and the list's own row of type `pg:refs`, whose `decoded` is the whole list; a chunk's `decoded` is
- * `{"$type":"pg:refs","hashes":[...]}`.
+ * A row of `checkpoint_blobs`: `value` is base64 of the stored bytes (null for `type: "empty"`). Values stored by content
+ * (saver/stored.ts) come as their rows: element rows (channel `__elements__`, version the hash), each once, and the
+ * value's own row (type `pg:refs`, `pg:val` or `pg:obj:<type>`), which names them.
+ *
+ * With `decoded: true`, `decoded` shows the value as tagged JSON (decode.ts `toJsonSafe`, ignored on import), each
+ * element once (decode.ts `outlineSafe`): an element row's is its value; a chunk's `{"$type":"pg:refs","hashes":[...]}`;
+ * a list's the same (hashes of chunks and elements, in order), a large value's `{"$type":"pg:val","hashes":[hash]}`, an
+ * object's its fields with such a list in place of each list field.
  */
 export interface BlobRecord {
   kind: "blob";
@@ -161,13 +171,22 @@ const hexToBase64 = (hex: unknown): string | null => (typeof hex === "string" ? 
  * consistent snapshot: checkpoints, then writes, then blobs, then an `end`
  * record. Empty (no records at all) when the thread does not exist.
  *
+ * `decoded: true` adds a readable view of each value (`decoded`,
+ * `metadata_decoded`, `unversioned_decoded`; ignored on import), decoded
+ * with `serde`. Off by default: an import needs only the stored bytes, and
+ * the views about double what values take (with them, a long chat's export
+ * is larger than its tables, README "CLI"); `show` reads a checkpoint decoded.
+ *
  * @example
  * ```ts
  * for (const record of await exportThread({ pool, threadId: "12345" })) out.write(JSON.stringify(record) + "\n");
+ * const readable = await exportThread({ pool, threadId: "12345", decoded: true });
  * ```
  */
-export async function exportThread(options: InspectOptions & { threadId: string }): Promise<ExportRecord[]> {
+export async function exportThread(options: InspectOptions & { threadId: string; decoded?: boolean }): Promise<ExportRecord[]> {
   const threadId = checkKey("threadId", options.threadId, LIMITS.thread_id);
+  const decoded = options.decoded ?? false;
+  if (typeof decoded !== "boolean") throw new InvalidInputError("decoded", "expected true or false");
   const { db, t, schema, serde } = await open(options);
   const [columns, cps, writes, blobs] = await db
     .transaction(async (tx) => {
@@ -199,14 +218,10 @@ export async function exportThread(options: InspectOptions & { threadId: string 
     return record;
   };
   const records: ExportRecord[] = [];
-  // Every element row of the thread is exported: lists are decoded from them.
-  const elements: Elements = new Map();
-  for (const { r } of blobs) {
-    if (r.channel !== ELEMENTS_CHANNEL) continue;
-    elements.set(elementKey(threadId, String(r.checkpoint_ns), String(r.version)), { type: String(r.type), value: typeof r.value === "string" ? hexToBytes(r.value) : null });
-  }
   for (const { r } of cps) {
     const record = toRecord("checkpoint", r) as unknown as CheckpointRecord;
+    records.push(record);
+    if (!decoded) continue;
     if (typeof r.metadata_raw === "string") {
       const d = await decodeMetadataRaw(r.metadata, hexToBytes(r.metadata_raw));
       record.metadata_decoded = d.ok ? toJsonSafe(d.value) : { $type: "undecodable", error: d.error };
@@ -215,18 +230,18 @@ export async function exportThread(options: InspectOptions & { threadId: string 
       const row: ValueRow = { table: "checkpoints", threadId, checkpointNs: String(r.checkpoint_ns), checkpointId: String(r.checkpoint_id) };
       record.unversioned_decoded = await decodeSafe(serde, String(r.unversioned_type), hexToBytes(r.unversioned_values), row);
     }
-    records.push(record);
   }
   for (const [kind, rows] of [["write", writes] as const, ["blob", blobs] as const]) {
     for (const { r } of rows) {
       const record = toRecord(kind, r) as unknown as WriteRecord | BlobRecord;
+      records.push(record);
       const type = String(r.type);
+      if (!decoded || type === "empty") continue;
       const row: ValueRow =
         kind === "blob"
           ? { table: "checkpoint_blobs", threadId, checkpointNs: String(r.checkpoint_ns), channel: String(r.channel), version: String(r.version) }
           : { table: "checkpoint_writes", threadId, checkpointNs: String(r.checkpoint_ns), checkpointId: String(r.checkpoint_id), taskId: String(r.task_id), idx: Number(r.idx) };
-      if (type !== "empty") record.decoded = await decodeSafe(serde, type, typeof r.value === "string" ? hexToBytes(r.value) : null, row, elements);
-      records.push(record);
+      record.decoded = await outlineSafe(serde, type, typeof r.value === "string" ? hexToBytes(r.value) : null, row);
     }
   }
   records.push({ kind: "end", thread_id: threadId, checkpoints: cps.length, writes: writes.length, blobs: blobs.length });

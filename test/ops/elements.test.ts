@@ -110,7 +110,7 @@ describe("operations tools on lists stored by their elements", () => {
     expect(printed.find((w) => w.channel === "messages")!.value.map((m) => m.kwargs.content)).toEqual(humans(39).map((m) => m.content));
   });
 
-  it("export carries the element rows (lists decoded whole, chunks marked); export -> delete -> import reads back identical", async () => {
+  it("export carries each element once (element rows decoded, values stored by content as the hashes they name); export -> delete -> import reads back identical", async () => {
     const schema = "el_export";
     await migrate({ pool: db.pool, schema });
     const saver = new PostgresSaver(db.pool, { schema, elementStorage: true });
@@ -119,23 +119,45 @@ describe("operations tools on lists stored by their elements", () => {
     const before = await listAll(saver, thread);
     const head = before[0]!;
 
-    const records = await exportThread({ pool: db.pool, schema, threadId: thread });
+    // Without `decoded: true`, no decoded views: what an import needs.
+    const lean = await exportThread({ pool: db.pool, schema, threadId: thread });
+    expect(lean.some((r) => "decoded" in r || "unversioned_decoded" in r || "metadata_decoded" in r)).toBe(false);
+    const records = await exportThread({ pool: db.pool, schema, threadId: thread, decoded: true });
+    const withoutViews = (r: object) => {
+      const { decoded: _d, unversioned_decoded: _u, metadata_decoded: _m, ...rest } = r as Record<string, unknown>;
+      return rest;
+    };
+    expect(records.map(withoutViews)).toEqual(lean);
     const blobs = records.filter((r): r is BlobRecord => r.kind === "blob");
     const elements = blobs.filter((b) => b.channel === ELEMENTS_CHANNEL);
     expect({ elements: elements.filter((b) => b.type !== REFS_TYPE).length, chunks: elements.filter((b) => b.type === REFS_TYPE).length }).toEqual(
       await elementRows(schema, thread),
     );
-    // An element decodes to its message; a chunk to its 32 hashes, marked; the list to the whole list.
+    // An element decodes to its message; a chunk to its 32 hashes, marked; the list to its hashes (a chunk's and
+    // its last 10 elements'): each message is in the export once, in its element row, however many lists hold it.
     expect(elements.find((b) => b.type !== REFS_TYPE)!.decoded).toMatchObject({ $type: "lc", kwargs: { content: expect.stringMatching(/^(question|echo)/) } });
     const chunk = elements.find((b) => b.type === REFS_TYPE)!;
     expect(chunk.decoded).toEqual({ $type: REFS_TYPE, hashes: expect.arrayContaining([expect.stringMatching(/^[0-9a-f]{32}$/)]) });
     expect((chunk.decoded as { hashes: string[] }).hashes).toHaveLength(32);
     const list = blobs.find((b) => b.channel === "messages" && b.version === String(head.checkpoint.channel_versions.messages))!;
     expect(list.type).toBe(REFS_TYPE);
-    expect(list.decoded).toHaveLength(42);
-    expect((list.decoded as { kwargs: { content: string } }[]).map((m) => m.kwargs.content)).toEqual(
+    const named = (list.decoded as { $type: string; hashes: string[] }).hashes;
+    expect(list.decoded).toEqual({ $type: REFS_TYPE, hashes: named });
+    expect(named).toHaveLength(1 + 10);
+    const byHash = new Map(elements.map((e) => [e.version, e]));
+    const contents = named.flatMap((h) => (byHash.get(h)!.type === REFS_TYPE ? (byHash.get(h)!.decoded as { hashes: string[] }).hashes : [h]));
+    expect(contents.map((h) => (byHash.get(h)!.decoded as { kwargs: { content: string } }).kwargs.content)).toEqual(
       (head.checkpoint.channel_values.messages as BaseMessage[]).map((m) => m.content),
     );
+    // Each message in exactly one element row; no value stored by content repeats one (a small value stored whole,
+    // such as the second run's one-question input, holds its own copy, as its row does).
+    const count = (rs: object[], message: BaseMessage) => JSON.stringify(rs).split(JSON.stringify(message.content)).length - 1;
+    const byContent = [...blobs, ...records.filter((r) => r.kind === "write")].filter((r) => /^pg:(refs|val|obj:)/.test((r as BlobRecord).type));
+    expect(byContent.length).toBeGreaterThan(4);
+    for (const message of head.checkpoint.channel_values.messages as BaseMessage[]) {
+      expect(count(elements, message), String(message.content)).toBe(1);
+      expect(count(byContent, message), String(message.content)).toBe(0);
+    }
     expect(records.at(-1)).toMatchObject({ kind: "end", blobs: blobs.length });
 
     await saver.deleteThread(thread);
