@@ -1,7 +1,7 @@
 /**
  * The read commands: threads, history, show and export.
  */
-import { history, listThreads, show, threadIds, type InspectOptions } from "../ops/inspect.js";
+import { history, listThreads, show, threadIds, THREAD_SIZE_MEANS, type InspectOptions } from "../ops/inspect.js";
 import { toJsonSafe } from "../ops/decode.js";
 import { EXIT, NotFoundError } from "./exit.js";
 import { fields, formatBytes, formatTime, styleFor, table, valueText } from "./format.js";
@@ -35,7 +35,7 @@ export async function threadsCommand(c: Common & { limit: number }, io: Io): Pro
           formatTime(t.lastUpdate),
         ]),
         st,
-      ),
+      ) + `\n${st.dim(THREAD_SIZE_MEANS)}`,
     );
     return EXIT.OK;
   });

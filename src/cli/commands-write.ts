@@ -3,7 +3,7 @@
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { compact, type CompactResult } from "../ops/compact.js";
-import { listThreads } from "../ops/inspect.js";
+import { listThreads, THREAD_SIZE_MEANS } from "../ops/inspect.js";
 import { prune, type PruneKept, type PruneResult } from "../ops/prune.js";
 import { DEFAULT_GRACE } from "../ops/prune-options.js";
 import { PostgresSaver } from "../saver/saver.js";
@@ -43,6 +43,7 @@ export async function deleteThreadsCommand(c: Common & { threadIds: string[]; dr
           st,
           "  ",
         ) +
+        `\n  ${st.dim(THREAD_SIZE_MEANS)}` +
         (dryRun ? "\nNothing was deleted; run it again without --dry-run to delete." : ""),
     );
     return EXIT.OK;

@@ -50,7 +50,7 @@ Usage: ${BIN} <command> [options]
 Commands:
   migrate               apply pending schema migrations (--dry-run prints the SQL)
   status                applied and pending migrations, row counts per table
-  threads               recent threads: checkpoints, namespaces, size, last update
+  threads               recent threads: checkpoints, namespaces, size of values, last update
   threads delete <id>   delete threads whole (--dry-run: what would go)
   threads copy <a> <b>  copy a thread's history to another thread id (--up-to: part of it)
   history <thread>      a thread's checkpoints as a tree, per namespace
@@ -238,7 +238,10 @@ const COMMANDS: Record<string, CommandSpec> = {
       "threads [--limit <n>] [--json]  |  threads delete <thread>... [--dry-run] [--json]  |  " +
       "threads copy <from> <to> [--up-to <checkpoint>] [--overwrite] [--module <file>] [--dry-run] [--json]",
     summary:
-      "Recently updated threads: checkpoints, namespaces, writes, blobs, stored size, last update.\n" +
+      "Recently updated threads: checkpoints, namespaces, writes, blobs, size, last update. SIZE is\n" +
+      "what the thread's values take as stored (compressed where Postgres compressed them: checkpoint\n" +
+      "and metadata JSON, channel values, pending writes), each element row once however many values\n" +
+      "name it; keys, row headers and indexes are not counted, so the tables take more on disk.\n" +
       "`threads delete` deletes threads whole (every namespace: checkpoints, writes, blobs), each in\n" +
       "one transaction, as the saver's deleteThread does; with --dry-run it prints what would go.\n" +
       "A thread that does not exist is an error (exit 1) and nothing is deleted. A deleted thread\n" +

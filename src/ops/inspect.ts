@@ -163,6 +163,11 @@ export async function migrationStatus(options: Omit<InspectOptions, "serde">): P
 // threads
 // ---------------------------------------------------------------------------
 
+/** What {@link ThreadSummary.bytes} (the CLI's SIZE column) counts, in one line for people. */
+export const THREAD_SIZE_MEANS =
+  "SIZE: the thread's values as stored (compressed where Postgres compressed them; each element row once, however many values name it); " +
+  "keys, row headers and indexes not counted";
+
 /** One line of {@link listThreads}. */
 export interface ThreadSummary {
   threadId: string;
@@ -171,7 +176,12 @@ export interface ThreadSummary {
   writes: number;
   /** Rows in `checkpoint_blobs`, element rows of list channels included (saver/elements.ts). */
   blobs: number;
-  /** Approximate stored size in bytes: checkpoint and metadata columns, blob and write values. */
+  /**
+   * Bytes the thread's values take as stored (`pg_column_size`: compressed where Postgres compressed
+   * them): checkpoint and metadata JSON, values without a version, channel values and pending writes,
+   * and element rows each once, however many values name them. Not counted: keys, row headers and
+   * indexes, so the tables take more on disk ({@link THREAD_SIZE_MEANS}).
+   */
   bytes: number;
   /** When the newest checkpoint of the thread was stored (ISO 8601). */
   lastUpdate: string;
@@ -212,15 +222,16 @@ export async function listThreads(options: InspectOptions & { limit?: number; th
     "listing threads",
     `WITH c AS (
        SELECT ${COL.threadId} AS thread_id, pg_catalog.count(*) AS checkpoints, pg_catalog.count(DISTINCT ${COL.checkpointNs}) AS namespaces, pg_catalog.max(${COL.createdAt}) AS last_update,
-              pg_catalog.sum(pg_catalog.pg_column_size(${COL.checkpoint}) + pg_catalog.pg_column_size(${COL.metadata}) + coalesce(pg_catalog.octet_length(${COL.metadataRaw}), 0)) AS bytes
+              pg_catalog.sum(pg_catalog.pg_column_size(${COL.checkpoint}) + pg_catalog.pg_column_size(${COL.metadata})
+                             + coalesce(pg_catalog.pg_column_size(${COL.metadataRaw}), 0) + coalesce(pg_catalog.pg_column_size(${COL.unversionedValues}), 0)) AS bytes
          FROM ${t.checkpoints} WHERE $2::text[] IS NULL OR ${COL.threadId} = ANY($2::text[])
         GROUP BY ${COL.threadId} ORDER BY pg_catalog.max(${COL.createdAt}) DESC, ${COL.threadId} LIMIT $1
      )
      SELECT c.thread_id, c.checkpoints::text, c.namespaces::text, pg_catalog.to_json(c.last_update) #>> '{}' AS last_update,
             w.n::text AS writes, b.n::text AS blobs, (c.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0))::text AS bytes
        FROM c
-       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.octet_length(${COL.value}), 0)) AS bytes FROM ${t.writes} WHERE ${COL.threadId} = c.thread_id) w ON true
-       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.octet_length(${COL.value}), 0)) AS bytes FROM ${t.blobs} WHERE ${COL.threadId} = c.thread_id) b ON true
+       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.pg_column_size(${COL.value}), 0)) AS bytes FROM ${t.writes} WHERE ${COL.threadId} = c.thread_id) w ON true
+       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.pg_column_size(${COL.value}), 0)) AS bytes FROM ${t.blobs} WHERE ${COL.threadId} = c.thread_id) b ON true
       ORDER BY c.last_update DESC, c.thread_id`,
     [ids === undefined ? limit : Math.max(limit, ids.length), ids ?? null],
   );
