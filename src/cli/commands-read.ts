@@ -149,10 +149,11 @@ export async function showCommand(c: Common & { threadId: string; checkpointId: 
   });
 }
 
-export async function exportCommand(c: Common & { threads: string[]; all: boolean; output: string | undefined }, io: Io): Promise<number> {
+export async function exportCommand(c: Common & { threads: string[]; all: boolean; output: string | undefined; decoded: boolean }, io: Io): Promise<number> {
   return withConnection(c, false, async (conn) => {
     const target: Omit<InspectOptions, "serde"> = { pool: conn.pool, schema: c.schema };
-    const done = await exportThreads(target, c.all ? () => threadIds(target) : c.threads, c.output, `schema ${JSON.stringify(c.schema)} of ${conn.label}`);
+    const where = `schema ${JSON.stringify(c.schema)} of ${conn.label}`;
+    const done = await exportThreads(target, c.all ? () => threadIds(target) : c.threads, c.output, where, { decoded: c.decoded });
     if (c.output !== undefined) io.err(`Exported ${done.threads} thread(s), ${done.records} records, to ${c.output}`);
     return EXIT.OK;
   });

@@ -1,5 +1,8 @@
 /**
- * Issue 27: `threads` says what its SIZE column counts.
+ * Issue 27: export and import carry each element once. A chat thread of the
+ * bench's workload (bench/storage.ts) exports to no more than it takes on disk,
+ * gzipped when the file name ends in `.gz`, and reads back identical after
+ * export -> delete -> import; `threads` says what its SIZE column counts.
  */
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -33,6 +36,78 @@ async function readBack(saver: PostgresSaver, thread: string) {
 }
 
 const sizeOf = async (schema: string) => Object.values(await tableSizes(db.pool, schema)).reduce((a, b) => a + b, 0);
+
+describe("export and import carry each element once", () => {
+  it("a 50-turn chat exports to no more than it added to disk, gzipped smaller still; export -> delete -> import reads back identical", async () => {
+    const schema = "chat";
+    await migrate({ pool: db.pool, schema });
+    // Size on disk = what the thread added to every table of the schema (pg_total_relation_size: heap, TOAST,
+    // indexes), as the bench measures it, less the empty tables' own pages: the thread's share alone.
+    const empty = await sizeOf(schema);
+    const saver = new PostgresSaver(db.pool, { schema });
+    const run = await measureChat(saver, db.pool, schema, { turns: 50, threadId: "chat" });
+    expect(run.readBack.ok, run.readBack.detail).toBe(true);
+    const onDisk = run.points.at(-1)!.bytes - empty;
+    const before = await readBack(saver, "chat");
+
+    const plain = join(dir, "chat.jsonl");
+    const gz = join(dir, "chat.jsonl.gz");
+    const [a, b] = await Promise.all([runCli(["export", "chat", ...pg(schema), "-o", plain]), runCli(["export", "chat", ...pg(schema), "-o", gz])]);
+    expect([a.code, b.code], a.stderr + b.stderr).toEqual([0, 0]);
+    const sizes = { raw: statSync(plain).size, gz: statSync(gz).size, onDisk };
+    console.log(`50-turn chat: export ${sizes.raw} B, .gz ${sizes.gz} B, on disk ${sizes.onDisk} B`);
+    expect(sizes.raw).toBeLessThanOrEqual(sizes.onDisk);
+    expect(sizes.gz).toBeLessThan(sizes.raw / 3);
+    expect(readFileSync(gz).subarray(0, 2)).toEqual(Buffer.from([0x1f, 0x8b]));
+    // No decoded views unless asked for; the lines are what import needs.
+    const records = readFileSync(plain, "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(records.some((r) => "decoded" in r)).toBe(false);
+
+    await saver.deleteThread("chat");
+    expect(await saver.getTuple(cfg("chat"))).toBeUndefined();
+    // The gzipped file, by its name; the same bytes under another name, by their first bytes.
+    const renamed = join(dir, "chat.backup");
+    copyFileSync(gz, renamed);
+    await migrate({ pool: db.pool, schema: "chat_copy" });
+    const [back, copy] = await Promise.all([runCli(["import", gz, ...pg(schema), "--json"]), runCli(["import", renamed, ...pg("chat_copy")])]);
+    expect([back.code, copy.code], back.stderr + copy.stderr).toEqual([0, 0]);
+    // Stored by content already: imported as it was, nothing compacted.
+    const [result] = (JSON.parse(back.stdout) as { imported: ImportResult[] }).imported;
+    expect(result).toEqual({ threadId: "chat", status: "imported", checkpoints: 150, writes: expect.any(Number), blobs: expect.any(Number) });
+    // A new saver (nothing remembered) reads the same state and history, in both schemas.
+    expect(await readBack(new PostgresSaver(db.pool, { schema }), "chat")).toEqual(before);
+    expect(await readBack(new PostgresSaver(db.pool, { schema: "chat_copy" }), "chat")).toEqual(before);
+    // And the thread goes on.
+    await chatGraph(saver).invoke({ messages: [{ role: "user", content: "one more" }] }, cfg("chat"));
+    expect(((await saver.getTuple(cfg("chat")))!.checkpoint.channel_values.messages as unknown[]).length).toBe(102);
+  });
+
+  it("gzip on stdin imports too; a cut gzip file writes nothing and says so", async () => {
+    const schema = "cut";
+    await migrate({ pool: db.pool, schema });
+    const saver = new PostgresSaver(db.pool, { schema });
+    await measureChat(saver, db.pool, schema, { turns: 3, threadId: "c" });
+    const gz = join(dir, "c.jsonl.gz");
+    expect((await runCli(["export", "c", ...pg(schema), "-o", gz])).code).toBe(0);
+    const cut = join(dir, "cut.jsonl.gz");
+    const bytes = readFileSync(gz);
+    writeFileSync(cut, bytes.subarray(0, bytes.length - 200));
+    await Promise.all(["cut_into", "stdin_into"].map((s) => migrate({ pool: db.pool, schema: s })));
+    const [r1, r2, r3] = await Promise.all([
+      runCli(["import", cut, ...pg("cut_into")]),
+      runCli(["import", ...pg("cut_into")], { input: bytes.subarray(0, bytes.length - 200) }),
+      runCli(["import", ...pg("stdin_into")], { input: bytes }),
+    ]);
+    expect(r1.code).toBe(1);
+    expect(firstLine(r1)).toMatch(/cannot read .*cut\.jsonl\.gz \(gzip\) after line \d+: unexpected end of file/);
+    expect(r2.code).toBe(1);
+    expect(firstLine(r2)).toMatch(/cannot read stdin \(gzip\) after line \d+: unexpected end of file/);
+    const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM cut_into.checkpoint_blobs");
+    expect(rows[0].n).toBe(0);
+    expect(r3.code, r3.stderr).toBe(0);
+    expect(await readBack(new PostgresSaver(db.pool, { schema: "stdin_into" }), "c")).toEqual(await readBack(saver, "c"));
+  });
+});
 
 describe("threads", () => {
   it("SIZE counts the thread's values as stored (compressed where Postgres compressed them), each element row once, and says so", async () => {
