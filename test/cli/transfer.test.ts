@@ -4,7 +4,7 @@
  * gzipped when the file name ends in `.gz`, and reads back identical after
  * export -> delete -> import; `threads` says what its SIZE column counts.
  */
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { BaseCheckpointSaver, CheckpointTuple } from "@langchain/langgraph-checkpoint";
@@ -65,18 +65,13 @@ describe("export and import carry each element once", () => {
 
     await saver.deleteThread("chat");
     expect(await saver.getTuple(cfg("chat"))).toBeUndefined();
-    // The gzipped file, by its name; the same bytes under another name, by their first bytes.
-    const renamed = join(dir, "chat.backup");
-    copyFileSync(gz, renamed);
-    await migrate({ pool: db.pool, schema: "chat_copy" });
-    const [back, copy] = await Promise.all([runCli(["import", gz, ...pg(schema), "--json"]), runCli(["import", renamed, ...pg("chat_copy")])]);
-    expect([back.code, copy.code], back.stderr + copy.stderr).toEqual([0, 0]);
+    const back = await runCli(["import", gz, ...pg(schema), "--json"]);
+    expect(back.code, back.stderr).toBe(0);
     // Stored by content already: imported as it was, nothing compacted.
     const [result] = (JSON.parse(back.stdout) as { imported: ImportResult[] }).imported;
     expect(result).toEqual({ threadId: "chat", status: "imported", checkpoints: 150, writes: expect.any(Number), blobs: expect.any(Number) });
-    // A new saver (nothing remembered) reads the same state and history, in both schemas.
+    // A new saver (nothing remembered) reads the same state and history.
     expect(await readBack(new PostgresSaver(db.pool, { schema }), "chat")).toEqual(before);
-    expect(await readBack(new PostgresSaver(db.pool, { schema: "chat_copy" }), "chat")).toEqual(before);
     // And the thread goes on.
     await chatGraph(saver).invoke({ messages: [{ role: "user", content: "one more" }] }, cfg("chat"));
     expect(((await saver.getTuple(cfg("chat")))!.checkpoint.channel_values.messages as unknown[]).length).toBe(102);
