@@ -393,23 +393,44 @@ const COMMANDS: Record<string, CommandSpec> = {
   },
 
   import: {
-    usage: "import [<file> | -] [--skip-existing] [--json]",
+    usage: "import [<file> | -] [--skip-existing] [--keep-whole] [--module <file>] [--json]",
     summary:
-      "Load an export (a file, or stdin) into this database and schema, one transaction per\n" +
-      "thread, byte for byte: the same rows (heads, row versions, timestamps, raw values), so\n" +
-      "the threads' state and history read exactly as in the source. A thread that already\n" +
-      "exists in the target is refused (exit 1, nothing written for it) unless --skip-existing;\n" +
-      "threads are never merged. A file is checked completely before anything is written;\n" +
-      "stdin is checked thread by thread. The target schema must be migrated first.",
+      "Load an export (a file, gzipped or not, or stdin) into this database and schema, one\n" +
+      "transaction per thread, byte for byte: the same rows (heads, row versions, timestamps,\n" +
+      "raw values), so the threads' state and history read exactly as in the source. Then, as\n" +
+      "element storage is the default, a thread whose export names no element row (written with\n" +
+      "elementStorage: false) is stored by content, as `compact` does; it reads the same.\n" +
+      "A thread that already exists in the target is refused (exit 1, nothing written for it)\n" +
+      "unless --skip-existing; threads are never merged. A file is checked completely before\n" +
+      "anything is written; stdin is checked thread by thread. The target schema must be\n" +
+      "migrated first.",
     options: `  --skip-existing       leave threads that already exist untouched and go on
+  --keep-whole          import byte for byte only: leave values stored whole as they are
+  --module <file>       a JS/TS module exporting serde: the serializer your saver uses, if not
+                        the default (to store an encrypting saver's whole values by content)
   --json                print the summary as JSON`,
     examples: `  ${BIN} import thread.jsonl --schema restored
+  ${BIN} import backup.jsonl.gz
   ${BIN} export --all | ${BIN} import --database-url postgres://other/db`,
     async run(argv, io) {
-      const { values, positionals: rest } = parse("import", argv, { ...CONNECTION_OPTIONS, ...JSON_OPTION, "skip-existing": { type: "boolean" } });
+      const { values, positionals: rest } = parse("import", argv, {
+        ...CONNECTION_OPTIONS,
+        ...JSON_OPTION,
+        "skip-existing": { type: "boolean" },
+        "keep-whole": { type: "boolean" },
+        module: { type: "string" },
+      });
       const [file] = positionals("import", rest, ["file"], 0);
       if ((file === undefined || file === "-") && process.stdin.isTTY) throw new UsageError("missing argument <file> (or pipe an export into stdin)", "import");
-      const c = { ...common("import", values), file, skipExisting: values["skip-existing"] === true };
+      if (values.module === "") throw new UsageError("--module: must not be empty", "import");
+      if (values.module !== undefined && values["keep-whole"]) throw new UsageError("--module: only to store values by content, not with --keep-whole", "import");
+      const c = {
+        ...common("import", values),
+        file,
+        skipExisting: values["skip-existing"] === true,
+        keepWhole: values["keep-whole"] === true,
+        module: values.module,
+      };
       return (await commands()).importCommand(c, io);
     },
   },

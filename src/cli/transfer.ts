@@ -219,8 +219,8 @@ export interface ImportSummary {
 export async function importThreads(
   target: Omit<InspectOptions, "serde">,
   input: string | undefined,
-  ifExists: "fail" | "skip",
-  onPartial: (summary: ImportSummary) => void,
+  options: Pick<Parameters<typeof importThread>[0], "ifExists" | "elementStorage" | "serde">,
+  on: { onPartial: (summary: ImportSummary) => void; onThread?: (result: ImportResult) => void },
 ): Promise<ImportSummary> {
   // Against the target's columns: every thread of a file is checked as its import will check it.
   const columns = await importColumns(target);
@@ -239,17 +239,18 @@ export async function importThreads(
     await scan(input, async (chunk) => {
       let result: ImportResult;
       try {
-        result = await importThread({ ...target, records: chunk.records, ifExists });
+        result = await importThread({ ...target, ...options, records: chunk.records });
       } catch (err) {
         throw atLines(err, chunk);
       }
       if (result.status === "skipped") summary.skipped.push(result.threadId);
       else summary.imported.push(result);
+      on.onThread?.(result);
       rows += result.checkpoints + result.writes + result.blobs;
       bar.update(`importing: ${summary.imported.length} threads${summary.skipped.length ? ` (${summary.skipped.length} skipped)` : ""}, ${rows} rows`);
     });
   } catch (err) {
-    onPartial(summary);
+    on.onPartial(summary);
     throw err;
   } finally {
     bar.done();

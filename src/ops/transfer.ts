@@ -20,6 +20,9 @@ import { checkKey, LIMITS, quoteIdent } from "../validate.js";
 import { decodeMetadataRaw, decodeSafe, outlineSafe, toJsonSafe } from "./decode.js";
 import { open, run, type InspectOptions } from "./inspect.js";
 import { COL } from "../db/names.js";
+import { compact, type CompactResult } from "./compact.js";
+import { ELEMENTS_CHANNEL } from "../saver/elements.js";
+import { namesElements } from "../saver/stored.js";
 import { NOT_COLUMNS, TABLES, validateRecords, type Column, type Columns, type TableKind } from "./transfer-check.js";
 
 /** Name and version of the export format (the first line of an export file). */
@@ -276,9 +279,18 @@ export interface ImportResult {
   threadId: string;
   /** `imported`, or `skipped` (the thread existed and `ifExists: "skip"`). */
   status: "imported" | "skipped";
+  /** Rows written, as the records held them. */
   checkpoints: number;
   writes: number;
   blobs: number;
+  /** What {@link compact} then stored by content, when it ran: element storage on (the default), and records that named no element row. */
+  compacted?: CompactResult;
+  /**
+   * Why the imported thread's values stored whole could not be stored by content (the thread is
+   * imported all the same, and reads as in the source): e.g. they are encrypted and `serde` is not
+   * the saver's. `compact` with the saver's serializer finishes the job.
+   */
+  compactError?: string;
 }
 
 /**
@@ -288,6 +300,17 @@ export interface ImportResult {
  * so `getState` / `getStateHistory` read exactly as in the source. The
  * records are checked before anything is written; a record field that is not
  * a column of the target table is refused (never silently dropped).
+ *
+ * Element storage is the default wherever values are written (issue #27):
+ * a thread whose records name no element row (written with
+ * `elementStorage: false`) is compacted ({@link compact}) once that
+ * transaction has committed, so its values are stored by content as a put
+ * would store them, and read the same. A thread whose records name element
+ * rows was written with element storage, which chose each value's form: it
+ * stays byte for byte as exported. Compacting decodes values with `serde`
+ * (default `MsgpackSerializer`: pass the saver's when it encrypts); if it
+ * fails the import stands, whole, and `compactError` says why.
+ * `elementStorage: false` imports byte for byte only.
  *
  * A thread that already has rows in the target is refused
  * ({@link ThreadExistsError}, nothing written) unless `ifExists: "skip"`;
@@ -301,16 +324,19 @@ export interface ImportResult {
  * ```
  */
 export async function importThread(
-  options: Omit<InspectOptions, "serde"> & { records: readonly (ExportRecord | ExportHeader)[]; ifExists?: "fail" | "skip" },
+  options: InspectOptions & { records: readonly (ExportRecord | ExportHeader)[]; ifExists?: "fail" | "skip"; elementStorage?: boolean },
 ): Promise<ImportResult> {
   const ifExists = options.ifExists ?? "fail";
   if (ifExists !== "fail" && ifExists !== "skip") throw new InvalidInputError("ifExists", 'expected "fail" or "skip"');
+  const elementStorage = options.elementStorage ?? true;
+  if (typeof elementStorage !== "boolean") throw new InvalidInputError("elementStorage", "expected true or false");
   // Checked before any SQL (this release's columns), then against the target's, before anything is written.
   const { threadId } = validateRecords(options.records);
   const { db, t, schema } = await open(options);
   const tables = { checkpoint: t.checkpoints, write: t.writes, blob: t.blobs };
+  let result: ImportResult;
   try {
-    return await db.transaction(async (tx) => {
+    result = await db.transaction(async (tx) => {
       const columns = await tableColumns(tx, schema);
       const { rows } = validateRecords(options.records, columns);
       // Map each record onto the target's columns: bytes from base64 to bytea's `\x` text, everything else as is.
@@ -382,6 +408,18 @@ export async function importThread(
     if (sqlStateOf(err) === "23505") throw new ThreadExistsError(threadId, { cause: err });
     throw new DatabaseOperationError("importing a thread", err);
   }
+  // A writer with element storage chose each value's form (small values whole, lists by their elements...): its
+  // thread is imported as it was. Only a thread stored whole throughout is converted.
+  const byContent = options.records.some((r) => (r.kind === "blob" || r.kind === "write") && (namesElements(r.type) || (r.kind === "blob" && r.channel === ELEMENTS_CHANNEL)));
+  if (result.status !== "imported" || !elementStorage || byContent) return result;
+  // After the commit, in compact's own transactions: it holds prune's and the deletion lock of the
+  // thread as it rewrites, so graphs, prune and deletes may run on the imported thread meanwhile.
+  try {
+    result.compacted = await compact({ pool: options.pool, schema, threadIds: [threadId], ...(options.serde ? { serde: options.serde } : {}) });
+  } catch (err) {
+    result.compactError = err instanceof Error ? err.message : String(err);
+  }
+  return result;
 }
 
 /** Rows per INSERT statement, and bytes of values (keeps each statement bounded on long threads). */

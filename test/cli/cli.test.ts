@@ -175,6 +175,7 @@ describe("CLI against Postgres", () => {
       [["status", "--database-url", "mysql://x"], /--database-url: expected a postgres:\/\/ or postgresql:\/\/ URL/],
       [["history", ...pg("src"), "x".repeat(600)], /<thread>: is 600 bytes long; the limit is 512 bytes/],
       [["import", ...pg("bad_3"), "a.jsonl", "b.jsonl"], /unexpected argument "b.jsonl"/],
+      [["import", ...pg("bad_3"), "a.jsonl", "--keep-whole", "--module", "m.mjs"], /--module: only to store values by content, not with --keep-whole/],
       [["prune", ...pg("src")], /no retention rule: give --keep-last, --older-than, --idle-for, or --ttl/],
       [["prune", ...pg("src"), "--older-than", "3x", "--yes"], /--older-than: cannot parse "3x"/],
       [["prune", ...pg("src"), "--keep-last", "0", "--yes"], /--keep-last: expected a positive integer/],

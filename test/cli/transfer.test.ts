@@ -2,7 +2,9 @@
  * Issue 27: export and import carry each element once. A chat thread of the
  * bench's workload (bench/storage.ts) exports to no more than it takes on disk,
  * gzipped when the file name ends in `.gz`, and reads back identical after
- * export -> delete -> import; `threads` says what its SIZE column counts.
+ * export -> delete -> import; a thread written with whole values is stored by
+ * content on import (or byte for byte with --keep-whole); `threads` says what
+ * its SIZE column counts.
  */
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -101,6 +103,36 @@ describe("export and import carry each element once", () => {
     expect(rows[0].n).toBe(0);
     expect(r3.code, r3.stderr).toBe(0);
     expect(await readBack(new PostgresSaver(db.pool, { schema: "stdin_into" }), "c")).toEqual(await readBack(saver, "c"));
+  });
+});
+
+describe("import stores whole values by content (element storage is the default)", () => {
+  it("a thread written with elementStorage: false imports with its lists by their elements, reading the same; --keep-whole imports byte for byte", async () => {
+    await Promise.all(["whole", "whole_into", "whole_kept"].map((schema) => migrate({ pool: db.pool, schema })));
+    const source = new PostgresSaver(db.pool, { schema: "whole", elementStorage: false });
+    await measureChat(source, db.pool, "whole", { turns: 5, threadId: "w" });
+    const before = await readBack(source, "w");
+    const listTypes = async (schema: string) =>
+      (await db.pool.query(`SELECT DISTINCT type FROM "${schema}".checkpoint_blobs WHERE thread_id = 'w' AND channel = 'messages'`)).rows.map((r) => r.type as string);
+    expect(await listTypes("whole")).toEqual(["msgpack"]);
+
+    const file = join(dir, "whole.jsonl");
+    expect((await runCli(["export", "w", ...pg("whole"), "-o", file])).code).toBe(0);
+    const [into, kept] = await Promise.all([runCli(["import", file, ...pg("whole_into")]), runCli(["import", file, ...pg("whole_kept"), "--keep-whole"])]);
+    expect([into.code, kept.code], into.stderr + kept.stderr).toEqual([0, 0]);
+    expect(into.stdout).toMatch(/^Imported 1 thread\(s\) \(15 checkpoints, \d+ writes, \d+ blobs\) into schema "whole_into" of \S+; stored 10 list\(s\) of 1 thread\(s\) by their elements \(\S+ k?B -> \S+ k?B\)\n$/);
+    expect(kept.stdout).not.toMatch(/by their elements/);
+
+    // Converted: the lists are refs, their elements rows of their own; whole as exported with --keep-whole.
+    expect(await listTypes("whole_into")).toEqual([REFS_TYPE]);
+    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM whole_into.checkpoint_blobs WHERE thread_id = 'w' AND channel = $1`, [ELEMENTS_CHANNEL]);
+    expect(rows[0].n).toBe(10);
+    expect(await listTypes("whole_kept")).toEqual(["msgpack"]);
+    const all = async (schema: string) => (await db.pool.query(`SELECT to_jsonb(b) AS r FROM "${schema}".checkpoint_blobs b ORDER BY channel, version`)).rows;
+    expect(await all("whole_kept")).toEqual(await all("whole"));
+    // Either way, LangGraph reads the same.
+    expect(await readBack(new PostgresSaver(db.pool, { schema: "whole_into" }), "w")).toEqual(before);
+    expect(await readBack(new PostgresSaver(db.pool, { schema: "whole_kept" }), "w")).toEqual(before);
   });
 });
 
