@@ -132,8 +132,8 @@ async function scan(input: string | undefined, onThread: (chunk: ThreadChunk) =>
     throw new ExportFileError(`cannot read ${input ?? "stdin"}: ${err.message}`);
   });
   const gunzip = head.equals(GZIP_MAGIC) ? createGunzip() : undefined;
-  // readline does not end its loop on an error of its input: a corrupt or cut gzip file would read as
-  // a shorter export. So a failure of either stream is kept, closes the loop, and is reported after it.
+  // pipe() does not pass the file's errors on to gunzip, and readline throws its input's (gunzip's) as
+  // they are: a failure of either stream is kept, ends the loop, and is reported after it with the name.
   let failed: Error | undefined;
   const lines: Readable = gunzip ? stream.pipe(gunzip) : stream;
   const rl = createInterface({ input: lines, crlfDelay: Number.POSITIVE_INFINITY });
@@ -182,7 +182,6 @@ async function scan(input: string | undefined, onThread: (chunk: ThreadChunk) =>
       }
     }
   } catch (err) {
-    // readline passes on its input's error (the gunzip stream's): reported below, with the file's name.
     if (err !== failed) throw err;
   } finally {
     rl.close();

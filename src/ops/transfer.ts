@@ -177,8 +177,9 @@ const hexToBase64 = (hex: unknown): string | null => (typeof hex === "string" ? 
  * `decoded: true` adds a readable view of each value (`decoded`,
  * `metadata_decoded`, `unversioned_decoded`; ignored on import), decoded
  * with `serde`. Off by default: an import needs only the stored bytes, and
- * the views about double what values take (with them, a long chat's export
- * is larger than its tables, README "CLI"); `show` reads a checkpoint decoded.
+ * the views make an export about 1.5 times as large (with them, a long
+ * chat's export is larger than its tables: README "CLI"); `show` reads a
+ * checkpoint decoded.
  *
  * @example
  * ```ts
