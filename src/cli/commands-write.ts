@@ -3,7 +3,7 @@
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { compact, type CompactResult } from "../ops/compact.js";
-import { listThreads } from "../ops/inspect.js";
+import { listThreads, THREAD_SIZE_MEANS } from "../ops/inspect.js";
 import { prune, type PruneKept, type PruneResult } from "../ops/prune.js";
 import { DEFAULT_GRACE } from "../ops/prune-options.js";
 import { PostgresSaver } from "../saver/saver.js";
@@ -43,6 +43,7 @@ export async function deleteThreadsCommand(c: Common & { threadIds: string[]; dr
           st,
           "  ",
         ) +
+        `\n  ${st.dim(THREAD_SIZE_MEANS)}` +
         (dryRun ? "\nNothing was deleted; run it again without --dry-run to delete." : ""),
     );
     return EXIT.OK;
@@ -72,18 +73,40 @@ export async function copyThreadCommand(
   });
 }
 
-export async function importCommand(c: Common & { file: string | undefined; skipExisting: boolean }, io: Io): Promise<number> {
+export async function importCommand(
+  c: Common & { file: string | undefined; skipExisting: boolean; keepWhole: boolean; module: string | undefined },
+  io: Io,
+): Promise<number> {
+  const serde = c.module === undefined ? undefined : await serdeFrom(c.module);
   return withConnection(c, false, async (conn) => {
     const where = `schema ${JSON.stringify(c.schema)} of ${conn.label}`;
     const report = (s: ImportSummary) => {
       const sum = (k: "checkpoints" | "writes" | "blobs") => s.imported.reduce((n, r) => n + r[k], 0);
+      const compacted = s.imported.filter((r) => (r.compacted?.lists ?? 0) > 0);
+      const lists = compacted.reduce((n, r) => n + r.compacted!.lists, 0);
       return (
         `Imported ${s.imported.length} thread(s) (${sum("checkpoints")} checkpoints, ${sum("writes")} writes, ${sum("blobs")} blobs) into ${where}` +
-        (s.skipped.length ? `; skipped ${s.skipped.length} existing: ${s.skipped.map((t) => JSON.stringify(t)).join(", ")}` : "")
+        (s.skipped.length ? `; skipped ${s.skipped.length} existing: ${s.skipped.map((t) => JSON.stringify(t)).join(", ")}` : "") +
+        (compacted.length
+          ? `; stored ${lists} list(s) of ${compacted.length} thread(s) by their elements (` +
+            `${formatBytes(compacted.reduce((n, r) => n + r.compacted!.bytesBefore, 0))} -> ${formatBytes(compacted.reduce((n, r) => n + r.compacted!.bytesAfter, 0))})`
+          : "")
       );
     };
-    const summary = await importThreads({ pool: conn.pool, schema: c.schema }, c.file, c.skipExisting ? "skip" : "fail", (partial) => {
-      if (partial.imported.length > 0 || partial.skipped.length > 0) io.err(`${report(partial)} before the error.`);
+    const options = { ifExists: c.skipExisting ? ("skip" as const) : ("fail" as const), elementStorage: !c.keepWhole, ...(serde ? { serde } : {}) };
+    const summary = await importThreads({ pool: conn.pool, schema: c.schema }, c.file, options, {
+      onPartial: (partial) => {
+        if (partial.imported.length > 0 || partial.skipped.length > 0) io.err(`${report(partial)} before the error.`);
+      },
+      // The thread is imported and reads as in the source; only storing its whole values by content failed.
+      onThread: (r) => {
+        if (r.compactError !== undefined) {
+          io.err(
+            `Thread ${JSON.stringify(r.threadId)}: imported as exported, but its values stored whole could not be stored by content: ${r.compactError}. ` +
+              `Run \`compact --thread ${JSON.stringify(r.threadId)}\`${serde ? "" : " (with --module when your saver's serializer is not the default)"}.`,
+          );
+        }
+      },
     });
     if (c.json) io.out(json({ database: conn.label, schema: c.schema, ...summary }));
     else io.out(report(summary));

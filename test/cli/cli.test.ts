@@ -175,6 +175,7 @@ describe("CLI against Postgres", () => {
       [["status", "--database-url", "mysql://x"], /--database-url: expected a postgres:\/\/ or postgresql:\/\/ URL/],
       [["history", ...pg("src"), "x".repeat(600)], /<thread>: is 600 bytes long; the limit is 512 bytes/],
       [["import", ...pg("bad_3"), "a.jsonl", "b.jsonl"], /unexpected argument "b.jsonl"/],
+      [["import", ...pg("bad_3"), "a.jsonl", "--keep-whole", "--module", "m.mjs"], /--module: only to store values by content, not with --keep-whole/],
       [["prune", ...pg("src")], /no retention rule: give --keep-last, --older-than, --idle-for, or --ttl/],
       [["prune", ...pg("src"), "--older-than", "3x", "--yes"], /--older-than: cannot parse "3x"/],
       [["prune", ...pg("src"), "--keep-last", "0", "--yes"], /--keep-last: expected a positive integer/],
@@ -301,12 +302,12 @@ describe("CLI against Postgres", () => {
 
   it("export -> import into another schema and into PGlite: identical rows, state and history; the copy resumes", async () => {
     const file = join(tempDir(), "all.jsonl");
-    const exported = await runCli(["export", "--all", ...pg("src"), "-o", file]);
+    const exported = await runCli(["export", "--all", ...pg("src"), "-o", file, "--decoded"]);
     expect(exported.code).toBe(0);
     const lines = readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l));
     expect(lines[0]).toMatchObject({ kind: "header", format: "langgraph-checkpoint-pg/export", version: 1 });
     expect(lines.filter((l) => l.kind === "end").map((l) => l.thread_id).sort()).toEqual(["12345", "nested", "odd"]);
-    // Decoded values ride along with the exact bytes.
+    // With --decoded, decoded values ride along with the exact bytes (and an import ignores them).
     expect(lines.find((l) => l.kind === "blob" && l.thread_id === "12345" && l.channel === "address")).toMatchObject({
       type: "msgpack",
       value: Buffer.from("\xb3Hyderabad residency", "latin1").toString("base64"),

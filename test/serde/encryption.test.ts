@@ -506,7 +506,8 @@ describe("EncryptedSerializer bound to its row (issue #15, row 5)", () => {
     expect(history.messages?.seed).toHaveLength(3);
     const shown = await show({ pool: db.pool, threadId: thread, serde });
     expect(shown?.channels.find((c) => c.channel === "messages")?.value).toHaveLength(4);
-    const records = await exportThread({ pool: db.pool, threadId: thread, serde });
+    const records = await exportThread({ pool: db.pool, threadId: thread, serde, decoded: true });
+    expect(JSON.stringify(records)).toContain('"decoded"');
     expect(JSON.stringify(records)).not.toContain("undecodable");
   });
 });
