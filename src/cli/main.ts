@@ -60,7 +60,7 @@ Commands:
   prune                 retention: old checkpoints, idle threads (dry run unless --yes)
   upgrade-state         rewrite old checkpoints into the current state schema (upcasters)
   reencrypt             rewrite encrypted values under the current key, bound to their rows
-  compact               store lists written whole (e.g. messages) by their elements
+  compact               store values written whole (e.g. messages) by their elements
   grants --role <role>  print the GRANT statements for a least-privilege application role
 
 ${DATABASE_HELP}
@@ -523,17 +523,19 @@ const COMMANDS: Record<string, CommandSpec> = {
   compact: {
     usage: "compact [--thread <id>...] [--module <file>] [--batch-size <n>] [--dry-run] [--json]",
     summary:
-      "Converts threads written with whole list values (before element storage, or by a saver\n" +
-      "without elementStorage: true) into element storage: each list-valued blob (a chat's\n" +
-      "messages) is rewritten in place into the hashes of its elements, each element stored\n" +
-      "once per thread and namespace. Reads return the same values, from a saver with or\n" +
-      "without elementStorage. Batches of rows, one transaction each, safe while graphs and\n" +
-      "prune run; a second run changes nothing. A release before element storage cannot read\n" +
-      "converted threads: run it once no instance of an earlier release uses the database.",
+      "Converts values stored whole (threads written with elementStorage: false, by an earlier\n" +
+      "release, or adopted from the official saver) into the forms element storage gives them,\n" +
+      "in channel values and pending writes alike: a list (a chat's messages) by its elements,\n" +
+      "an object holding lists by its lists' elements, a large value by content; each element\n" +
+      "stored once per thread and namespace, each row rewritten in place. Values element\n" +
+      "storage keeps whole stay untouched. Reads return the same values. Batches of rows, one\n" +
+      "transaction each, safe while graphs and prune run; a second run changes nothing. A\n" +
+      "release before element storage cannot read converted threads: run it once no instance\n" +
+      "of an earlier release uses the database.",
     options: `  --thread <id>         only this thread (repeatable; default every thread)
   --module <file>       a JS/TS module exporting serde: the serializer your saver uses, if not
-                        the default (an EncryptedSerializer is refused: its values stay whole)
-  --batch-size <n>      blob rows read per batch, rewritten in one transaction (default 100)
+                        the default (an EncryptedSerializer seals the elements, as the saver does)
+  --batch-size <n>      rows read per batch, rewritten in one transaction (default 100)
   --dry-run             count what would be rewritten and added, change nothing
   --json                print the result as JSON`,
     examples: `  ${BIN} compact --dry-run

@@ -126,19 +126,39 @@ describe("an encrypting serializer stores lists by their elements", () => {
     expect(history.messages!.seed).toHaveLength(43);
   });
 
-  it("compact converts an encrypted thread's whole lists into sealed elements that read back the same", async () => {
+  it("compact converts an encrypted thread's whole values into sealed elements that read back the same", async () => {
     const schema = "trust_compact";
     await migrate({ pool: db.pool, schema });
     const serde = new EncryptedSerializer({ keys: { k1 }, current: "k1" });
-    const whole = new PostgresSaver(db.pool, { schema, serde });
+    const whole = new PostgresSaver(db.pool, { schema, serde, elementStorage: false });
     const thread = tid("compact");
     await chatGraph(whole).invoke({ messages: humans(35) }, cfg(thread));
-    const before = (await whole.getTuple(cfg(thread)))!;
+    const before = [];
+    for await (const t of whole.list(cfg(thread))) before.push(t);
+    expect(before.some((t) => (t.pendingWrites?.length ?? 0) > 0)).toBe(true);
+    // Without the saver's serializer nothing decodes: everything is left whole, and said so.
+    expect(await compact({ pool: db.pool, schema, dryRun: true })).toMatchObject({ values: 0, undecodable: expect.any(Number) });
     const result = await compact({ pool: db.pool, schema, serde });
-    expect(result.lists).toBeGreaterThan(0);
+    expect(result.values).toBeGreaterThan(0);
+    expect(result.writes).toBeGreaterThan(0);
     const { rows } = await db.pool.query(`SELECT DISTINCT type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel = $2 ORDER BY 1`, [thread, ELEMENTS_CHANNEL]);
     expect(rows.map((r) => r.type)).toEqual(["enc:k1:msgpack", REFS_TYPE]);
-    expect((await new PostgresSaver(db.pool, { schema, serde }).getTuple(cfg(thread)))!.checkpoint).toEqual(before.checkpoint);
+    // Values by content: refs tagged for their row; an object's outline sealed for its row; nothing in plaintext.
+    const { rows: values } = await db.pool.query(
+      `SELECT DISTINCT type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel <> $2
+       UNION SELECT DISTINCT type FROM ${schema}.checkpoint_writes WHERE thread_id = $1 ORDER BY 1`,
+      [thread, ELEMENTS_CHANNEL],
+    );
+    expect(values.map((r) => r.type)).toEqual(["empty", "enc:k1:msgpack", "pg:obj:enc:k1:msgpack", REFS_TYPE]);
+    const { rows: all } = await db.pool.query(
+      `SELECT value FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL UNION ALL SELECT value FROM ${schema}.checkpoint_writes WHERE thread_id = $1`,
+      [thread],
+    );
+    for (const r of all) expect(Buffer.from(r.value).includes(Buffer.from(SECRET))).toBe(false);
+    const after = [];
+    for await (const t of new PostgresSaver(db.pool, { schema, serde }).list(cfg(thread))) after.push(t);
+    expect(after).toEqual(before);
+    expect(after[0]!.checkpoint.channel_values.messages).toHaveLength(36);
   });
 
   it("whole values, said once, with a serializer that cannot seal elements, or whose inner bytes change each time", async () => {
