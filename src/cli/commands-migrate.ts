@@ -248,17 +248,17 @@ export async function reencryptCommand(c: Common & { module: string; batchSize: 
         serde,
         batchSize: c.batchSize,
         dryRun: c.dryRun,
-        onProgress: (p) => bar.update(`reencrypt: ${p.lists} lists, ${p.blobs} blobs, ${p.writes} writes, ${p.checkpoints} checkpoints`),
+        onProgress: (p) => bar.update(`reencrypt: ${p.byContent} values by content, ${p.blobs} blobs, ${p.writes} writes, ${p.checkpoints} checkpoints`),
       });
     } finally {
       bar.done();
     }
     if (c.json) io.out(json({ database: conn.label, schema: c.schema, ...result }));
     else {
-      const lists = result.lists > 0 ? `re-key ${result.lists} list(s) stored by their elements and ` : "";
+      const rekey = result.byContent > 0 ? `re-key ${result.byContent} value(s) stored by content (lists by their elements, large values, objects holding lists) and ` : "";
       const counts = `${result.blobs} blob(s), ${result.writes} write(s) and the values of ${result.checkpoints} checkpoint(s)`;
       const where = `in schema ${JSON.stringify(c.schema)} of ${conn.label}`;
-      io.out(c.dryRun ? `Would ${lists}rewrite ${counts} ${where}.` : `${lists ? `Re-keyed ${result.lists} list(s) and rewrote` : "Rewrote"} ${counts} ${where}.`);
+      io.out(c.dryRun ? `Would ${rekey}rewrite ${counts} ${where}.` : `${rekey ? `Re-keyed ${result.byContent} value(s) stored by content and rewrote` : "Rewrote"} ${counts} ${where}.`);
     }
     return EXIT.OK;
   });

@@ -497,7 +497,9 @@ const COMMANDS: Record<string, CommandSpec> = {
       "Rewrites every stored value that is not yet encrypted under the serializer's current key\n" +
       "and bound to its row: rows written before row binding, rows under an older key (after a\n" +
       "rotation, so the old key can go), and, with allowPlaintext, rows written before encryption\n" +
-      "was turned on. The inner bytes are kept; only the encryption changes. Batches of rows,\n" +
+      "was turned on. The inner bytes are kept; only the encryption changes. Values stored by\n" +
+      "content (lists by their elements, large values, objects holding lists) are re-keyed:\n" +
+      "their elements hashed under the current key, their refs tagged with it. Batches of rows,\n" +
       "one transaction each, safe while graphs run. The module exports `serde`: the same\n" +
       "EncryptedSerializer your application's saver uses.",
     options: `  --module <file>       a JS/TS module exporting serde, an EncryptedSerializer (required)
