@@ -143,7 +143,7 @@ function storeFlags(values: {
 const COMMANDS: Record<string, CommandSpec> = {
   migrate: {
     usage:
-      "migrate [--dry-run] [--wait <duration>] [--adopt <schema> | --no-adopt | --finish-adoption | --rollback-adoption] [--json] " +
+      "migrate [--dry-run] [--wait <duration>] [--adopt <schema> [--module <file>] | --no-adopt | --finish-adoption | --rollback-adoption] [--json] " +
       "[--store | --store-only [--dims N [--metric M] [--index-type T]] [--adopt-store <schema> | --no-adopt-store]]",
     summary:
       "Apply the pending migrations to the schema, in one transaction under an advisory lock\n" +
@@ -159,7 +159,10 @@ const COMMANDS: Record<string, CommandSpec> = {
                         0: one attempt); a wrong password or a bad URL fails at once
   --adopt <schema>      switch from the official saver whose tables are in <schema>:
                         copy its threads into --schema and keep copying what its
-                        instances still write (its tables stay as they are)
+                        instances still write (its tables stay as they are); then store
+                        what it copied by content, as compact does
+  --module <file>       with --adopt: a JS/TS module exporting serde, the serializer your
+                        saver uses, if not the default (an EncryptedSerializer seals)
   --no-adopt            start empty beside the official saver's tables
   --finish-adoption     all official instances replaced: its tables stop being copied
                         and refuse writes from now on
@@ -189,9 +192,14 @@ const COMMANDS: Record<string, CommandSpec> = {
         "no-adopt": { type: "boolean" },
         "finish-adoption": { type: "boolean" },
         "rollback-adoption": { type: "boolean" },
+        module: { type: "string" },
         ...STORE_OPTIONS,
       });
       positionals("migrate", rest, [], 0);
+      if (values.module !== undefined && values.adopt === undefined) {
+        throw new UsageError("--module goes with --adopt: the serializer that stores what the adoption copies", "migrate");
+      }
+      if (values.module === "") throw new UsageError("--module: must not be empty", "migrate");
       const store = storeFlags(values);
       const chosen = (["adopt", "no-adopt", "finish-adoption", "rollback-adoption"] as const).filter((k) => values[k] !== undefined);
       if (chosen.length > 1) throw new UsageError(`--${chosen[0]} and --${chosen[1]} exclude each other`, "migrate");
@@ -203,6 +211,7 @@ const COMMANDS: Record<string, CommandSpec> = {
         wait: { text: wait, ms: wait === "0" ? 0 : parseDuration(wait, "wait") },
         adopt: from !== undefined ? { from } : values["no-adopt"] ? false : undefined,
         step: values["finish-adoption"] ? ("finish" as const) : values["rollback-adoption"] ? ("rollback" as const) : undefined,
+        ...(values.module !== undefined ? { module: values.module } : {}),
       };
       if (from !== undefined && from === c.schema) {
         throw new UsageError(`--adopt ${from}: the official tables cannot be adopted into their own schema; choose another --schema for this package`, "migrate");

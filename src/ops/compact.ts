@@ -47,7 +47,7 @@ import pg from "pg";
 import { dbOf, poolDb, type Db, type PGliteLike, type Queryable } from "../db/db.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
 import { CHECKPOINT_BLOBS as B, CHECKPOINT_WRITES as W } from "../db/names.js";
-import { CheckpointerError, DatabaseOperationError, DeserializationError, InvalidOptionsError } from "../errors.js";
+import { CheckpointerError, DatabaseOperationError, DeserializationError, InvalidOptionsError, MigrationError, failureText } from "../errors.js";
 import { guard, type HandlerErrorHandler } from "../events.js";
 import { elementCodec, type ElementCodec } from "../saver/element-codec.js";
 import { ELEMENTS_CHANNEL, REFS_TYPE, type ElementRow } from "../saver/elements.js";
@@ -174,12 +174,23 @@ export async function compact(options: CompactOptions): Promise<CompactResult> {
 
 /**
  * Compact every thread of `schema` through `db` (a saver's own connection): what `setup({ adopt })`
- * and `migrate --adopt` run on what an adoption copied. Undefined when `serde` cannot store values
- * by content (a saver with it stores them whole too).
+ * and `migrate --adopt` run right after an adoption committed, on what it copied whole (the official
+ * saver's values, issue #27). Undefined when `serde` cannot store values by content (a saver with it
+ * stores them whole too). A failure is a {@link MigrationError} saying the adoption is done and
+ * what to run: a retried `setup` finds the adoption done and would not convert again.
  */
 export async function compactAdopted(db: Db, schema: string, serde: SerializerProtocol): Promise<CompactResult | undefined> {
   if (!elementCodec(serde)) return undefined;
-  return compactWith(db, readSettings({ schema, serde }));
+  const settings = readSettings({ schema, serde });
+  try {
+    return await compactWith(db, settings);
+  } catch (err) {
+    throw new MigrationError(
+      `The adoption into schema "${schema}" is done, but storing what it copied by content failed ${failureText(err)}; ` +
+        `those values stay whole and read as they are: run compact on schema "${schema}" to convert them`,
+      { cause: err, migration: "adoption" },
+    );
+  }
 }
 
 function readSettings(o: Omit<CompactOptions, "pool" | "connectionString">): Settings {
