@@ -53,8 +53,7 @@ export async function migrateCommand(
       if (adoption?.adopted) {
         io.out(`\n-- then, in the same transaction:\n${adoption.sql}`);
         io.out("\n-- then, once it committed: what it copied is stored by content, as `compact` does (batches of rows, one transaction each).");
-      }
-      else if (adoption) io.out(`\n-- schema ${JSON.stringify(schema)} adopted ${JSON.stringify(adoption.from)} already: nothing to do for --adopt.`);
+      } else if (adoption) io.out(`\n-- schema ${JSON.stringify(schema)} adopted ${JSON.stringify(adoption.from)} already: nothing to do for --adopt.`);
     } else {
       io.out(
         result.applied.length === 0
