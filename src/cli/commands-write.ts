@@ -230,7 +230,7 @@ function keptText(kept: PruneKept, c: { keepLast?: number; olderThan?: string; g
   return `${total} checkpoint(s): ${parts.join(", ")}.`;
 }
 
-/** Convert lists stored whole into element storage (see src/ops/compact.ts); a custom serializer comes from a module. */
+/** Convert values stored whole into the forms element storage gives them (see src/ops/compact.ts); a custom serializer comes from a module. */
 export async function compactCommand(
   c: Common & { threadIds: string[] | undefined; dryRun: boolean; batchSize: number; module: string | undefined },
   io: Io,
@@ -248,7 +248,7 @@ export async function compactCommand(
         ...(serde ? { serde } : {}),
         ...(c.threadIds ? { threadIds: c.threadIds } : {}),
         onProgress: (p) =>
-          bar.update(`${c.dryRun ? "dry run" : "compact"}: ${p.threads} threads, ${p.lists} lists, ${p.elementRows} element rows (${formatBytes(p.bytesBefore)} -> ${formatBytes(p.bytesAfter)})`),
+          bar.update(`${c.dryRun ? "dry run" : "compact"}: ${p.threads} threads, ${p.values} values, ${p.elementRows} element rows (${formatBytes(p.bytesBefore)} -> ${formatBytes(p.bytesAfter)})`),
       });
     } finally {
       bar.done();
@@ -258,24 +258,34 @@ export async function compactCommand(
       return EXIT.OK;
     }
     const st = styleFor(process.stdout);
-    const where = `schema ${JSON.stringify(c.schema)} of ${conn.label}`;
-    const what =
-      `${result.lists} list(s) in ${result.threadsCompacted} of ${result.threads} thread(s), adding ${result.elementRows} element row(s): ` +
-      `${formatBytes(result.bytesBefore)} of list values become ${formatBytes(result.bytesAfter)}`;
-    io.out(
-      c.dryRun
-        ? `${st.yellow("Dry run")}: would rewrite ${what} in ${where}. Nothing was changed; run it again without --dry-run to convert.`
-        : `Rewrote ${what} in ${where}.` + (result.lists > 0 ? "\nA release before element storage cannot read these threads any more (see the README)." : ""),
-    );
-    if (result.listsSkipped > 0) {
-      io.out(`${st.yellow(`Left ${result.listsSkipped} list(s) whole`)}: their rows changed while compact ran (the next run converts them).`);
-    }
+    io.out(compactSummary(result, `schema ${JSON.stringify(c.schema)} of ${conn.label}`, st));
     return EXIT.OK;
   });
 }
 
+/** What compact did (or would do) in words: also what `migrate --adopt` prints after converting what it copied. */
+export function compactSummary(result: CompactResult, where: string, st: ReturnType<typeof styleFor>): string {
+  const what =
+    `${result.values} value(s) (${result.writes} of them pending writes) in ${result.threadsCompacted} of ${result.threads} thread(s), ` +
+    `adding ${result.elementRows} element row(s): ${formatBytes(result.bytesBefore)} of whole values become ${formatBytes(result.bytesAfter)}`;
+  const lines = [
+    result.dryRun
+      ? `${st.yellow("Dry run")}: would rewrite ${what} in ${where}. Nothing was changed; run it again without --dry-run to convert.`
+      : `Rewrote ${what} in ${where}.` + (result.values > 0 ? "\nA release before element storage cannot read these threads any more (see the README)." : ""),
+  ];
+  if (result.valuesSkipped > 0) {
+    lines.push(`${st.yellow(`Left ${result.valuesSkipped} value(s) whole`)}: their rows changed while compact ran (the next run converts them).`);
+  }
+  if (result.undecodable > 0) {
+    lines.push(
+      `${st.yellow(`Left ${result.undecodable} value(s) whole`)}: the serializer cannot decode them (a Python object, or encrypted: pass --module exporting your saver's serde); reads fail on them as before.`,
+    );
+  }
+  return lines.join("\n");
+}
+
 /** The serializer a `--module` exports as `serde`. */
-async function serdeFrom(module: string): Promise<SerializerProtocol> {
+export async function serdeFrom(module: string): Promise<SerializerProtocol> {
   const spec = await loadModule(module, "serializer", "serde");
   const s = spec.serde as Partial<SerializerProtocol> | undefined;
   if (typeof s?.dumpsTyped !== "function" || typeof s.loadsTyped !== "function") {

@@ -60,7 +60,7 @@ Commands:
   prune                 retention: old checkpoints, idle threads (dry run unless --yes)
   upgrade-state         rewrite old checkpoints into the current state schema (upcasters)
   reencrypt             rewrite encrypted values under the current key, bound to their rows
-  compact               store lists written whole (e.g. messages) by their elements
+  compact               store values written whole (e.g. messages) by their elements
   grants --role <role>  print the GRANT statements for a least-privilege application role
 
 ${DATABASE_HELP}
@@ -143,7 +143,7 @@ function storeFlags(values: {
 const COMMANDS: Record<string, CommandSpec> = {
   migrate: {
     usage:
-      "migrate [--dry-run] [--wait <duration>] [--adopt <schema> | --no-adopt | --finish-adoption | --rollback-adoption] [--json] " +
+      "migrate [--dry-run] [--wait <duration>] [--adopt <schema> [--module <file>] | --no-adopt | --finish-adoption | --rollback-adoption] [--json] " +
       "[--store | --store-only [--dims N [--metric M] [--index-type T]] [--adopt-store <schema> | --no-adopt-store]]",
     summary:
       "Apply the pending migrations to the schema, in one transaction under an advisory lock\n" +
@@ -159,7 +159,10 @@ const COMMANDS: Record<string, CommandSpec> = {
                         0: one attempt); a wrong password or a bad URL fails at once
   --adopt <schema>      switch from the official saver whose tables are in <schema>:
                         copy its threads into --schema and keep copying what its
-                        instances still write (its tables stay as they are)
+                        instances still write (its tables stay as they are); then store
+                        what it copied by content, as compact does
+  --module <file>       with --adopt: a JS/TS module exporting serde, the serializer your
+                        saver uses, if not the default (an EncryptedSerializer seals)
   --no-adopt            start empty beside the official saver's tables
   --finish-adoption     all official instances replaced: its tables stop being copied
                         and refuse writes from now on
@@ -189,9 +192,14 @@ const COMMANDS: Record<string, CommandSpec> = {
         "no-adopt": { type: "boolean" },
         "finish-adoption": { type: "boolean" },
         "rollback-adoption": { type: "boolean" },
+        module: { type: "string" },
         ...STORE_OPTIONS,
       });
       positionals("migrate", rest, [], 0);
+      if (values.module !== undefined && values.adopt === undefined) {
+        throw new UsageError("--module goes with --adopt: the serializer that stores what the adoption copies", "migrate");
+      }
+      if (values.module === "") throw new UsageError("--module: must not be empty", "migrate");
       const store = storeFlags(values);
       const chosen = (["adopt", "no-adopt", "finish-adoption", "rollback-adoption"] as const).filter((k) => values[k] !== undefined);
       if (chosen.length > 1) throw new UsageError(`--${chosen[0]} and --${chosen[1]} exclude each other`, "migrate");
@@ -203,6 +211,7 @@ const COMMANDS: Record<string, CommandSpec> = {
         wait: { text: wait, ms: wait === "0" ? 0 : parseDuration(wait, "wait") },
         adopt: from !== undefined ? { from } : values["no-adopt"] ? false : undefined,
         step: values["finish-adoption"] ? ("finish" as const) : values["rollback-adoption"] ? ("rollback" as const) : undefined,
+        ...(values.module !== undefined ? { module: values.module } : {}),
       };
       if (from !== undefined && from === c.schema) {
         throw new UsageError(`--adopt ${from}: the official tables cannot be adopted into their own schema; choose another --schema for this package`, "migrate");
@@ -534,7 +543,9 @@ const COMMANDS: Record<string, CommandSpec> = {
       "Rewrites every stored value that is not yet encrypted under the serializer's current key\n" +
       "and bound to its row: rows written before row binding, rows under an older key (after a\n" +
       "rotation, so the old key can go), and, with allowPlaintext, rows written before encryption\n" +
-      "was turned on. The inner bytes are kept; only the encryption changes. Batches of rows,\n" +
+      "was turned on. The inner bytes are kept; only the encryption changes. Values stored by\n" +
+      "content (lists by their elements, large values, objects holding lists) are re-keyed:\n" +
+      "their elements hashed under the current key, their refs tagged with it. Batches of rows,\n" +
       "one transaction each, safe while graphs run. The module exports `serde`: the same\n" +
       "EncryptedSerializer your application's saver uses.",
     options: `  --module <file>       a JS/TS module exporting serde, an EncryptedSerializer (required)
@@ -560,17 +571,19 @@ const COMMANDS: Record<string, CommandSpec> = {
   compact: {
     usage: "compact [--thread <id>...] [--module <file>] [--batch-size <n>] [--dry-run] [--json]",
     summary:
-      "Converts threads written with whole list values (before element storage, or by a saver\n" +
-      "without elementStorage: true) into element storage: each list-valued blob (a chat's\n" +
-      "messages) is rewritten in place into the hashes of its elements, each element stored\n" +
-      "once per thread and namespace. Reads return the same values, from a saver with or\n" +
-      "without elementStorage. Batches of rows, one transaction each, safe while graphs and\n" +
-      "prune run; a second run changes nothing. A release before element storage cannot read\n" +
-      "converted threads: run it once no instance of an earlier release uses the database.",
+      "Converts values stored whole (threads written with elementStorage: false, by an earlier\n" +
+      "release, or adopted from the official saver) into the forms element storage gives them,\n" +
+      "in channel values and pending writes alike: a list (a chat's messages) by its elements,\n" +
+      "an object holding lists by its lists' elements, a large value by content; each element\n" +
+      "stored once per thread and namespace, each row rewritten in place. Values element\n" +
+      "storage keeps whole stay untouched. Reads return the same values. Batches of rows, one\n" +
+      "transaction each, safe while graphs and prune run; a second run changes nothing. A\n" +
+      "release before element storage cannot read converted threads: run it once no instance\n" +
+      "of an earlier release uses the database.",
     options: `  --thread <id>         only this thread (repeatable; default every thread)
   --module <file>       a JS/TS module exporting serde: the serializer your saver uses, if not
-                        the default (an EncryptedSerializer is refused: its values stay whole)
-  --batch-size <n>      blob rows read per batch, rewritten in one transaction (default 100)
+                        the default (an EncryptedSerializer seals the elements, as the saver does)
+  --batch-size <n>      rows read per batch, rewritten in one transaction (default 100)
   --dry-run             count what would be rewritten and added, change nothing
   --json                print the result as JSON`,
     examples: `  ${BIN} compact --dry-run

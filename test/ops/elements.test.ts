@@ -171,7 +171,7 @@ describe("operations tools on lists stored by their elements", () => {
     expect((await saver.getTuple(cfg(thread)))!.checkpoint.channel_values.messages).toHaveLength(44);
   });
 
-  it("reencrypt: lists written before encryption get sealed element rows under keyed hashes and authenticated refs values", async () => {
+  it("reencrypt: values stored by content before encryption (lists, the input object, the tasks' writes) get sealed element rows under keyed hashes and authenticated refs", async () => {
     const schema = "el_reencrypt";
     await migrate({ pool: db.pool, schema });
     const thread = tid("reencrypt");
@@ -188,24 +188,29 @@ describe("operations tools on lists stored by their elements", () => {
       ).rows as { channel: string; version: string; value: Buffer }[];
     const before = await lists();
     expect(before.length).toBeGreaterThan(1);
+    // Every value stored by content (blobs and writes), and the blobs stored whole (element rows among them).
+    const byContent = "(type IN ('pg:refs', 'pg:val') OR type LIKE 'pg:obj:%')";
     const { rows: valued } = await db.pool.query(
-      `SELECT count(*)::int AS n FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND type NOT IN ('empty', $2) AND value IS NOT NULL`,
-      [thread, REFS_TYPE],
+      `SELECT (SELECT count(*) FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND type <> 'empty' AND NOT ${byContent} AND value IS NOT NULL)::int AS n,
+              (SELECT count(*) FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel <> $2 AND ${byContent})::int
+            + (SELECT count(*) FROM ${schema}.checkpoint_writes WHERE thread_id = $1 AND ${byContent})::int AS refs`,
+      [thread, ELEMENTS_CHANNEL],
     );
 
     const k1 = randomBytes(32);
     const migrating = new EncryptedSerializer({ keys: { k1 }, current: "k1", allowPlaintext: true });
     const dry = await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true });
-    expect({ lists: dry.lists, blobs: dry.blobs }).toEqual({ lists: before.length, blobs: valued[0].n });
+    expect({ byContent: dry.byContent, blobs: dry.blobs }).toEqual({ byContent: valued[0].refs, blobs: valued[0].n });
     const done = await reencrypt({ pool: db.pool, schema, serde: migrating });
-    // Each list re-keyed; every value rewritten (the plain element rows too, which only the old lists named).
-    expect({ lists: done.lists, blobs: done.blobs }).toEqual({ lists: before.length, blobs: valued[0].n });
+    // Each value stored by content re-keyed; every whole value rewritten (the plain element rows too, which only the old refs named).
+    expect({ byContent: done.byContent, blobs: done.blobs }).toEqual({ byContent: valued[0].refs, blobs: valued[0].n });
     const { rows: types } = await db.pool.query(
       `SELECT DISTINCT channel = $2 AS element, type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL ORDER BY 1, 2`,
       [thread, ELEMENTS_CHANNEL],
     );
     expect(types).toEqual([
       { element: false, type: "enc:k1:msgpack" },
+      { element: false, type: "pg:obj:enc:k1:msgpack" },
       { element: false, type: REFS_TYPE },
       { element: true, type: "enc:k1:msgpack" },
       { element: true, type: REFS_TYPE },
@@ -225,7 +230,7 @@ describe("operations tools on lists stored by their elements", () => {
     expect(shown.channels.find((c) => c.channel === "messages")!.value).toEqual(plain[0]!.checkpoint.channel_values.messages);
     const records = await exportThread({ pool: db.pool, schema, threadId: thread, serde: strict });
     expect(JSON.stringify(records)).not.toContain("undecodable");
-    expect(await reencrypt({ pool: db.pool, schema, serde: strict })).toMatchObject({ lists: 0, blobs: 0, writes: 0, checkpoints: 0 });
+    expect(await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true })).toMatchObject({ byContent: 0, blobs: 0, writes: 0, checkpoints: 0 });
   });
   // Last: the official tables it makes stand in the way of migrating another schema without `adopt`.
   it("rollback: a chat continued by this package (elements) is whole again in the official tables, and the official saver goes on", async () => {
