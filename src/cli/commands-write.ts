@@ -82,13 +82,13 @@ export async function importCommand(
     const where = `schema ${JSON.stringify(c.schema)} of ${conn.label}`;
     const report = (s: ImportSummary) => {
       const sum = (k: "checkpoints" | "writes" | "blobs") => s.imported.reduce((n, r) => n + r[k], 0);
-      const compacted = s.imported.filter((r) => (r.compacted?.lists ?? 0) > 0);
-      const lists = compacted.reduce((n, r) => n + r.compacted!.lists, 0);
+      const compacted = s.imported.filter((r) => (r.compacted?.values ?? 0) > 0);
+      const values = compacted.reduce((n, r) => n + r.compacted!.values, 0);
       return (
         `Imported ${s.imported.length} thread(s) (${sum("checkpoints")} checkpoints, ${sum("writes")} writes, ${sum("blobs")} blobs) into ${where}` +
         (s.skipped.length ? `; skipped ${s.skipped.length} existing: ${s.skipped.map((t) => JSON.stringify(t)).join(", ")}` : "") +
         (compacted.length
-          ? `; stored ${lists} list(s) of ${compacted.length} thread(s) by their elements (` +
+          ? `; stored ${values} value(s) of ${compacted.length} thread(s) by content (` +
             `${formatBytes(compacted.reduce((n, r) => n + r.compacted!.bytesBefore, 0))} -> ${formatBytes(compacted.reduce((n, r) => n + r.compacted!.bytesAfter, 0))})`
           : "")
       );
