@@ -177,6 +177,49 @@ function mismatch(where: () => string, what: string, hash: string): Deserializat
 }
 
 /**
+ * Elements this process has checked against their hashes, with their bytes: a read that finds the same
+ * bytes under the same hash again compares them (memcmp) instead of hashing them (a long list's read
+ * hashed every element, most of its decoding time). Bytes that differ in any way are hashed and
+ * checked as before, so a row altered since is still caught. Least recently used first out, within
+ * {@link VERIFIED_BYTES} of bytes.
+ */
+class VerifiedElements {
+  readonly #byKey = new Map<string, { type: string; bytes: Buffer }>();
+  #bytes = 0;
+
+  constructor(private readonly budget: number) {}
+
+  has(keyId: string | undefined, hash: string, type: string, bytes: Uint8Array): boolean {
+    const key = `${keyId ?? ""}\u0000${hash}`;
+    const hit = this.#byKey.get(key);
+    if (!hit || hit.type !== type || !hit.bytes.equals(bytes)) return false;
+    this.#byKey.delete(key);
+    this.#byKey.set(key, hit);
+    return true;
+  }
+
+  add(keyId: string | undefined, hash: string, type: string, bytes: Uint8Array): void {
+    if (bytes.byteLength > this.budget / 64) return;
+    const key = `${keyId ?? ""}\u0000${hash}`;
+    const old = this.#byKey.get(key);
+    if (old) this.#bytes -= old.bytes.byteLength;
+    // A copy: the caller's buffer is a slice of a driver's message, which it may reuse.
+    this.#byKey.delete(key);
+    this.#byKey.set(key, { type, bytes: Buffer.from(bytes) });
+    this.#bytes += bytes.byteLength;
+    for (const [k, v] of this.#byKey) {
+      if (this.#bytes <= this.budget) break;
+      this.#byKey.delete(k);
+      this.#bytes -= v.bytes.byteLength;
+    }
+  }
+}
+
+/** How many bytes of checked elements a process keeps (see {@link VerifiedElements}). */
+const VERIFIED_BYTES = 16 * 1024 * 1024;
+const VERIFIED = new VerifiedElements(VERIFIED_BYTES);
+
+/**
  * Check lists' rows against `hasher`: chunks and elements. `load` decodes an
  * element's checked bytes; `open` gives an element row's inner type and bytes.
  */
@@ -190,7 +233,10 @@ function reader(
 ): OpenedRefs {
   const checked = (hash: string, type: string, bytes: Uint8Array, row: BlobRow): [string, Uint8Array] => {
     const [innerType, innerBytes] = open(type, bytes, row);
-    if (!hasher.matches(innerType, innerBytes, hash)) throw mismatch(where, "element", hash);
+    if (!VERIFIED.has(hasher.keyId, hash, innerType, innerBytes)) {
+      if (!hasher.matches(innerType, innerBytes, hash)) throw mismatch(where, "element", hash);
+      VERIFIED.add(hasher.keyId, hash, innerType, innerBytes);
+    }
     return [innerType, innerBytes];
   };
   return {
