@@ -289,7 +289,8 @@ export interface ImportResult {
   /**
    * Why the imported thread's values stored whole could not be stored by content (the thread is
    * imported all the same, and reads as in the source): e.g. they are encrypted and `serde` is not
-   * the saver's. `compact` with the saver's serializer finishes the job.
+   * the saver's (then `compacted.undecodable` counts them). `compact` with the saver's serializer
+   * finishes the job.
    */
   compactError?: string;
 }
@@ -417,6 +418,11 @@ export async function importThread(
   // thread as it rewrites, so graphs, prune and deletes may run on the imported thread meanwhile.
   try {
     result.compacted = await compact({ pool: options.pool, schema, threadIds: [threadId], ...(options.serde ? { serde: options.serde } : {}) });
+    if (result.compacted.undecodable > 0) {
+      result.compactError =
+        `${result.compacted.undecodable} value(s) could not be decoded with the serializer given and stay whole ` +
+        `(encrypted: pass the saver's serde)`;
+    }
   } catch (err) {
     result.compactError = err instanceof Error ? err.message : String(err);
   }

@@ -178,7 +178,7 @@ describe("import stores a thread written with whole values by content (issue 27)
       importThread({ pool: db.pool, schema: "whole_api", records }),
       importThread({ pool: db.pool, schema: "whole_kept", records, elementStorage: false }),
     ]);
-    expect(converted).toMatchObject({ status: "imported", compacted: { dryRun: false, lists: 6, threadsCompacted: 1 } });
+    expect(converted).toMatchObject({ status: "imported", compacted: { dryRun: false, values: 12, writes: 6, undecodable: 0, threadsCompacted: 1 } });
     expect(converted.compactError).toBeUndefined();
     expect(kept.compacted).toBeUndefined();
     expect(await types("whole_api")).toEqual([REFS_TYPE]);
@@ -199,9 +199,11 @@ describe("import stores a thread written with whole values by content (issue 27)
       importThread({ pool: db.pool, schema: "enc_keyed", records, serde }),
     ]);
     expect(plain).toMatchObject({ status: "imported" });
-    expect(plain.compacted).toBeUndefined();
-    expect(plain.compactError).toMatch(/enc:/);
-    expect(keyed.compacted).toMatchObject({ lists: 6 });
+    expect(plain.compacted).toMatchObject({ values: 0, threadsCompacted: 0 });
+    expect(plain.compacted!.undecodable).toBeGreaterThan(0);
+    expect(plain.compactError).toMatch(/could not be decoded .*pass the saver's serde/);
+    expect(keyed.compacted).toMatchObject({ values: 12, writes: 6, undecodable: 0 });
+    expect(keyed.compactError).toBeUndefined();
     expect(await types("enc_keyed")).toEqual([REFS_TYPE]);
     for (const schema of ["enc_plain", "enc_keyed"]) expect(await listAll(new PostgresSaver(db.pool, { schema, serde }), "e")).toEqual(before);
   });
