@@ -1,15 +1,16 @@
 /**
  * The official conformance suite, in full, plus its delta-channel suite, with
- * lists stored by their elements (`elementStorage: true`, see elements.ts).
+ * every value stored whole (`elementStorage: false`); conformance.test.ts runs
+ * it with the default, values stored by content (stored.ts).
  */
 import { deltaChannelHistoryTests, validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
 import { migrate, PostgresSaver } from "../../src/index.js";
 import { withTestDatabase } from "../helpers/db.js";
 
-const db = withTestDatabase("conformance_elements");
+const db = withTestDatabase("conformance_whole");
 
 const initializer: CheckpointSaverTestInitializer<PostgresSaver> = {
-  checkpointerName: "langgraph-checkpoint-pg (elements)",
+  checkpointerName: "langgraph-checkpoint-pg (whole values)",
   beforeAllTimeout: 60_000,
   async beforeAll() {
     await migrate({ pool: db.pool });
@@ -17,7 +18,7 @@ const initializer: CheckpointSaverTestInitializer<PostgresSaver> = {
   async createCheckpointer() {
     // One live checkpointer at a time (the suite's contract): a clean slate each time.
     await db.pool.query("TRUNCATE checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads");
-    return new PostgresSaver(db.pool, { elementStorage: true });
+    return new PostgresSaver(db.pool, { elementStorage: false });
   },
 };
 
