@@ -94,15 +94,15 @@ export function buildQueries(schema: string) {
   /**
    * Element rows named by the refs values of `source` (a CTE with thread, namespace, type and value
    * columns `thread_id`, `checkpoint_ns`, `type`, `value`), each once; see elements.ts.
-   * `except`: a CTE of element rows already fetched (the chunks' own level).
+   * `except`: a CTE of element rows already fetched (the chunks' own level). `thread`: see `read`.
    */
-  const elementsOf = (source: string, except?: string) => `
+  const elementsOf = (source: string, except?: string, thread = "r.thread_id") => `
   SELECT r.thread_id, r.checkpoint_ns, r.h, e.${B.type} AS type, e.${B.value} AS value
     FROM (SELECT DISTINCT x.thread_id, x.checkpoint_ns, pg_catalog.encode(pg_catalog.substring(x.value, i.n * ${HASH_BYTES} + 1, ${HASH_BYTES}), 'hex') AS h
             FROM ${source} x CROSS JOIN LATERAL pg_catalog.generate_series(0, pg_catalog.length(x.value) / ${HASH_BYTES} - 1) AS i(n)
            WHERE x.type = '${REFS_TYPE}') r
    CROSS JOIN LATERAL (SELECT e.${B.type}, e.${B.value} FROM ${blobs} e
-                        WHERE e.${B.threadId} = r.thread_id AND e.${B.checkpointNs} = r.checkpoint_ns
+                        WHERE e.${B.threadId} = ${thread} AND e.${B.checkpointNs} = r.checkpoint_ns
                           AND e.${B.channel} = '${ELEMENTS_CHANNEL}' AND e.${B.version} = r.h
                        OFFSET 0) e${except ? `
    WHERE NOT EXISTS (SELECT 1 FROM ${except} y WHERE y.thread_id = r.thread_id AND y.checkpoint_ns = r.checkpoint_ns AND y.h = r.h)` : ""}`;
@@ -112,8 +112,13 @@ export function buildQueries(schema: string) {
   SELECT DISTINCT pg_catalog.encode(pg_catalog.substring(x.value, i.n * ${HASH_BYTES} + 1, ${HASH_BYTES}), 'hex') AS h
     FROM (${source}) x CROSS JOIN LATERAL pg_catalog.generate_series(0, pg_catalog.length(x.value) / ${HASH_BYTES} - 1) AS i(n)`;
 
-  /** Wrap a page of checkpoint rows into the one-statement read. */
-  const read = (page: string) => `
+  /**
+   * Wrap a page of checkpoint rows into the one-statement read. `thread`: the parameter naming the
+   * page's one thread, when it has one: each table is then looked up by it rather than by the page's
+   * column, so on tables partitioned by thread (issue 32) the planner prunes them all to the thread's
+   * partition when it plans, as Citus routes a statement whose every table names the key.
+   */
+  const read = (page: string, thread?: string) => `
 WITH page AS MATERIALIZED (${page}),
 bl AS MATERIALIZED (
   SELECT p.${C.threadId} AS thread_id, p.${C.checkpointNs} AS checkpoint_ns, p.${C.checkpointId} AS checkpoint_id, b.${B.channel} AS channel, cv.version,
@@ -125,14 +130,14 @@ bl AS MATERIALIZED (
    -- A lateral lookup per (channel, version): the planner would otherwise hash
    -- all of a long thread's blobs to find the few a page needs.
    CROSS JOIN LATERAL (SELECT b.${B.channel}, b.${B.type}, b.${B.value} FROM ${blobs} b
-                        WHERE b.${B.threadId} = p.${C.threadId} AND b.${B.checkpointNs} = p.${C.checkpointNs}
+                        WHERE b.${B.threadId} = ${thread ?? `p.${C.threadId}`} AND b.${B.checkpointNs} = p.${C.checkpointNs}
                           AND b.${B.channel} = cv.channel AND b.${B.version} = cv.version AND b.${B.type} <> 'empty'
                        OFFSET 0) b
 ),
 -- List channels stored by their elements: the elements and chunks their refs name, then the chunks' elements.
-e1 AS MATERIALIZED (${elementsOf("bl")}
+e1 AS MATERIALIZED (${elementsOf("bl", undefined, thread)}
 ),
-e2 AS MATERIALIZED (${elementsOf("e1", "e1")}
+e2 AS MATERIALIZED (${elementsOf("e1", "e1", thread)}
 )
 SELECT 0 AS kind, ${out("p.", C.threadId, "thread_id")}, ${out("p.", C.checkpointNs, "checkpoint_ns")}, ${out("p.", C.checkpointId, "checkpoint_id")}, p.${C.parentCheckpointId} AS s1,
        NULL::text AS s2, p.${C.unversionedType} AS s3, NULL::text AS s4, p.${C.stateVersion} AS n, p.${C.metadataRaw} AS v,
@@ -147,11 +152,11 @@ SELECT 4, e.thread_id, e.checkpoint_ns, '', e.h, NULL, e.type, NULL, NULL, e.val
 UNION ALL
 SELECT 2, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols}, NULL, NULL, NULL
   FROM page p
-  JOIN ${writes} w ON w.${W.threadId} = p.${C.threadId} AND w.${W.checkpointNs} = p.${C.checkpointNs} AND w.${W.checkpointId} = p.${C.checkpointId}
+  JOIN ${writes} w ON w.${W.threadId} = ${thread ?? `p.${C.threadId}`} AND w.${W.checkpointNs} = p.${C.checkpointNs} AND w.${W.checkpointId} = p.${C.checkpointId}
 UNION ALL
 SELECT 3, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols}, NULL, NULL, NULL
   FROM page p
-  JOIN ${writes} w ON w.${W.threadId} = p.${C.threadId} AND w.${W.checkpointNs} = p.${C.checkpointNs}
+  JOIN ${writes} w ON w.${W.threadId} = ${thread ?? `p.${C.threadId}`} AND w.${W.checkpointNs} = p.${C.checkpointNs}
                   AND w.${W.checkpointId} = p.${C.parentCheckpointId} AND w.${W.channel} = '__pregel_tasks'
  WHERE (p.${C.checkpoint} ->> 'v')::int < 4`;
 
@@ -178,7 +183,8 @@ SELECT 3, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols
     const values: unknown[] = [];
     const param = (v: unknown) => `$${values.push(v)}`;
     const conds: string[] = [];
-    if (where.threadId !== undefined) conds.push(`${C.threadId} = ${param(where.threadId)}`);
+    const thread = where.threadId === undefined ? undefined : param(where.threadId);
+    if (thread !== undefined) conds.push(`${C.threadId} = ${thread}`);
     if (where.checkpointNs !== undefined) conds.push(`${C.checkpointNs} = ${param(where.checkpointNs)}`);
     if (where.checkpointId !== undefined) conds.push(`${C.checkpointId} = ${param(where.checkpointId)}`);
     // Within one lineage the checkpoint id alone orders and bounds the page (an index range).
@@ -200,6 +206,7 @@ SELECT 3, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols
     const order = oneLineage ? `${C.checkpointId} DESC` : `${C.checkpointId} DESC, ${C.threadId} DESC, ${C.checkpointNs} DESC`;
     const text = read(
       `SELECT ${cols} FROM ${checkpoints}${conds.length ? ` WHERE ${conds.join(" AND ")}` : ""} ORDER BY ${order} LIMIT ${param(where.limit)}`,
+      thread,
     );
     return { text, values };
   };
@@ -321,7 +328,8 @@ WITH gate AS MATERIALIZED (SELECT ${putGate} AS refused
          ${C.ttlSeconds} = EXCLUDED.${C.ttlSeconds}, ${C.stateVersion} = EXCLUDED.${C.stateVersion},
          ${C.hasPendingTasks} = EXCLUDED.${C.hasPendingTasks}, ${C.unversionedType} = EXCLUDED.${C.unversionedType},
          ${C.unversionedValues} = EXCLUDED.${C.unversionedValues}, ${C.rowVersion} = c.${C.rowVersion} + 1
-  RETURNING (xmax = 0) AS fresh
+  -- Inserted, not updated: a new row has row_version 1 (never inserted otherwise), an updated one more. Not xmax = 0: a system column of a partitioned table cannot be returned (0A000, issue 32).
+  RETURNING c.${C.rowVersion} = 1 AS fresh
 )
 SELECT d.refused, d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fast"}, (SELECT pg_catalog.count(*) FROM move)::int AS moved,
        (SELECT pg_catalog.count(*) FROM ins WHERE fresh)::int AS inserted,
@@ -332,10 +340,10 @@ SELECT d.refused, d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fas
     listPage,
 
     /** $1 thread, $2 namespace, $3 checkpoint id. */
-    getById: read(`SELECT ${cols} FROM ${checkpoints} WHERE ${C.threadId} = $1 AND ${C.checkpointNs} = $2 AND ${C.checkpointId} = $3`),
+    getById: read(`SELECT ${cols} FROM ${checkpoints} WHERE ${C.threadId} = $1 AND ${C.checkpointNs} = $2 AND ${C.checkpointId} = $3`, "$1"),
 
     /** $1 thread, $2 namespace: the lineage head (two primary-key lookups, O(log n) at any history length). */
-    getHead: read(`SELECT ${cols} FROM ${checkpoints} WHERE ${C.threadId} = $1 AND ${C.checkpointNs} = $2 AND ${C.checkpointId} = ${headOf}`),
+    getHead: read(`SELECT ${cols} FROM ${checkpoints} WHERE ${C.threadId} = $1 AND ${C.checkpointNs} = $2 AND ${C.checkpointId} = ${headOf}`, "$1"),
 
     /**
      * Store a checkpoint: its new blobs, its row, and the head move, in one
@@ -555,8 +563,8 @@ WITH RECURSIVE target AS (
     FROM chain JOIN ${blobs} b
       ON b.${B.threadId} = $1 AND b.${B.checkpointNs} = $2 AND b.${B.channel} = ANY (chain.walking) AND NOT (b.${B.channel} = ANY (chain.still))
      AND b.${B.version} = chain.${C.checkpoint} -> 'channel_versions' ->> b.${B.channel}
-), e1 AS MATERIALIZED (${elementsOf("seeds")}
-), e2 AS MATERIALIZED (${elementsOf("e1", "e1")}
+), e1 AS MATERIALIZED (${elementsOf("seeds", undefined, "$1")}
+), e2 AS MATERIALIZED (${elementsOf("e1", "e1", "$1")}
 )
 SELECT 0 AS kind, NULL::int AS depth, ${out("s.", C.checkpointId, "checkpoint_id")}, NULL::text AS channel, NULL::text AS version, NULL::text AS task_id,
        NULL::text AS task_path, NULL::int AS idx,
