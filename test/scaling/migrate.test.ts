@@ -139,6 +139,13 @@ describe("a new schema, partitioned", () => {
     expect(tuple?.pendingWrites).toEqual([["task", "messages", "c"]]);
     await store.put(["users", "u1"], "k", { v: 1 });
     expect((await store.get(["users", "u1"], "k"))?.value).toEqual({ v: 1 });
+    // The sweep deletes what expired and nothing else: row places (ctid) repeat from partition to partition.
+    for (let i = 2; i <= 12; i++) await store.put(["users", `u${i}`], "k", { v: i });
+    const spread = await db.pool.query(`SELECT count(DISTINCT tableoid)::int AS n FROM ${schema}.store_items`);
+    expect(spread.rows[0].n).toBe(3);
+    await db.pool.query(`UPDATE ${schema}.store_items SET expires_at = now() - interval '1 second' WHERE ns_key = 'users' || chr(1) || 'u1'`);
+    expect(await store.sweepExpiredItems()).toBe(1);
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM ${schema}.store_items`)).rows[0].n).toBe(11);
     // An element row deleted by hand meets 0008's BEFORE DELETE trigger, on whichever partition holds it.
     const elements = await db.pool.query(`SELECT count(*)::int AS n FROM ${schema}.checkpoint_blobs WHERE channel = '__elements__'`);
     expect(elements.rows[0].n).toBeGreaterThan(0);
