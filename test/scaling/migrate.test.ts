@@ -7,6 +7,8 @@
  * statement future migrations hold) applied to partitioned tables.
  */
 import { randomBytes } from "node:crypto";
+import { PGlite } from "@electric-sql/pglite";
+import { vector } from "@electric-sql/pglite-pgvector";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import {
@@ -24,6 +26,7 @@ import { COMPATIBILITY } from "../../src/db/compat.js";
 import { CHECKPOINTER_TRACK } from "../../src/db/migrations.js";
 import { PARTITIONS_SETTING, partitionStatements, planPartitions } from "../../src/db/partitions.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { fakeEmbeddings } from "../helpers/embeddings.js";
 import { runCli } from "../helpers/cli.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
 
@@ -152,6 +155,29 @@ describe("a new schema, partitioned", () => {
     await expect(db.pool.query(`DELETE FROM ${schema}.checkpoint_blobs WHERE channel = '__elements__'`)).rejects.toMatchObject({ code: "LGE01" });
     await saver.deleteThread("t1");
     expect((await db.pool.query(`SELECT count(*)::int AS n FROM ${schema}.checkpoint_blobs`)).rows[0].n).toBe(0);
+  });
+
+  it("on the embedded database (PGlite) too; the vector table is partitioned with the items, by namespace", async () => {
+    const embedded = new PGlite({ extensions: { vector } });
+    try {
+      const store = new PostgresStore(embedded as unknown as pg.Pool, { schema: "memory", index: { dims: 8, embed: fakeEmbeddings(8), fields: ["text"] } });
+      await store.setup({ adopt: false, partitions: 4 });
+      const { rows } = await embedded.query<{ name: string; key: string; n: number }>(
+        `SELECT c.relname AS name, pg_get_partkeydef(c.oid) AS key, (SELECT count(*) FROM pg_inherits i WHERE i.inhparent = c.oid)::int AS n
+           FROM pg_class c WHERE c.relnamespace = 'memory'::regnamespace AND c.relkind = 'p' ORDER BY 1`,
+      );
+      expect(rows).toEqual([
+        { name: "store_item_vectors", key: "HASH (ns_key)", n: 4 },
+        { name: "store_items", key: "HASH (ns_key)", n: 4 },
+      ]);
+      for (let i = 0; i < 8; i++) await store.put(["users", `u${i}`], "k", { text: i % 2 ? "green tea" : "black coffee" });
+      const found = await store.search(["users"], { query: "green tea", mode: "vector", limit: 3 });
+      expect(found.map((f) => f.value.text)).toEqual(["green tea", "green tea", "green tea"]);
+      await store.delete(["users", "u1"], "k"); // its vectors go with it (a foreign key between partitioned tables)
+      expect((await embedded.query<{ n: number }>("SELECT count(*)::int AS n FROM memory.store_item_vectors")).rows[0]!.n).toBe(7);
+    } finally {
+      await embedded.close();
+    }
   });
 
   it("--dry-run prints the partitioned SQL and creates nothing", async () => {
