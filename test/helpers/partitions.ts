@@ -3,12 +3,13 @@
  * statement really touched, read from Postgres's own per-transaction table
  * statistics, and which partition a key hashes to.
  *
- * `pg_stat_xact_user_tables` counts, for the current transaction only, every
- * scan started on a table (sequential or through one of its indexes) and every
- * row inserted, updated or deleted. A partition the planner pruned, at plan
- * time or when the executor starts or rescans a node, is never opened and
- * counts nothing; so the partitions with counts are exactly those the
- * statement read or wrote, whatever the shape of its plan.
+ * `pg_stat_xact_user_tables` counts every scan started on a table (sequential
+ * or through one of its indexes) and every row inserted, updated or deleted,
+ * that the backend has not sent to the statistics yet. A partition the planner
+ * pruned, at plan time or when the executor starts or rescans a node, is never
+ * opened and counts nothing; so the partitions whose counts grew while a
+ * statement ran are exactly those it read or wrote, whatever the shape of its
+ * plan.
  *
  * @example
  * ```ts
