@@ -10,8 +10,8 @@
  *   npm run bench -- --rounds 7     more rounds (default 5, quick 3)
  *   npm run bench -- --strict       also exit 1 when a performance target fails
  *   npm run bench -- --official-scale   also the scale points on the official saver (+2 min, no target)
- *   npm run bench -- --storage      only the storage growth of one conversation, text and images, and
- *                                   put/getTuple at 10 vs 200 turns (issue 21; storage.ts); --storage-turns N
+ *   npm run bench -- --storage      only the storage growth of one conversation, text and images, where the
+ *                                   bytes are, and put/getTuple at 200 turns against whole values (issues 21, 27; storage.ts); --storage-turns N
  *   npm run bench -- --store        only the store: our PostgresStore vs the official one, per operation (issue 29; store.ts)
  *   npm run bench -- --partitions[=N]   only the hot statements on N hash partitions per table (default 16) vs plain tables (issue 32; partitions.ts)
  *
@@ -63,8 +63,6 @@ interface Args {
   /** --storage: run only storage.ts (issue 21), with --storage-turns N turns (default 200). */
   storage: boolean;
   storageTurns?: number;
-  /** --whole: with --storage, measure our saver's default (whole values) instead of elementStorage: true. */
-  whole: boolean;
   /** --store: run only store.ts (issue 29). */
   store: boolean;
   /** --partitions[=N]: run only partitions.ts (issue 32), N partitions per table (default 16). */
@@ -78,7 +76,7 @@ function nonNegative(flag: string, v: string | undefined): number {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0, officialScale: false, storage: false, whole: false, store: false };
+  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0, officialScale: false, storage: false, store: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--json") args.json = true;
@@ -86,7 +84,6 @@ function parseArgs(argv: string[]): Args {
     else if (a === "--strict") args.strict = true;
     else if (a === "--official-scale") args.officialScale = true;
     else if (a === "--storage") args.storage = true;
-    else if (a === "--whole") args.whole = true;
     else if (a === "--store") args.store = true;
     else if (a === "--partitions" || a.startsWith("--partitions=")) {
       const n = a.includes("=") ? Number(a.split("=")[1]) : 16;
@@ -109,7 +106,7 @@ function parseArgs(argv: string[]): Args {
       args.delayDownMs = nonNegative("--delay-down-ms", a.includes("=") ? a.split("=")[1] : argv[++i]);
     } else if (a === "--help" || a === "-h") {
       console.log("usage: npm run bench -- [--quick] [--json] [--rounds N] [--strict] [--delay-ms N [--delay-down-ms M]] [--official-scale]");
-      console.log("       npm run bench -- --storage [--storage-turns N] [--whole] [--rounds N] [--strict]");
+      console.log("       npm run bench -- --storage [--storage-turns N] [--rounds N] [--strict]");
       console.log("       npm run bench -- --store [--rounds N] [--strict] [--json]");
       console.log("       npm run bench -- --partitions[=N] [--rounds N] [--json]");
       process.exit(0);
@@ -117,12 +114,11 @@ function parseArgs(argv: string[]): Args {
   }
   if (args.storageTurns !== undefined && !args.storage) throw new Error("--storage-turns goes with --storage");
   if (args.store) {
-    const other = argv.filter((a) => /^--(quick|official-scale|delay-ms|delay-down-ms|storage|whole)\b/.test(a));
+    const other = argv.filter((a) => /^--(quick|official-scale|delay-ms|delay-down-ms|storage)\b/.test(a));
     if (other.length) throw new Error(`--store runs the store's measurement alone: ${other.join(", ")} does not apply to it`);
   }
-  if (args.whole && !args.storage) throw new Error("--whole goes with --storage");
   if (args.partitions !== undefined) {
-    const other = argv.filter((a) => /^--(quick|official-scale|delay-ms|delay-down-ms|storage|whole|store|strict)\b/.test(a));
+    const other = argv.filter((a) => /^--(quick|official-scale|delay-ms|delay-down-ms|storage|store|strict)\b/.test(a));
     if (other.length) throw new Error(`--partitions runs the partitioned measurement alone: ${other.join(", ")} does not apply to it`);
   }
   if (args.storage) {
@@ -427,7 +423,7 @@ async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
   if (args.store) return storeMain({ rounds: args.rounds, strict: args.strict, json: args.json });
   if (args.partitions !== undefined) return partitionsMain({ partitions: args.partitions, rounds: args.rounds, json: args.json });
-  if (args.storage) return storageMain({ turns: args.storageTurns ?? 200, rounds: args.rounds, strict: args.strict, whole: args.whole });
+  if (args.storage) return storageMain({ turns: args.storageTurns ?? 200, rounds: args.rounds, strict: args.strict });
   const P = params(args);
   judgeTimings = !args.quick;
   const loopback = args.delayMs === undefined;

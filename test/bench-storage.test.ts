@@ -2,7 +2,7 @@
 // sizes of every table of the saver's schema, the raw bytes sent, and a read-back check that can fail.
 import type { BaseMessage } from "@langchain/core/messages";
 import { describe, expect, it } from "vitest";
-import { aiText, appender, checkMessages, humanText, imageUrl, measureChat, rawBytes, tableSizes, expectedMessages } from "../bench/storage.js";
+import { aiText, appender, blobKinds, checkMessages, checkpointRowBytes, humanText, imageUrl, measureChat, rawBytes, tableBreakdown, tableSizes, expectedMessages } from "../bench/storage.js";
 import { PostgresSaver, migrate } from "../src/index.js";
 import { withTestDatabase } from "./helpers/db.js";
 
@@ -37,6 +37,23 @@ describe("bench/storage.ts", () => {
     expect(run.points[0]!.raw).toBe(expectedMessages(2, true).reduce((n, m) => n + rawBytes(m.content), 0));
     expect(run.points[0]!.raw).toBeGreaterThan(200_000);
     expect(run.readBack.ok).toBe(true);
+  });
+
+  it("where the bytes are: heap + TOAST + indexes add up to each table's size; the checkpoint row by column; the blobs by kind", async () => {
+    const sizes = await tableSizes(db.pool, schema);
+    const parts = await tableBreakdown(db.pool, schema);
+    expect(Object.keys(parts)).toEqual(Object.keys(sizes));
+    for (const [t, b] of Object.entries(parts)) expect(b.heap + b.toast + b.indexes, t).toBe(sizes[t]);
+    expect(parts.checkpoints!.indexes).toBeGreaterThan(0);
+    const row = await checkpointRowBytes(db.pool, schema);
+    expect(row.rows).toBe(9); // 3 turns, 3 checkpoints each
+    expect(Object.keys(row.columns)).toEqual(expect.arrayContaining(["thread_id", "checkpoint", "metadata"]));
+    // The row is its columns plus a header: never less than their sum.
+    expect(row.row).toBeGreaterThan(Object.values(row.columns).reduce((a, b) => a + b, 0));
+    const kinds = await blobKinds(db.pool, schema);
+    expect(kinds.map((k) => k.kind)).toEqual(expect.arrayContaining(["element rows", "lists (refs values)"]));
+    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM "bench storage".checkpoint_blobs`);
+    expect(kinds.reduce((n, k) => n + k.rows, 0)).toBe(rows[0].n);
   });
 
   it("checkMessages fails on a missing message or a changed content", async () => {

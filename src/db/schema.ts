@@ -58,7 +58,8 @@ const rowVersion = () => bigint("row_version", { mode: "number" }).notNull().def
  * storage: thread -> namespace -> checkpoint id -> (checkpoint, metadata, parent).
  *
  * `checkpoint` is the checkpoint without `channel_values` (those live in
- * `checkpoint_blobs`, once per channel version). `metadata` is JSONB so
+ * `checkpoint_blobs`, once per channel version) and without `id` (the
+ * `checkpoint_id` column). `metadata` is JSONB so
  * `list({ filter })` can query it; `metadata_raw` holds the exact msgpack
  * encoding only when JSONB cannot represent the metadata losslessly (NUL
  * characters, `undefined`, dates, ...). Rows are only inserted (a re-put of

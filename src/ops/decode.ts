@@ -6,9 +6,11 @@
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import type { Row } from "../db/db.js";
 import { COL } from "../db/names.js";
-import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE, elementKey, refsOf, resolveList, type StoredElement } from "../saver/elements.js";
+import { elementCodec } from "../saver/element-codec.js";
+import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE, elementKey, refsOf, type StoredElement } from "../saver/elements.js";
+import { decodeStoredValue, namesElements, outlineStoredValue, refsAreaOf, VALUE_TYPE } from "../saver/stored.js";
 import { decodeMetadata } from "../serde/metadata.js";
-import { loadsForRow, type ValueRow } from "../serde/rowserde.js";
+import type { ValueRow } from "../serde/rowserde.js";
 
 // ---------------------------------------------------------------------------
 // JSON-safe values
@@ -84,34 +86,38 @@ function jsonSafe(value: unknown, depth: number): unknown {
 }
 
 // ---------------------------------------------------------------------------
-// Lists stored by their elements (saver/elements.ts)
+// Values stored by content (saver/stored.ts)
 // ---------------------------------------------------------------------------
 
-/** Element rows of list channels, by {@link elementKey}: what a refs value is put back together from. */
+/** Element rows of values stored by content, by {@link elementKey}: what such a value is put back together from. */
 export type Elements = Map<string, StoredElement>;
-
 
 /** Whether a blob row is a chunk: an element row holding element hashes, not a value. */
 export const isChunk = (type: string, row: ValueRow): boolean => type === REFS_TYPE && row.table === "checkpoint_blobs" && row.channel === ELEMENTS_CHANNEL;
 
 /**
- * The element rows that the refs values among `lists` name, chunks and their
- * elements (two statements at most: chunks hold element hashes only).
- * `blobs` is the qualified `checkpoint_blobs` table; `query` runs a statement
- * (the caller's connection and error handling). A refs value that is not a
- * list of hashes is skipped here; decoding it says why.
+ * The element rows that the values among `stored` name (rows of either
+ * table, in any form of stored.ts), chunks and their elements (two
+ * statements at most: chunks hold element hashes only). `blobs` is the
+ * qualified `checkpoint_blobs` table; `query` runs a statement (the caller's
+ * connection and error handling). A refs area that is not a list of hashes
+ * is skipped here; decoding it says why.
  */
 export async function loadElements(
   query: (text: string, values: unknown[]) => Promise<Row[]>,
   blobs: string,
-  lists: readonly { threadId: string; checkpointNs: string; type: string; value: Uint8Array | null }[],
+  stored: readonly { threadId: string; checkpointNs: string; type: string; value: Uint8Array | null }[],
 ): Promise<Elements> {
   const found: Elements = new Map();
-  let pending = lists.filter((l) => l.type === REFS_TYPE && l.value !== null && l.value.byteLength % HASH_BYTES === 0);
+  const areaOf = (l: { type: string; value: Uint8Array | null }) => refsAreaOf(l.type, l.value);
+  let pending = stored.filter((l) => {
+    const area = areaOf(l);
+    return area !== undefined && area.byteLength % HASH_BYTES === 0;
+  });
   while (pending.length > 0) {
     const wanted = new Map<string, [string, string, string]>();
     for (const l of pending) {
-      for (const h of refsOf(l.value!, () => "")) {
+      for (const h of refsOf(areaOf(l)!, () => "")) {
         const k = elementKey(l.threadId, l.checkpointNs, h);
         if (!found.has(k)) wanted.set(k, [l.threadId, l.checkpointNs, h]);
       }
@@ -138,8 +144,8 @@ export async function loadElements(
 
 /**
  * Decode a value stored in `row`; never throws (an undecodable value is
- * described, its bytes are kept elsewhere). A list stored by its elements is
- * put back together from `elements` (a missing element makes it undecodable,
+ * described, its bytes are kept elsewhere). A value stored by content is put
+ * back together from `elements` (a missing element makes it undecodable,
  * never shorter); a chunk decodes to its hashes.
  */
 export async function decodeStored(
@@ -152,12 +158,9 @@ export async function decodeStored(
   if (type === "empty") return { ok: true, value: undefined };
   try {
     const bytes = value ?? new Uint8Array();
-    if (type === REFS_TYPE && row.table === "checkpoint_blobs") {
-      const { threadId, checkpointNs, channel, version } = row;
-      if (isChunk(type, row)) return { ok: true, value: refsOf(bytes, () => `chunk ${version} of thread ${JSON.stringify(threadId)}`) };
-      return { ok: true, value: await resolveList(serde, bytes, { threadId, checkpointNs, channel, version }, (h) => elements?.get(elementKey(threadId, checkpointNs, h))) };
-    }
-    return { ok: true, value: await loadsForRow(serde, type, bytes, row) };
+    if (isChunk(type, row)) return { ok: true, value: refsOf(bytes, () => `chunk ${(row as { version: string }).version} of thread ${JSON.stringify(row.threadId)}`) };
+    const find = (h: string) => elements?.get(elementKey(row.threadId, row.checkpointNs, h));
+    return { ok: true, value: await decodeStoredValue({ serde, codec: elementCodec(serde) }, type, bytes, row, find) };
   } catch (err) {
     return { ok: false, error: err instanceof Error ? err.message : String(err) };
   }
@@ -168,6 +171,33 @@ export async function decodeSafe(serde: SerializerProtocol, type: string, value:
   const d = await decodeStored(serde, type, value, row, elements);
   if (d.ok && isChunk(type, row)) return { $type: REFS_TYPE, hashes: d.value };
   return d.ok ? toJsonSafe(d.value) : { $type: "undecodable", error: d.error };
+}
+
+/**
+ * A value as an export shows it, each element once: a value stored by content
+ * as what it names instead of put back together (a list is
+ * `{"$type":"pg:refs","hashes":[...]}`, a large value `{"$type":"pg:val","hashes":[hash]}`,
+ * an object stored by content its fields with such a list in place of each
+ * list field), decoded and tagged as {@link decodeSafe} does otherwise (element
+ * rows hold values whole; a chunk is its hashes). Hashes name element rows of
+ * the row's thread and namespace (channel `__elements__`, version the hash).
+ * Refs are authenticated as a read would (an encrypting serializer's tag).
+ */
+export async function outlineSafe(serde: SerializerProtocol, type: string, value: Uint8Array | null, row: ValueRow): Promise<unknown> {
+  if (!namesElements(type) || isChunk(type, row)) return decodeSafe(serde, type, value, row);
+  try {
+    const outline = await outlineStoredValue({ serde, codec: elementCodec(serde) }, type, value, row);
+    if (outline.form === "refs") return { $type: REFS_TYPE, hashes: outline.hashes };
+    if (outline.form === "val") return { $type: VALUE_TYPE, hashes: [outline.hash] };
+    // The other fields tagged as a whole object's would be (with a `$type` key of its own: wrapped), then the lists' hashes in place.
+    const plain = Object.fromEntries(outline.keys.map((k, i) => [k, outline.lists.has(i) ? null : outline.rest[k]]));
+    const safe = toJsonSafe(plain) as Record<string, unknown>;
+    const fields = Object.prototype.hasOwnProperty.call(plain, "$type") ? (safe.value as Record<string, unknown>) : safe;
+    for (const [i, hashes] of outline.lists) Object.defineProperty(fields, outline.keys[i]!, { value: { $type: REFS_TYPE, hashes }, enumerable: true, writable: true, configurable: true });
+    return safe;
+  } catch (err) {
+    return { $type: "undecodable", error: err instanceof Error ? err.message : String(err) };
+  }
 }
 
 /** `metadata_raw` is plain msgpack whatever the serializer (metadata is never encrypted): decoded as the saver does. */

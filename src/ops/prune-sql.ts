@@ -7,7 +7,8 @@
  */
 import { quoteIdent } from "../validate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_TOMBSTONES, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
-import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE } from "../saver/elements.js";
+import { ELEMENTS_CHANNEL, REFS_TYPE } from "../saver/elements.js";
+import { hashesSql, refsAreaSql } from "../saver/stored.js";
 import { tryLockForDelete, upsertTombstones } from "../saver/tombstones.js";
 
 /** One lineage: a thread and a namespace. */
@@ -62,11 +63,11 @@ export function buildSql(schema: string) {
   const legacy = (c: string) =>
     `${c}.${COL.parentCheckpointId} IS NOT NULL AND pg_catalog.jsonb_typeof(${c}.${COL.checkpoint} -> 'v') = 'number' AND (${c}.${COL.checkpoint} ->> 'v')::numeric < 4`;
 
-  /** The hashes in the refs values of `source` (thread, namespace, value), each once per lineage, as `h`. */
+  /** The hashes in the refs areas of `source` (thread, namespace, and `area`: a refs area or NULL), each once per lineage, as `h`. */
   const elementRefs = (source: string) => `
-  SELECT DISTINCT x.${COL.threadId}, x.${COL.checkpointNs}, pg_catalog.encode(pg_catalog.substring(x.${COL.value}, i.n * ${HASH_BYTES} + 1, ${HASH_BYTES}), 'hex') AS h
-    FROM (${source}) x CROSS JOIN LATERAL pg_catalog.generate_series(0, pg_catalog.length(x.${COL.value}) / ${HASH_BYTES} - 1) AS i(n)
+  SELECT DISTINCT x.${COL.threadId}, x.${COL.checkpointNs}, i.h FROM (${source}) x ${hashesSql("x.area", "i")}
 `;
+  const sameWrite = (a: string, b: string) => `${sameCheckpoint(a, b)} AND ${a}.${COL.taskId} = ${b}.${COL.taskId} AND ${a}.${COL.idx} = ${b}.${COL.idx}`;
 
   const sameCheckpoint = (a: string, b: string) =>
     `${a}.${COL.threadId} = ${b}.${COL.threadId} AND ${a}.${COL.checkpointNs} = ${b}.${COL.checkpointNs} AND ${a}.${COL.checkpointId} = ${b}.${COL.checkpointId}`;
@@ -319,11 +320,16 @@ refs AS MATERIALIZED (
                                            THEN c.${COL.checkpoint} -> 'channel_versions' ELSE '{}'::jsonb END) AS v
    WHERE $9::boolean AND NOT EXISTS (SELECT 1 FROM todo t WHERE ${sameCheckpoint("t", "c")})
 ),
--- Element rows (saver/elements.ts) the remaining lists name: the elements and chunks their refs values name, then the chunks' elements.
-elem1 AS MATERIALIZED (${elementRefs(`SELECT b.${COL.threadId}, b.${COL.checkpointNs}, b.${COL.value} FROM refs r JOIN ${bl} b
+-- Element rows (saver/stored.ts) that the values remaining checkpoints name, and remaining writes, name: the elements
+-- and chunks in their refs areas, then the chunks' elements.
+elem1 AS MATERIALIZED (${elementRefs(`SELECT b.${COL.threadId}, b.${COL.checkpointNs}, ${refsAreaSql(`b.${COL.type}`, `b.${COL.value}`)} AS area FROM refs r JOIN ${bl} b
      ON b.${COL.threadId} = r.${COL.threadId} AND b.${COL.checkpointNs} = r.${COL.checkpointNs} AND b.${COL.channel} = r.${COL.channel} AND b.${COL.version} = r.${COL.version}
-  WHERE b.${COL.type} = '${REFS_TYPE}'`)}),
-elem2 AS MATERIALIZED (${elementRefs(`SELECT e.${COL.threadId}, e.${COL.checkpointNs}, e.${COL.value} FROM elem1 x JOIN ${bl} e
+  UNION ALL
+  SELECT w.${COL.threadId}, w.${COL.checkpointNs}, ${refsAreaSql(`w.${COL.type}`, `w.${COL.value}`)} FROM th JOIN ${wr} w ON w.${COL.threadId} = th.${COL.threadId}
+   WHERE $9::boolean AND w.${COL.type} LIKE 'pg:%'
+     AND NOT EXISTS (SELECT 1 FROM victim_writes v WHERE ${sameWrite("v", "w")})
+     AND NOT EXISTS (SELECT 1 FROM orphan_writes o WHERE ${sameWrite("o", "w")})`)}),
+elem2 AS MATERIALIZED (${elementRefs(`SELECT e.${COL.threadId}, e.${COL.checkpointNs}, e.${COL.value} AS area FROM elem1 x JOIN ${bl} e
      ON e.${COL.threadId} = x.${COL.threadId} AND e.${COL.checkpointNs} = x.${COL.checkpointNs} AND e.${COL.channel} = '${ELEMENTS_CHANNEL}' AND e.${COL.version} = x.h
   WHERE e.${COL.type} = '${REFS_TYPE}'`)}),
 unreferenced AS MATERIALIZED (

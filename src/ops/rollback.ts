@@ -34,7 +34,9 @@ import { MsgpackSerializer } from "../serde/serde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS, OWN_TABLES } from "../db/names.js";
 import { toLongVersion, versionCounter } from "../saver/version.js";
-import { REFS_TYPE, elementKey, resolveList } from "../saver/elements.js";
+import { elementCodec } from "../saver/element-codec.js";
+import { elementKey } from "../saver/elements.js";
+import { decodeStoredValue, namesElements } from "../saver/stored.js";
 
 // Our tables' names come from names.ts; the official tables' (`${s}.…`, alias `o`) are the official
 // saver's layout, written as its own names.
@@ -164,6 +166,7 @@ async function convert(
   const same = (o: string, ours: string, officialCols: string[], ourCols: string[]) =>
     officialCols.map((c, i) => `${o}.${c} = ${ours}.${ourCols[i]} COLLATE "default"`).join(" AND ");
   const counts = { checkpoints: 0, blobs: 0, writes: 0 };
+  const stored = { serde, codec: elementCodec(serde) };
 
   // Checkpoints this package wrote (or changed) since the switch, with the blobs they name.
   for (let cursor = ["", "", ""]; ; ) {
@@ -208,8 +211,8 @@ async function convert(
           `the value of channel ${JSON.stringify(b.ch)} on thread ${JSON.stringify(b.t)}`,
           b.type,
           b.value,
-          b.type === REFS_TYPE
-            ? () => resolveList(serde, b.value ?? new Uint8Array(), { threadId: b.t, checkpointNs: b.ns, channel: b.ch, version: b.v }, (h) => elements.get(elementKey(b.t, b.ns, h)))
+          namesElements(b.type)
+            ? () => decodeStoredValue(stored, b.type, b.value, { table: "checkpoint_blobs", threadId: b.t, checkpointNs: b.ns, channel: b.ch, version: b.v }, (h) => elements.get(elementKey(b.t, b.ns, h)))
             : undefined,
         ),
       ),
@@ -227,6 +230,8 @@ async function convert(
       const { channel_versions: versions, versions_seen: seen, ...rest } = r.checkpoint;
       const cp: Record<string, unknown> = {
         ...rest,
+        // The official savers keep the id in the JSON too; this package, in its column only.
+        id: r.checkpoint_id,
         channel_versions: mapVersions(versions, target),
         versions_seen: Object.fromEntries(Object.entries((seen ?? {}) as Record<string, unknown>).map(([node, v]) => [node, mapVersions(v, target)])),
       };
@@ -282,8 +287,30 @@ async function convert(
     if (rows.length === 0) break;
     const last = rows[rows.length - 1]!;
     cursor = [last.thread_id, last.checkpoint_ns, last.checkpoint_id, last.task_id, last.idx];
+    // Writes stored by content: put back together, stored whole.
+    const writeElements = await loadElements(
+      (text, values) => tx.query(text, values).then((r) => r.rows),
+      `${t}.${B.table}`,
+      rows.map((w) => ({ threadId: w.thread_id, checkpointNs: w.checkpoint_ns, type: w.type, value: w.value })),
+    );
     const encoded = await Promise.all(
-      rows.map((w) => encode(`a pending write to channel ${JSON.stringify(w.channel)} on thread ${JSON.stringify(w.thread_id)}`, w.type, w.value)),
+      rows.map((w) =>
+        encode(
+          `a pending write to channel ${JSON.stringify(w.channel)} on thread ${JSON.stringify(w.thread_id)}`,
+          w.type,
+          w.value,
+          namesElements(w.type)
+            ? () =>
+                decodeStoredValue(
+                  stored,
+                  w.type,
+                  w.value,
+                  { table: "checkpoint_writes", threadId: w.thread_id, checkpointNs: w.checkpoint_ns, checkpointId: w.checkpoint_id, taskId: w.task_id, idx: w.idx },
+                  (h) => writeElements.get(elementKey(w.thread_id, w.checkpoint_ns, h)),
+                )
+            : undefined,
+        ),
+      ),
     );
     if (write) {
       await tx.query(

@@ -20,11 +20,15 @@
  * its own, so one call's failure never becomes another's.
  */
 
+import type { ElementRow } from "./elements.js";
 import type { WritesParams } from "./params.js";
 
 /** The rows of one `putWrites` call: its statement's parameters before the values are packed. */
-export interface WriteRows extends Omit<WritesParams, "offsets" | "lengths" | "bytes"> {
+export interface WriteRows extends Omit<WritesParams, "offsets" | "lengths" | "bytes" | "elementHashes" | "elementTypes" | "elementOffsets" | "elementLengths"> {
   payloads: Uint8Array[];
+  /** The element rows its values name that it sends (stored.ts), and every hash they name. */
+  elements: ElementRow[];
+  hashes: string[];
   /** Its rows' size as bound parameters (bounded by the caller). */
   bytes: number;
 }

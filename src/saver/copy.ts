@@ -40,11 +40,12 @@ import { InvalidInputError, ThreadCopyError } from "../errors.js";
 import { emit } from "../events.js";
 import { CHECKPOINT_BLOBS as B, CHECKPOINT_HEADS as H, CHECKPOINT_WRITES as W, CHECKPOINTS as C } from "../db/names.js";
 import type { Queryable } from "../db/db.js";
-import { dumpsForRow, isRowBound, isSealing, loadsForRow, type ValueRow } from "../serde/rowserde.js";
+import { isRowBound, type ValueRow } from "../serde/rowserde.js";
 import { LIMITS, checkKey, quoteIdent } from "../validate.js";
 import type { SaverContext } from "./context.js";
-import { authenticate, knowsElementsSql, type BlobRow } from "./element-codec.js";
-import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE } from "./elements.js";
+import { knowsElementsSql, type BlobRow } from "./element-codec.js";
+import { ELEMENTS_CHANNEL, REFS_TYPE } from "./elements.js";
+import { hashesSql, rebindStored, refsAreaSql } from "./stored.js";
 import { deleteLockName } from "./tombstones.js";
 
 /** Options of `copyThread`. */
@@ -92,11 +93,9 @@ export function copyStatements(schema: string) {
   const bl = `${s}.${B.table}`;
   const hd = `${s}.${H.table}`;
   const lockName = lit(deleteLockName(schema));
-  /** The hashes in the refs values of `source` (columns ns, type, value), each once per namespace, as (ns, h). */
+  /** The hashes in the refs areas of the values of `source` (columns ns, type, value; stored.ts), each once per namespace, as (ns, h). */
   const hashes = (source: string) => `
-    SELECT DISTINCT x.ns, pg_catalog.encode(pg_catalog.substring(x.value, i.n * ${HASH_BYTES} + 1, ${HASH_BYTES}), 'hex') AS h
-      FROM ${source} x CROSS JOIN LATERAL pg_catalog.generate_series(0, pg_catalog.length(x.value) / ${HASH_BYTES} - 1) AS i(n)
-     WHERE x.type = '${REFS_TYPE}'`;
+    SELECT DISTINCT x.ns, i.h FROM (SELECT y.ns, ${refsAreaSql("y.type", "y.value")} AS area FROM ${source} y) x ${hashesSql("x.area", "i")}`;
   const elementRows = (source: string) => `
     SELECT e.${B.checkpointNs} AS ns, e.${B.channel} AS channel, e.${B.version} AS version, e.${B.type} AS type, e.${B.value} AS value
       FROM ${source} k JOIN ${bl} e
@@ -143,7 +142,10 @@ WITH RECURSIVE picked (ns, id, parent) AS (
   SELECT b.${B.checkpointNs} AS ns, b.${B.channel} AS channel, b.${B.version} AS version, b.${B.type} AS type, b.${B.value} AS value
     FROM named n JOIN ${bl} b ON b.${B.threadId} = $1 AND b.${B.checkpointNs} = n.ns AND b.${B.channel} = n.channel AND b.${B.version} = n.version
    WHERE b.${B.channel} <> '${ELEMENTS_CHANNEL}'
-), h1 AS MATERIALIZED (${hashes("vals")}
+), cw AS MATERIALIZED (
+  SELECT w.${W.checkpointNs} AS ns, w.${W.type} AS type, w.${W.value} AS value
+    FROM sel s JOIN ${wr} w ON w.${W.threadId} = $1 AND w.${W.checkpointNs} = s.ns AND w.${W.checkpointId} = s.id
+), h1 AS MATERIALIZED (${hashes("(SELECT ns, type, value FROM vals UNION ALL SELECT ns, type, value FROM cw)")}
 ), e1 AS MATERIALIZED (${elementRows("h1")}
 ), h2 AS MATERIALIZED (
   SELECT x.ns, x.h FROM (${hashes("e1")}) x WHERE NOT EXISTS (SELECT 1 FROM h1 WHERE h1.ns = x.ns AND h1.h = x.h)
@@ -238,25 +240,18 @@ export async function copyThread(ctx: SaverContext, sql: Statements, from: strin
   return result;
 }
 
-/** Values bound to their rows: opened (or decoded) for the source row, sealed (or encoded) for the copy's; lists re-tagged. */
+/** Values bound to their rows: opened (or decoded) for the source row, sealed (or encoded) for the copy's; refs areas re-tagged (stored.ts). */
 async function rebind(ctx: SaverContext, sql: Statements, tx: Queryable, from: string, to: string): Promise<void> {
   const serde = ctx.serde;
   const again = async (type: string, value: Buffer, row: (threadId: string) => ValueRow): Promise<[string, Buffer]> => {
-    const [t, bytes] = isSealing(serde)
-      ? serde.sealForRow(...serde.openForRow(type, value, row(from)), row(to))
-      : await dumpsForRow(serde, await loadsForRow(serde, type, value, row(from)), row(to));
+    const [t, bytes] = await rebindStored(serde, type, value, row(from), row(to));
     return [t, Buffer.from(bytes)];
   };
   const blobs = (await tx.query<Row>(sql.boundValues.blobs, [to])).rows;
   const b = await Promise.all(
-    blobs.map((r) => {
-      const row = (threadId: string): BlobRow => ({ table: "checkpoint_blobs", threadId, checkpointNs: String(r.ns), channel: String(r.channel), version: String(r.version) });
-      if (r.type !== REFS_TYPE) return again(String(r.type), r.value as Buffer, row);
-      // A list's refs value: its hashes, tagged for its row under the key that keyed them.
-      const found = isSealing(serde) ? authenticate(serde, r.value as Buffer, row(from)) : undefined;
-      const value = found ? Buffer.concat([found.hashes, found.hasher.tag(row(to), found.hashes)!]) : (r.value as Buffer);
-      return Promise.resolve<[string, Buffer]>([REFS_TYPE, value]);
-    }),
+    blobs.map((r) =>
+      again(String(r.type), r.value as Buffer, (threadId): BlobRow => ({ table: "checkpoint_blobs", threadId, checkpointNs: String(r.ns), channel: String(r.channel), version: String(r.version) })),
+    ),
   );
   if (blobs.length > 0) {
     await tx.query(sql.rebind.blobs, [to, blobs.map((r) => r.ns), blobs.map((r) => r.channel), blobs.map((r) => r.version), b.map((x) => x[0]), b.map((x) => x[1])]);

@@ -30,6 +30,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { DeserializationError, SerializationError } from "../errors.js";
 import { isRowBound, isSealing, rowIdentity, type SealingSerializer, type ValueRow } from "../serde/rowserde.js";
+import { MsgpackSerializer } from "../serde/serde.js";
 
 /** Type tag of a refs value (a list channel's version, or a chunk). */
 export const REFS_TYPE = "pg:refs";
@@ -57,11 +58,15 @@ export const elementRow = (threadId: string, checkpointNs: string, hash: string)
   version: hash,
 });
 
-/** An element serialized: its hash, its size as stored, and what its row stores (made only when the row is sent). */
+/**
+ * An element serialized: its hash, its size as stored, what its element row stores (made only when the
+ * row is sent), and what another row would store for the same value whole (sealed for that row).
+ */
 export interface DumpedElement {
   hash: Buffer;
   size: number;
   stored(): [string, Uint8Array];
+  forRow(row: ValueRow): [string, Uint8Array];
 }
 
 /** The hashes of a refs value, authenticated, and how to check what they name. */
@@ -74,20 +79,25 @@ export interface OpenedRefs {
   checked(hash: string, type: string, bytes: Uint8Array, row: BlobRow): [string, Uint8Array];
   /** An element decoded, after checking it against its hash. */
   element(hash: string, type: string, bytes: Uint8Array, row: BlobRow): Promise<unknown>;
+  /** Elements decoded, in order, after checking each against its hash (one decoder pass where the serializer allows). */
+  elements(leaves: readonly { hash: string; type: string; bytes: Uint8Array; row: BlobRow }[]): Promise<unknown[]>;
 }
 
 /** How lists are stored by their elements with one serializer. */
 export interface ElementCodec {
   /** Whether one value gives the same hash twice (else an unchanged element would be stored again at each put). */
   deterministic(sample: unknown): Promise<boolean>;
-  /** Serialize an element of a list of `threadId`/`checkpointNs`. */
-  element(value: unknown, threadId: string, checkpointNs: string): Promise<DumpedElement>;
+  /**
+   * Serialize an element of a list of `threadId`/`checkpointNs`; undefined when the serializer would
+   * write it differently inside its container than alone (see `dumpsTypedExact` in serde.ts).
+   */
+  element(value: unknown, threadId: string, checkpointNs: string): Promise<DumpedElement | undefined>;
   /** A chunk's hash. */
   chunkHash(chunk: Uint8Array): Buffer;
-  /** The refs value the list's own row stores. */
-  refs(hashes: Buffer, row: BlobRow): Buffer;
-  /** Authenticate a refs value read from `row`; `where` names the list in errors. */
-  open(value: Uint8Array, row: BlobRow, where: () => string): OpenedRefs;
+  /** The refs value (or refs area) the row naming these hashes stores. */
+  refs(hashes: Buffer, row: ValueRow): Buffer;
+  /** Authenticate a refs value (or refs area) read from `row`; `where` names the value in errors. */
+  open(value: Uint8Array, row: ValueRow, where: () => string): OpenedRefs;
 }
 
 /** How one list's hashes are made: unkeyed (SHA-256) or keyed under one key of a sealing serializer. */
@@ -97,18 +107,30 @@ export interface Hasher {
   hash(type: string, bytes: Uint8Array): Buffer;
   /** Whether `type` and `bytes` hash to `hex` (what a read checks for every element: kept cheap). */
   matches(type: string, bytes: Uint8Array, hex: string): boolean;
-  tag(row: BlobRow, hashes: Uint8Array): Buffer | undefined;
+  tag(row: ValueRow, hashes: Uint8Array): Buffer | undefined;
 }
 
 /** `type`, NUL: what precedes an element's bytes in its hash (one buffer per type). */
 const prefixes = new Map<string, Buffer>();
-function prefixed(type: string, bytes: Uint8Array): Buffer {
+/**
+ * A scratch buffer the hashed bytes are laid out in (reused: a read checks every element of a list, and a
+ * new buffer per element was a good part of a long list's read, in garbage collection). Synchronous use only.
+ */
+let scratch = Buffer.allocUnsafe(64 * 1024);
+function prefixed(type: string, bytes: Uint8Array): Uint8Array {
   let prefix = prefixes.get(type);
   if (!prefix) {
     prefix = Buffer.from(`${type}\u0000`);
     if (prefixes.size < 64) prefixes.set(type, prefix);
   }
-  return Buffer.concat([prefix, bytes]);
+  const n = prefix.byteLength + bytes.byteLength;
+  if (n > scratch.byteLength) {
+    if (n > 4 * 1024 * 1024) return Buffer.concat([prefix, bytes]);
+    scratch = Buffer.allocUnsafe(2 ** Math.ceil(Math.log2(n)));
+  }
+  prefix.copy(scratch, 0);
+  scratch.set(bytes, prefix.byteLength);
+  return scratch.subarray(0, n);
 }
 
 /** SHA-256, one call per value (node:crypto `hash` where the runtime has it: a hash object per element costs more than hashing it). */
@@ -120,7 +142,7 @@ const sha256 = (data: Uint8Array, encoding: "hex" | "buffer"): string | Buffer =
 export const UNKEYED: Hasher = {
   keyId: undefined,
   hash: (type, bytes) => (sha256(prefixed(type, bytes), "buffer") as Buffer).subarray(0, HASH_BYTES),
-  matches: (type, bytes, hex) => hex.length === 2 * HASH_BYTES && (sha256(prefixed(type, bytes), "hex") as string).startsWith(hex),
+  matches: (type, bytes, hex) => hex.length === 2 * HASH_BYTES && (sha256(prefixed(type, bytes), "buffer") as Buffer).toString("hex", 0, HASH_BYTES) === hex,
   tag: () => undefined,
 };
 
@@ -155,6 +177,49 @@ function mismatch(where: () => string, what: string, hash: string): Deserializat
 }
 
 /**
+ * Elements this process has checked against their hashes, with their bytes: a read that finds the same
+ * bytes under the same hash again compares them (memcmp) instead of hashing them (a long list's read
+ * hashed every element, most of its decoding time). Bytes that differ in any way are hashed and
+ * checked as before, so a row altered since is still caught. Least recently used first out, within
+ * {@link VERIFIED_BYTES} of bytes.
+ */
+class VerifiedElements {
+  readonly #byKey = new Map<string, { type: string; bytes: Buffer }>();
+  #bytes = 0;
+
+  constructor(private readonly budget: number) {}
+
+  has(keyId: string | undefined, hash: string, type: string, bytes: Uint8Array): boolean {
+    const key = `${keyId ?? ""}\u0000${hash}`;
+    const hit = this.#byKey.get(key);
+    if (!hit || hit.type !== type || !hit.bytes.equals(bytes)) return false;
+    this.#byKey.delete(key);
+    this.#byKey.set(key, hit);
+    return true;
+  }
+
+  add(keyId: string | undefined, hash: string, type: string, bytes: Uint8Array): void {
+    if (bytes.byteLength > this.budget / 64) return;
+    const key = `${keyId ?? ""}\u0000${hash}`;
+    const old = this.#byKey.get(key);
+    if (old) this.#bytes -= old.bytes.byteLength;
+    // A copy: the caller's buffer is a slice of a driver's message, which it may reuse.
+    this.#byKey.delete(key);
+    this.#byKey.set(key, { type, bytes: Buffer.from(bytes) });
+    this.#bytes += bytes.byteLength;
+    for (const [k, v] of this.#byKey) {
+      if (this.#bytes <= this.budget) break;
+      this.#byKey.delete(k);
+      this.#bytes -= v.bytes.byteLength;
+    }
+  }
+}
+
+/** How many bytes of checked elements a process keeps (see {@link VerifiedElements}). */
+const VERIFIED_BYTES = 16 * 1024 * 1024;
+const VERIFIED = new VerifiedElements(VERIFIED_BYTES);
+
+/**
  * Check lists' rows against `hasher`: chunks and elements. `load` decodes an
  * element's checked bytes; `open` gives an element row's inner type and bytes.
  */
@@ -164,11 +229,15 @@ function reader(
   where: () => string,
   open: (type: string, bytes: Uint8Array, row: BlobRow) => [string, Uint8Array],
   load: (type: string, bytes: Uint8Array) => Promise<unknown>,
+  inner: SerializerProtocol,
 ): OpenedRefs {
   const checked = (hash: string, type: string, bytes: Uint8Array, row: BlobRow): [string, Uint8Array] => {
-    const [innerType, inner] = open(type, bytes, row);
-    if (!hasher.matches(innerType, inner, hash)) throw mismatch(where, "element", hash);
-    return [innerType, inner];
+    const [innerType, innerBytes] = open(type, bytes, row);
+    if (!VERIFIED.has(hasher.keyId, hash, innerType, innerBytes)) {
+      if (!hasher.matches(innerType, innerBytes, hash)) throw mismatch(where, "element", hash);
+      VERIFIED.add(hasher.keyId, hash, innerType, innerBytes);
+    }
+    return [innerType, innerBytes];
   };
   return {
     hashes,
@@ -178,7 +247,24 @@ function reader(
     },
     checked,
     element: async (hash, type, bytes, row) => load(...checked(hash, type, bytes, row)),
+    async elements(leaves) {
+      const parts = leaves.map((l) => checked(l.hash, l.type, l.bytes, l.row));
+      // msgpack elements one after another behind an array header are that array: one decoder pass, as
+      // a list stored whole takes, instead of one per element (a long list reads about as fast).
+      if (parts.length > 1 && inner instanceof MsgpackSerializer && parts.every(([t]) => t === "msgpack")) {
+        const decoded = await load("msgpack", msgpackArray(parts.map(([, b]) => b))).catch(() => undefined);
+        if (Array.isArray(decoded) && decoded.length === parts.length) return decoded;
+      }
+      return Promise.all(parts.map(([t, b]) => load(t, b)));
+    },
   };
+}
+
+/** A msgpack array of `items` (each a whole msgpack value): its header, then the items. */
+function msgpackArray(items: readonly Uint8Array[]): Buffer {
+  const n = items.length;
+  const header = n < 16 ? Buffer.from([0x90 | n]) : n < 0x10000 ? Buffer.from([0xdc, n >> 8, n & 0xff]) : Buffer.from([0xdd, n >>> 24, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff]);
+  return Buffer.concat([header, ...items]);
 }
 
 function plainCodec(serde: SerializerProtocol): ElementCodec {
@@ -188,24 +274,38 @@ function plainCodec(serde: SerializerProtocol): ElementCodec {
       return t1 === t2 && Buffer.from(b1.buffer, b1.byteOffset, b1.byteLength).equals(Buffer.from(b2.buffer, b2.byteOffset, b2.byteLength));
     },
     async element(value) {
-      const [type, bytes] = await serde.dumpsTyped(value);
-      return { hash: UNKEYED.hash(type, bytes), size: bytes.byteLength, stored: () => [type, bytes] };
+      const dumped = await dumpExact(serde, value);
+      if (!dumped) return undefined;
+      const [type, bytes] = dumped;
+      return { hash: UNKEYED.hash(type, bytes), size: bytes.byteLength, stored: () => [type, bytes], forRow: () => [type, bytes] };
     },
     chunkHash: (chunk) => UNKEYED.hash(REFS_TYPE, chunk),
     refs: (hashes) => hashes,
     open: (value, _row, where) =>
-      reader(UNKEYED, splitHashes(value, where), where, (type, bytes) => [type, bytes], (type, bytes) => serde.loadsTyped(type, bytes)),
+      reader(UNKEYED, splitHashes(value, where), where, (type, bytes) => [type, bytes], (type, bytes) => serde.loadsTyped(type, bytes), serde),
   };
 }
 
-async function dumpInner(serde: SealingSerializer, value: unknown): Promise<[string, Uint8Array]> {
-  const [type, bytes] = await serde.inner.dumpsTyped(value);
+/** A serializer that can tell when a value is not written as it is (serde.ts `dumpsTypedExact`). */
+interface ExactSerializer extends SerializerProtocol {
+  dumpsTypedExact(data: unknown): Promise<[string, Uint8Array] | undefined>;
+}
+
+/** An element as `serde` writes it alone, or undefined when that would differ from it inside its container. */
+function dumpExact(serde: SerializerProtocol, value: unknown): Promise<[string, Uint8Array] | undefined> {
+  return typeof (serde as Partial<ExactSerializer>).dumpsTypedExact === "function" ? (serde as ExactSerializer).dumpsTypedExact(value) : serde.dumpsTyped(value);
+}
+
+async function dumpInner(serde: SealingSerializer, value: unknown, exact = false): Promise<[string, Uint8Array] | undefined> {
+  const dumped = exact ? await dumpExact(serde.inner, value) : await serde.inner.dumpsTyped(value);
+  if (dumped === undefined) return undefined;
+  const [type, bytes] = dumped;
   if (typeof type !== "string" || !(bytes instanceof Uint8Array)) throw new SerializationError("The inner serializer returned something other than [type, bytes]");
   return [type, bytes];
 }
 
 /** The key under which a refs value read from `row` was tagged, and its hashes; undefined when no configured key made its tag. */
-export function authenticate(serde: SealingSerializer, value: Uint8Array, row: BlobRow): { hasher: Hasher; hashes: Uint8Array } | undefined {
+export function authenticate(serde: SealingSerializer, value: Uint8Array, row: ValueRow): { hasher: Hasher; hashes: Uint8Array } | undefined {
   if (value.byteLength < HASH_BYTES || value.byteLength % HASH_BYTES !== 0) return undefined;
   const hashes = value.subarray(0, value.byteLength - HASH_BYTES);
   const tag = value.subarray(value.byteLength - HASH_BYTES);
@@ -222,20 +322,27 @@ function sealedCodec(serde: SealingSerializer): ElementCodec {
   const load = (type: string, bytes: Uint8Array) => serde.inner.loadsTyped(type, bytes);
   return {
     async deterministic(sample) {
-      const [[t1, b1], [t2, b2]] = await Promise.all([dumpInner(serde, sample), dumpInner(serde, sample)]);
-      return t1 === t2 && Buffer.from(b1).equals(Buffer.from(b2));
+      const [one, two] = await Promise.all([dumpInner(serde, sample), dumpInner(serde, sample)]);
+      return one![0] === two![0] && Buffer.from(one![1]).equals(Buffer.from(two![1]));
     },
     async element(value, threadId, checkpointNs) {
-      const [innerType, bytes] = await dumpInner(serde, value);
+      const dumped = await dumpInner(serde, value, true);
+      if (!dumped) return undefined;
+      const [innerType, bytes] = dumped;
       const hash = current().hash(innerType, bytes);
-      return { hash, size: bytes.byteLength + serde.sealOverhead, stored: () => serde.sealForRow(innerType, bytes, elementRow(threadId, checkpointNs, hex(hash))) };
+      return {
+        hash,
+        size: bytes.byteLength + serde.sealOverhead,
+        stored: () => serde.sealForRow(innerType, bytes, elementRow(threadId, checkpointNs, hex(hash))),
+        forRow: (row) => serde.sealForRow(innerType, bytes, row),
+      };
     },
     chunkHash: (chunk) => current().hash(REFS_TYPE, chunk),
     refs: (hashes, row) => Buffer.concat([hashes, current().tag(row, hashes)!]),
     open(value, row, where) {
       const found = authenticate(serde, value, row);
-      if (found) return reader(found.hasher, splitHashes(found.hashes, where), where, open, load);
-      if (serde.allowsPlaintext) return reader(UNKEYED, splitHashes(value, where), where, open, load);
+      if (found) return reader(found.hasher, splitHashes(found.hashes, where), where, open, load, serde.inner);
+      if (serde.allowsPlaintext) return reader(UNKEYED, splitHashes(value, where), where, open, load, serde.inner);
       throw new DeserializationError(
         `${where()}: its refs value is not authenticated: altered, moved from another row, forged, written under a key that is not configured, ` +
           "or written before encryption was turned on (read those with allowPlaintext: true, then run reencrypt)",

@@ -46,8 +46,9 @@
  * and say so once.
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
-import { DeserializationError } from "../errors.js";
-import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE, elementCodec, elementRow, splitHashes, type BlobRow, type ElementCodec, type OpenedRefs } from "./element-codec.js";
+import { DeserializationError, SerializationError } from "../errors.js";
+import type { ValueRow } from "../serde/rowserde.js";
+import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE, elementCodec, elementRow, splitHashes, type ElementCodec, type OpenedRefs } from "./element-codec.js";
 
 /**
  * The reserved channel of element rows (no LangGraph channel is called so; the saver refuses it as a
@@ -64,9 +65,31 @@ export interface ElementRow {
   bytes: Uint8Array;
 }
 
-/** Whether `value` is stored element by element. */
+/**
+ * Whether `value` is stored element by element: a plain, non-empty array without holes, none of whose
+ * elements is a function or a symbol. Those serialize differently alone than inside an array (JSON,
+ * which the default serializer follows for them, writes them as null in an array): such a list is
+ * stored whole, so it reads back as it would have.
+ */
 export function isElementList(value: unknown): value is unknown[] {
-  return Array.isArray(value) && value.length > 0 && Object.getPrototypeOf(value) === Array.prototype;
+  if (!Array.isArray(value) || value.length === 0 || Object.getPrototypeOf(value) !== Array.prototype) return false;
+  for (let i = 0; i < value.length; i++) {
+    if (!(i in value)) return false;
+    const kind = typeof value[i];
+    if (kind === "function" || kind === "symbol") return false;
+  }
+  return true;
+}
+
+/**
+ * A serializer's error about an element as the whole value's error would be: its path inside the
+ * element (`$.link`) put under the element's place (`$[2].link`; `at`: `[2]`, or `.items[2]`).
+ */
+export function rebase(err: unknown, at: string): unknown {
+  if (!(err instanceof SerializationError) || err.path === undefined || !err.path.startsWith("$")) return err;
+  const path = `$${at}${err.path.slice(1)}`;
+  const message = err.message.endsWith(` at ${err.path}`) ? `${err.message.slice(0, -err.path.length)}${path}` : err.message;
+  return new SerializationError(message, { cause: err.cause, field: err.field, path });
 }
 
 /** Whether `serde` can store and read lists by their elements (element-codec.ts). */
@@ -80,7 +103,7 @@ export function storesElements(serde: SerializerProtocol): boolean {
  * `maxLineages` lineages (the oldest is forgotten first).
  */
 export class ElementMemory {
-  readonly #lineages = new Map<string, { checkpointId: string; byChannel: Map<string, string[]> }>();
+  readonly #lineages = new Map<string, { checkpointId: string; byChannel: Map<string, string[]>; written: Set<string> }>();
   readonly #maxLineages: number;
   /** How lists are stored with each serializer, if they can be (found out once per serializer, at its first list). */
   readonly #codecs = new WeakMap<SerializerProtocol, Promise<ElementCodec | undefined>>();
@@ -117,14 +140,28 @@ export class ElementMemory {
     return found;
   }
 
-  /** The hashes checkpoint `checkpointId` of the lineage refers to, if remembered. */
+  /**
+   * The hashes checkpoint `checkpointId` of the lineage refers to, and those its pending writes
+   * stored (committed), if remembered.
+   */
   known(lineage: string, checkpointId: string | null): Set<string> | undefined {
     if (checkpointId === null) return undefined;
     const entry = this.#lineages.get(lineage);
     if (entry?.checkpointId !== checkpointId) return undefined;
-    const all = new Set<string>();
+    const all = new Set<string>(entry.written);
     for (const hashes of entry.byChannel.values()) for (const h of hashes) all.add(h);
     return all;
+  }
+
+  /**
+   * Remember the hashes a committed `putWrites` on checkpoint `checkpointId` named: the put of its
+   * child need not send them again. They stay as long as that checkpoint's writes do: prune deletes
+   * the writes of a checkpoint only with it, and keeps the element rows remaining writes name.
+   */
+  rememberWrites(lineage: string, checkpointId: string, hashes: Iterable<string>): void {
+    const entry = this.#lineages.get(lineage);
+    if (entry?.checkpointId !== checkpointId) return;
+    for (const h of hashes) entry.written.add(h);
   }
 
   /**
@@ -138,7 +175,7 @@ export class ElementMemory {
     for (const channel of dropped) byChannel.delete(channel);
     for (const [channel, hashes] of written) byChannel.set(channel, hashes);
     this.#lineages.delete(lineage);
-    this.#lineages.set(lineage, { checkpointId, byChannel });
+    this.#lineages.set(lineage, { checkpointId, byChannel, written: new Set() });
     if (this.#lineages.size > this.#maxLineages) this.#lineages.delete(this.#lineages.keys().next().value!);
   }
 
@@ -156,9 +193,14 @@ export function lineageKey(threadId: string, checkpointNs: string): string {
   return `${threadId}\u0000${checkpointNs}`;
 }
 
-/** A list channel's value encoded: its refs value, the rows to send, every hash it refers to (elements and chunks), its elements' stored size in all. */
+/**
+ * A list encoded: its refs value (its slots, tagged for its row by a sealing codec), its slots (the
+ * hashes of its full chunks, then of the elements after them), the rows to send, every hash it refers
+ * to (elements and chunks), its elements' stored size in all.
+ */
 export interface EncodedList {
   refs: Buffer;
+  slots: Buffer;
   rows: ElementRow[];
   hashes: string[];
   bytes: number;
@@ -169,28 +211,34 @@ export interface EncodedList {
  * `known` (nor already in `sending`, the rows this put sends for other
  * channels). `bytes` is what its elements take stored, all of them, sent or
  * not: a list counts against `maxValueBytes` as its whole value would.
+ * Undefined (nothing added to `sending`) when the list must be stored whole.
  */
-export async function encodeList(codec: ElementCodec, list: unknown[], row: BlobRow, known: Set<string> | undefined, sending: Set<string>): Promise<EncodedList> {
-  const n = list.length;
-  const raw = new Array<Buffer>(n);
+export async function encodeList(codec: ElementCodec, list: unknown[], row: ValueRow, known: Set<string> | undefined, sending: Set<string>): Promise<EncodedList | undefined> {
+  // Every element is serialized: its object may have changed in place since it was last stored
+  // (LangGraph's own tests edit a message and hand the same object to updateState).
+  const all = await Promise.all(
+    list.map((element, i) =>
+      codec.element(element, row.threadId, row.checkpointNs).catch((err: unknown) => {
+        throw rebase(err, `[${i}]`);
+      }),
+    ),
+  );
+  // An element the serializer writes differently alone (a cycle through the list...): the list stays whole.
+  if (all.some((d) => d === undefined)) return undefined;
+  const raw = new Array<Buffer>(list.length);
   const rows: ElementRow[] = [];
   const hashes: string[] = [];
   let bytes = 0;
-  await Promise.all(
-    list.map(async (element, i) => {
-      // Every element is serialized: its object may have changed in place since it was last stored
-      // (LangGraph's own tests edit a message and hand the same object to updateState).
-      const dumped = await codec.element(element, row.threadId, row.checkpointNs);
-      bytes += dumped.size;
-      const hash = dumped.hash.toString("hex");
-      raw[i] = dumped.hash;
-      if (!known?.has(hash) && !sending.has(hash)) {
-        sending.add(hash);
-        const [type, stored] = dumped.stored();
-        rows.push({ hash, type, bytes: stored });
-      }
-    }),
-  );
+  all.forEach((dumped, i) => {
+    bytes += dumped!.size;
+    const hash = dumped!.hash.toString("hex");
+    raw[i] = dumped!.hash;
+    if (!known?.has(hash) && !sending.has(hash)) {
+      sending.add(hash);
+      const [type, stored] = dumped!.stored();
+      rows.push({ hash, type, bytes: stored });
+    }
+  });
   const laid = layout(codec, raw, row);
   for (const chunk of laid.chunks) {
     hashes.push(chunk.hash);
@@ -200,7 +248,7 @@ export async function encodeList(codec: ElementCodec, list: unknown[], row: Blob
     }
   }
   for (const b of raw) hashes.push(b.toString("hex"));
-  return { refs: laid.refs, rows, hashes, bytes };
+  return { refs: laid.refs, slots: laid.slots, rows, hashes, bytes };
 }
 
 /**
@@ -208,7 +256,7 @@ export async function encodeList(codec: ElementCodec, list: unknown[], row: Blob
  * `elements`, and its chunk rows: the hashes of its full chunks, then those
  * of the elements after them.
  */
-export function layout(codec: ElementCodec, elements: Buffer[], row: BlobRow): { refs: Buffer; chunks: ElementRow[] } {
+export function layout(codec: ElementCodec, elements: Buffer[], row: ValueRow): { refs: Buffer; slots: Buffer; chunks: ElementRow[] } {
   const full = Math.floor(elements.length / CHUNK);
   const parts: Buffer[] = [];
   const chunks: ElementRow[] = [];
@@ -219,7 +267,8 @@ export function layout(codec: ElementCodec, elements: Buffer[], row: BlobRow): {
     chunks.push({ hash: chunkHash.toString("hex"), type: REFS_TYPE, bytes: chunk });
   }
   for (let i = full * CHUNK; i < elements.length; i++) parts.push(elements[i]!);
-  return { refs: codec.refs(Buffer.concat(parts), row), chunks };
+  const slots = Buffer.concat(parts);
+  return { refs: codec.refs(slots, row), slots, chunks };
 }
 
 /** The hashes in a refs value as the SQL that expands it sees them, in order (with a sealing serializer, the last is the tag). */

@@ -87,17 +87,17 @@ export interface PostgresSaverOptions {
    */
   preparedStatements?: boolean;
   /**
-   * Store list-valued channels (a chat's `messages`) element by element, each
+   * Store what a thread repeats once (README "Lists stored by their elements"):
+   * list-valued channels (a chat's `messages`) element by element, each
    * element once per thread and namespace, so a conversation's storage grows
-   * with its length, not with its square. Values read back exactly as
-   * written, and every element read is checked against its hash. With an
-   * `EncryptedSerializer` each element is sealed for its own row, hashes are
-   * keyed and each list is authenticated; a serializer that cannot do that,
-   * or gives one value different bytes each time, stores whole values (and
-   * says so once, in a process warning). Default false: an earlier
-   * release cannot read such values (it says so, with a DeserializationError)
-   * and its `prune` would delete element rows; turn it on once no instance or
-   * job of an earlier release uses the database.
+   * with its length, not with its square; a task's writes of lists, objects
+   * holding lists (LangGraph's input `{ messages }`) and large values by the
+   * same element rows. Values read back exactly as written, and every element
+   * read is checked against its hash. With an `EncryptedSerializer` each
+   * element is sealed for its own row, hashes are keyed and each list is
+   * authenticated; a serializer that cannot do that, or gives one value
+   * different bytes each time, stores whole values (and says so once, in a
+   * process warning). Default true; `false` stores every value whole.
    */
   elementStorage?: boolean;
   /**
@@ -146,6 +146,9 @@ export interface SetupOptions {
    * "<schema>" }`), or start empty beside them (`false`). Without it, setup()
    * on a database holding them stops with `AdoptionRequiredError` and changes
    * nothing. See README, "Switching from @langchain/langgraph-checkpoint-postgres".
+   * Once the adoption commits, what it copied whole is stored by content with
+   * this saver's serializer, as `compact` does (with `elementStorage` on, the
+   * default): reported in the result's `adoption.compacted`.
    */
   adopt?: AdoptOption;
   /**
@@ -293,7 +296,7 @@ export function checkedSettings(options: PostgresSaverOptions): {
     throw new InvalidOptionsError("maxValueBytes", `expected a positive integer up to ${MAX_STATEMENT_BYTES} (Postgres stores no larger value)`);
   }
   const ttlSeconds = options.ttl === undefined ? null : Math.max(1, Math.ceil(parseDuration(options.ttl, "ttl") / 1000));
-  const elementStorage = options.elementStorage ?? false;
+  const elementStorage = options.elementStorage ?? true;
   if (typeof elementStorage !== "boolean") throw new InvalidOptionsError("elementStorage", "expected true or false");
   const retention = checkRetention(options.retention, schema);
   return { schema, lineage, prepared: options.preparedStatements ?? true, leaseSeconds: lease / 1000, ttlSeconds, maxValueBytes, versioning, elementStorage, retention };

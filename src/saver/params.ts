@@ -63,12 +63,21 @@ export interface WritesParams {
   types: string[];
   offsets: number[];
   lengths: number[];
+  /** The write values, then the element rows' values, packed. */
   bytes: Buffer;
+  /** The element rows the writes name that go with them (stored.ts): hash, type, where in `bytes`. */
+  elementHashes: string[];
+  elementTypes: string[];
+  elementOffsets: number[];
+  elementLengths: number[];
 }
 
-/** `putWrites`'s values, $1 to $11. */
+/** `putWrites`'s values, $1 to $15. */
 export function putWritesValues(w: WritesParams): unknown[] {
-  return [w.threadId, w.checkpointNs, w.checkpointId, w.taskId, w.taskPath, w.idx, w.channels, w.types, w.offsets, w.lengths, w.bytes];
+  return [
+    w.threadId, w.checkpointNs, w.checkpointId, w.taskId, w.taskPath, w.idx, w.channels, w.types, w.offsets, w.lengths, w.bytes,
+    w.elementHashes, w.elementTypes, w.elementOffsets, w.elementLengths,
+  ];
 }
 
 /** The rows of several putWrites calls of one lineage, by name: checkpoint, task and path per row (see `putWritesBatch`). */
@@ -78,7 +87,10 @@ export interface WritesBatchParams extends Omit<WritesParams, "checkpointId" | "
   taskPaths: string[];
 }
 
-/** `putWritesBatch`'s values, $1 to $11. */
+/** `putWritesBatch`'s values, $1 to $15. */
 export function putWritesBatchValues(w: WritesBatchParams): unknown[] {
-  return [w.threadId, w.checkpointNs, w.checkpointIds, w.taskIds, w.taskPaths, w.idx, w.channels, w.types, w.offsets, w.lengths, w.bytes];
+  return [
+    w.threadId, w.checkpointNs, w.checkpointIds, w.taskIds, w.taskPaths, w.idx, w.channels, w.types, w.offsets, w.lengths, w.bytes,
+    w.elementHashes, w.elementTypes, w.elementOffsets, w.elementLengths,
+  ];
 }

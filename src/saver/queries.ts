@@ -18,7 +18,8 @@
 import { CHECKPOINT_BLOBS as B, CHECKPOINT_HEADS as H, CHECKPOINT_WRITES as W, CHECKPOINTS as C } from "../db/names.js";
 import { quoteIdent } from "../validate.js";
 import { knowsElementsSql } from "./element-codec.js";
-import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE } from "./elements.js";
+import { ELEMENTS_CHANNEL, REFS_TYPE } from "./elements.js";
+import { hashesSql, refsAreaSql } from "./stored.js";
 import { gateCall, lockForDelete, upsertTombstones } from "./tombstones.js";
 
 export type Queries = ReturnType<typeof buildQueries>;
@@ -85,6 +86,19 @@ export function buildQueries(schema: string) {
   const blobCols = [B.threadId, B.checkpointNs, B.channel, B.version, B.type, B.value].join(", ");
   const blobKey = [B.threadId, B.checkpointNs, B.channel, B.version].join(", ");
   const writeInsertCols = [W.threadId, W.checkpointNs, W.checkpointId, W.taskId, W.taskPath, W.idx, W.channel, W.type, W.value].join(", ");
+  /**
+   * The element rows a putWrites statement's values name (stored.ts), in the given (key) order, after
+   * the gate: $12 hashes, $13 types, $14 offsets and $15 lengths into $11. One already stored is
+   * touched, as a put does (see `new_blobs` in the put statement).
+   */
+  const writeElements = `elements AS (
+  INSERT INTO ${blobs} AS b (${blobCols})
+  SELECT $1, $2, '${ELEMENTS_CHANNEL}', e.hash, e.type, pg_catalog.substring($11::bytea, e.off + 1, e.len)
+    FROM ROWS FROM (pg_catalog.unnest($12::text[]), pg_catalog.unnest($13::text[]), pg_catalog.unnest($14::int[]), pg_catalog.unnest($15::int[])) AS e(hash, type, off, len)
+   WHERE (SELECT refused FROM gate) IS NULL
+  ON CONFLICT (${blobKey}) DO UPDATE SET ${B.rowVersion} = b.${B.rowVersion} + 1
+)`;
+
   /** Ordinary writes (idx >= 0) are kept (first one wins); special ones replace the stored one. */
   const writeConflict = `ON CONFLICT (${W.threadId}, ${W.checkpointNs}, ${W.checkpointId}, ${W.taskId}, ${W.idx}) DO UPDATE
    SET ${W.channel} = EXCLUDED.${W.channel}, ${W.type} = EXCLUDED.${W.type}, ${W.value} = EXCLUDED.${W.value},
@@ -98,19 +112,18 @@ export function buildQueries(schema: string) {
    */
   const elementsOf = (source: string, except?: string, thread = "r.thread_id") => `
   SELECT r.thread_id, r.checkpoint_ns, r.h, e.${B.type} AS type, e.${B.value} AS value
-    FROM (SELECT DISTINCT x.thread_id, x.checkpoint_ns, pg_catalog.encode(pg_catalog.substring(x.value, i.n * ${HASH_BYTES} + 1, ${HASH_BYTES}), 'hex') AS h
-            FROM ${source} x CROSS JOIN LATERAL pg_catalog.generate_series(0, pg_catalog.length(x.value) / ${HASH_BYTES} - 1) AS i(n)
-           WHERE x.type = '${REFS_TYPE}') r
+    FROM (SELECT DISTINCT x.thread_id, x.checkpoint_ns, i.h
+            FROM (SELECT y.thread_id, y.checkpoint_ns, ${refsAreaSql("y.type", "y.value")} AS area FROM ${source} y) x
+           ${hashesSql("x.area", "i")}) r
    CROSS JOIN LATERAL (SELECT e.${B.type}, e.${B.value} FROM ${blobs} e
                         WHERE e.${B.threadId} = ${thread} AND e.${B.checkpointNs} = r.checkpoint_ns
                           AND e.${B.channel} = '${ELEMENTS_CHANNEL}' AND e.${B.version} = r.h
                        OFFSET 0) e${except ? `
    WHERE NOT EXISTS (SELECT 1 FROM ${except} y WHERE y.thread_id = r.thread_id AND y.checkpoint_ns = r.checkpoint_ns AND y.h = r.h)` : ""}`;
 
-  /** The hashes (hex, as `h`) the refs values of `source` (a query with a `value` column) name, each once. */
+  /** The hashes (hex, as `h`) the refs areas of `source` (a query with a `value` column: refs areas, or NULL) name, each once. */
   const elementsNamed = (source: string) => `
-  SELECT DISTINCT pg_catalog.encode(pg_catalog.substring(x.value, i.n * ${HASH_BYTES} + 1, ${HASH_BYTES}), 'hex') AS h
-    FROM (${source}) x CROSS JOIN LATERAL pg_catalog.generate_series(0, pg_catalog.length(x.value) / ${HASH_BYTES} - 1) AS i(n)`;
+  SELECT DISTINCT i.h FROM (${source}) x ${hashesSql("x.value", "i")}`;
 
   /**
    * Wrap a page of checkpoint rows into the one-statement read. `thread`: the parameter naming the
@@ -134,8 +147,14 @@ bl AS MATERIALIZED (
                           AND b.${B.channel} = cv.channel AND b.${B.version} = cv.version AND b.${B.type} <> 'empty'
                        OFFSET 0) b
 ),
--- List channels stored by their elements: the elements and chunks their refs name, then the chunks' elements.
-e1 AS MATERIALIZED (${elementsOf("bl", undefined, thread)}
+wr AS MATERIALIZED (
+  SELECT p.${C.threadId} AS thread_id, p.${C.checkpointNs} AS checkpoint_ns, p.${C.checkpointId} AS checkpoint_id, w.${W.taskId} AS task_id,
+         w.${W.channel} AS channel, w.${W.type} AS type, w.${W.taskPath} AS task_path, w.${W.idx} AS idx, w.${W.value} AS value
+    FROM page p
+    JOIN ${writes} w ON w.${W.threadId} = ${thread ?? `p.${C.threadId}`} AND w.${W.checkpointNs} = p.${C.checkpointNs} AND w.${W.checkpointId} = p.${C.checkpointId}
+),
+-- Values stored by content (stored.ts): the element and chunk rows they name, then the chunks' elements.
+e1 AS MATERIALIZED (${elementsOf(`(SELECT thread_id, checkpoint_ns, type, value FROM bl UNION ALL SELECT thread_id, checkpoint_ns, type, value FROM wr)`, undefined, thread)}
 ),
 e2 AS MATERIALIZED (${elementsOf("e1", "e1", thread)}
 )
@@ -150,9 +169,7 @@ SELECT 4, e.thread_id, e.checkpoint_ns, '', e.h, NULL, e.type, NULL, NULL, e.val
 UNION ALL
 SELECT 4, e.thread_id, e.checkpoint_ns, '', e.h, NULL, e.type, NULL, NULL, e.value, NULL, NULL, NULL FROM e2 e
 UNION ALL
-SELECT 2, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols}, NULL, NULL, NULL
-  FROM page p
-  JOIN ${writes} w ON w.${W.threadId} = ${thread ?? `p.${C.threadId}`} AND w.${W.checkpointNs} = p.${C.checkpointNs} AND w.${W.checkpointId} = p.${C.checkpointId}
+SELECT 2, w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.type, w.task_path, w.idx, w.value, NULL, NULL, NULL FROM wr w
 UNION ALL
 SELECT 3, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols}, NULL, NULL, NULL
   FROM page p
@@ -270,9 +287,8 @@ WITH gate AS MATERIALIZED (SELECT ${putGate} AS refused
   -- The values the checkpoint names without writing them, when its parent is not stored.
   SELECT r.channel, r.version FROM checks c CROSS JOIN ROWS FROM (pg_catalog.unnest($22::text[]), pg_catalog.unnest($23::text[])) AS r(channel, version)
    WHERE NOT c.parent_known
-), ref_h1 AS MATERIALIZED (${elementsNamed(`SELECT b.${B.value} AS value FROM referenced r JOIN ${blobs} b
-     ON b.${B.threadId} = $1 AND b.${B.checkpointNs} = $2 AND b.${B.channel} = r.channel AND b.${B.version} = r.version
-  WHERE b.${B.type} = '${REFS_TYPE}'`)}
+), ref_h1 AS MATERIALIZED (${elementsNamed(`SELECT ${refsAreaSql(`b.${B.type}`, `b.${B.value}`)} AS value FROM referenced r JOIN ${blobs} b
+     ON b.${B.threadId} = $1 AND b.${B.checkpointNs} = $2 AND b.${B.channel} = r.channel AND b.${B.version} = r.version`)}
 ), ref_h2 AS MATERIALIZED (${elementsNamed(`SELECT e.${B.value} AS value FROM ref_h1 x JOIN ${blobs} e
      ON e.${B.threadId} = $1 AND e.${B.checkpointNs} = $2 AND e.${B.channel} = '${ELEMENTS_CHANNEL}' AND e.${B.version} = x.h
   WHERE e.${B.type} = '${REFS_TYPE}'`)}
@@ -401,13 +417,14 @@ SELECT d.refused, d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fas
      * Each (task, idx) appears once in the arrays (the saver keeps the last of
      * repeated special writes): ON CONFLICT cannot touch one row twice.
      * $1 thread, $2 ns, $3 checkpoint id, $4 task id, $5 task path,
-     * $6 idx int[], $7 channels, $8 types, $9 offsets, $10 lengths, $11 all values as one bytea.
+     * $6 idx int[], $7 channels, $8 types, $9 offsets, $10 lengths, $11 all values as one bytea
+     * (the writes', then the element rows'), $12-$15 the element rows (see `writeElements`).
      * Nothing is written when the thread's tombstone gate refuses them (tombstones.ts):
      * returns `refused`, NULL or the reason.
      */
     putWrites: `
 WITH gate AS MATERIALIZED (SELECT ${gateCall(schema, { thread: "$1", ns: "$2", ids: "ARRAY[$3::text]", starts: "false" })} AS refused
-), ins AS (
+), ${writeElements}, ins AS (
 INSERT INTO ${writes} AS w (${writeInsertCols})
 SELECT $1, $2, $3, $4, $5, x.idx, x.channel, x.type, v.value
   FROM ROWS FROM (pg_catalog.unnest($6::int[]), pg_catalog.unnest($7::text[]), pg_catalog.unnest($8::text[]),
@@ -425,11 +442,11 @@ SELECT refused FROM gate`,
      * idx) appears once (the coalescer keeps what the calls one after another
      * would have left). $1 thread, $2 ns, $3 checkpoint ids, $4 task ids,
      * $5 task paths, $6 idx, $7 channels, $8 types, $9 offsets, $10 lengths,
-     * $11 all values as one bytea.
+     * $11 all values as one bytea, $12-$15 the element rows (see `writeElements`).
      */
     putWritesBatch: `
 WITH gate AS MATERIALIZED (SELECT ${gateCall(schema, { thread: "$1", ns: "$2", ids: "$3::text[]", starts: "false" })} AS refused
-), ins AS (
+), ${writeElements}, ins AS (
 INSERT INTO ${writes} AS w (${writeInsertCols})
 SELECT $1, $2, x.checkpoint_id, x.task_id, x.task_path, x.idx, x.channel, x.type, v.value
   FROM ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
@@ -563,7 +580,12 @@ WITH RECURSIVE target AS (
     FROM chain JOIN ${blobs} b
       ON b.${B.threadId} = $1 AND b.${B.checkpointNs} = $2 AND b.${B.channel} = ANY (chain.walking) AND NOT (b.${B.channel} = ANY (chain.still))
      AND b.${B.version} = chain.${C.checkpoint} -> 'channel_versions' ->> b.${B.channel}
-), e1 AS MATERIALIZED (${elementsOf("seeds", undefined, "$1")}
+), dw AS MATERIALIZED (
+  SELECT $1::text AS thread_id, $2::text AS checkpoint_ns, chain.depth, chain.${C.checkpointId} AS checkpoint_id, w.${W.channel} AS channel,
+         w.${W.taskId} AS task_id, w.${W.taskPath} AS task_path, w.${W.idx} AS idx, w.${W.type} AS type, w.${W.value} AS value
+    FROM chain JOIN ${writes} w
+      ON w.${W.threadId} = $1 AND w.${W.checkpointNs} = $2 AND w.${W.checkpointId} = chain.${C.checkpointId} AND w.${W.channel} = ANY (chain.walking)
+), e1 AS MATERIALIZED (${elementsOf(`(SELECT thread_id, checkpoint_ns, type, value FROM seeds UNION ALL SELECT thread_id, checkpoint_ns, type, value FROM dw)`, undefined, "$1")}
 ), e2 AS MATERIALIZED (${elementsOf("e1", "e1", "$1")}
 )
 SELECT 0 AS kind, NULL::int AS depth, ${out("s.", C.checkpointId, "checkpoint_id")}, NULL::text AS channel, NULL::text AS version, NULL::text AS task_id,
@@ -578,8 +600,6 @@ SELECT 3, NULL, '', NULL, h, NULL, NULL, NULL, type, value FROM e1
 UNION ALL
 SELECT 3, NULL, '', NULL, h, NULL, NULL, NULL, type, value FROM e2
 UNION ALL
-SELECT 2, chain.depth, chain.${C.checkpointId}, w.${W.channel}, NULL, w.${W.taskId}, w.${W.taskPath}, w.${W.idx}, w.${W.type}, w.${W.value}
-  FROM chain JOIN ${writes} w
-    ON w.${W.threadId} = $1 AND w.${W.checkpointNs} = $2 AND w.${W.checkpointId} = chain.${C.checkpointId} AND w.${W.channel} = ANY (chain.walking)`,
+SELECT 2, depth, checkpoint_id, channel, NULL, task_id, task_path, idx, type, value FROM dw`,
   };
 }

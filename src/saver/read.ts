@@ -20,27 +20,23 @@ import { decodeMetadata } from "../serde/metadata.js";
 import { loadsForRow, type ValueRow } from "../serde/rowserde.js";
 import { upcastTuple } from "../serde/upcast.js";
 import type { SaverContext } from "./context.js";
-import { REFS_TYPE, elementKey, lineageKey, resolveList, type StoredElement } from "./elements.js";
+import { elementCodec } from "./element-codec.js";
+import { elementKey, lineageKey, type StoredElement } from "./elements.js";
+import { decodeStoredValue, namesElements } from "./stored.js";
 import type { ReadRow } from "./queries.js";
 
-/** Decode a stored value; `row` is where it is stored (a serializer may check that the value belongs there). */
+/** Decode a value stored whole; `row` is where it is stored (a serializer may check that the value belongs there). */
 function decode(ctx: SaverContext, type: string, value: Buffer | null, row: ValueRow): Promise<unknown> {
   return loadsForRow(ctx.serde, type, value ?? new Uint8Array(), row);
 }
 
 /**
- * A blob's value: a list stored by its elements put back together (elements.ts),
- * anything else decoded. `onHash` sees each element and chunk hash of a list.
+ * A blob's or a write's value in any form (stored.ts): values stored by content put back together
+ * from the element rows the read returned. `onHash` sees each element and chunk hash it names.
  */
-function decodeBlob(
-  ctx: SaverContext,
-  blob: { type: string; value: Buffer | null; threadId: string; checkpointNs: string; channel: string; version: string },
-  elements: Map<string, StoredElement>,
-  onHash?: (hash: string) => void,
-): Promise<unknown> {
-  const { type, value, threadId, checkpointNs, channel, version } = blob;
-  if (type !== REFS_TYPE) return decode(ctx, type, value, { table: "checkpoint_blobs", threadId, checkpointNs, channel, version });
-  return resolveList(ctx.serde, value ?? new Uint8Array(), { threadId, checkpointNs, channel, version }, (h) => elements.get(elementKey(threadId, checkpointNs, h)), onHash);
+function decodeValue(ctx: SaverContext, type: string, value: Buffer | null, row: ValueRow, elements: Map<string, StoredElement>, onHash?: (hash: string) => void): Promise<unknown> {
+  if (!namesElements(type)) return decode(ctx, type, value, row);
+  return decodeStoredValue({ serde: ctx.serde, codec: elementCodec(ctx.serde) }, type, value, row, (h) => elements.get(elementKey(row.threadId, row.checkpointNs, h)), onHash);
 }
 
 /** One checkpoint's read rows. */
@@ -80,27 +76,37 @@ async function toTuple(ctx: SaverContext, entry: Entry, elements: Map<string, St
   writes.sort(byOrder);
   const threadId = head.thread_id;
   const checkpointNs = head.checkpoint_ns;
-  // What this checkpoint's lists refer to, for the next put on it (elements.ts).
+  // What this checkpoint's values and writes refer to, for the next put on it (elements.ts).
   const lists = new Map<string, string[]>();
+  const written: string[] = [];
   const writeRow = (w: ReadRow, checkpointId: string): ValueRow => ({ table: "checkpoint_writes", threadId, checkpointNs, checkpointId, taskId: w.s1!, idx: w.n! });
   const [values, unversioned, pendingWrites, metadata] = await Promise.all([
     Promise.all(
       blobs.map(async (b) => {
         let hashes: string[] | undefined;
-        if (remember && b.s3 === REFS_TYPE) lists.set(b.s1!, (hashes = []));
-        const value = await decodeBlob(ctx, { type: b.s3!, value: b.v, threadId, checkpointNs, channel: b.s1!, version: b.s2! }, elements, hashes && ((h) => hashes.push(h)));
+        if (remember && namesElements(b.s3!)) lists.set(b.s1!, (hashes = []));
+        const row: ValueRow = { table: "checkpoint_blobs", threadId, checkpointNs, channel: b.s1!, version: b.s2! };
+        const value = await decodeValue(ctx, b.s3!, b.v, row, elements, hashes && ((h) => hashes.push(h)));
         return [b.s1!, value] as const;
       }),
     ),
     head.uv === null
       ? undefined
       : (decode(ctx, head.s3!, head.uv, { table: "checkpoints", threadId, checkpointNs, checkpointId: head.checkpoint_id }) as Promise<Record<string, unknown>>),
-    Promise.all(writes.map(async (w): Promise<CheckpointPendingWrite> => [w.s1!, w.s2!, await decode(ctx, w.s3!, w.v, writeRow(w, head.checkpoint_id))])),
+    Promise.all(
+      writes.map(async (w): Promise<CheckpointPendingWrite> => [
+        w.s1!,
+        w.s2!,
+        await decodeValue(ctx, w.s3!, w.v, writeRow(w, head.checkpoint_id), elements, remember ? (h) => written.push(h) : undefined),
+      ]),
+    ),
     decodeMetadata(head.md, head.v),
   ]);
   const stored = head.cp as Partial<Omit<Checkpoint, "channel_values">>;
   const checkpoint = {
     ...stored,
+    // Stored in its own column only (rows written before 0.1.0, and adopted ones, hold it in the JSON too).
+    id: head.checkpoint_id,
     // MemorySaver's defaults, for rows an older writer stored without them.
     channel_versions: stored.channel_versions ?? {},
     versions_seen: stored.versions_seen ?? {},
@@ -127,7 +133,11 @@ async function toTuple(ctx: SaverContext, entry: Entry, elements: Map<string, St
   if (parent !== undefined) {
     tuple.parentConfig = { configurable: { thread_id: head.thread_id, checkpoint_ns: head.checkpoint_ns, checkpoint_id: parent } };
   }
-  if (remember && ctx.elements) ctx.elements.rememberCheckpoint(lineageKey(threadId, checkpointNs), head.checkpoint_id, null, lists);
+  if (remember && ctx.elements) {
+    const lineage = lineageKey(threadId, checkpointNs);
+    ctx.elements.rememberCheckpoint(lineage, head.checkpoint_id, null, lists);
+    ctx.elements.rememberWrites(lineage, head.checkpoint_id, written);
+  }
   if (upcast && ctx.versioning) upcastTuple(tuple, head.n, ctx.versioning);
   return tuple;
 }
@@ -172,17 +182,17 @@ export async function toDeltaHistory(
       b.depth - a.depth ||
       compareWritesSortKeys(writesSortKey(a.task_path ?? "", a.task_id!, a.idx!), writesSortKey(b.task_path ?? "", b.task_id!, b.idx!)),
   );
+  const elements = new Map<string, StoredElement>();
+  for (const r of rows) if (r.kind === 3) elements.set(elementKey(threadId, ns, r.version!), { type: r.type, value: r.value });
   const decoded = await Promise.all(
     writeRows.map((r) =>
-      decode(ctx, r.type, r.value, { table: "checkpoint_writes", threadId, checkpointNs: ns, checkpointId: r.checkpoint_id, taskId: r.task_id!, idx: r.idx! }),
+      decodeValue(ctx, r.type, r.value, { table: "checkpoint_writes", threadId, checkpointNs: ns, checkpointId: r.checkpoint_id, taskId: r.task_id!, idx: r.idx! }, elements),
     ),
   );
   writeRows.forEach((r, i) => result[r.channel]!.writes.push([r.task_id!, r.channel, decoded[i]]));
-  const elements = new Map<string, StoredElement>();
-  for (const r of rows) if (r.kind === 3) elements.set(elementKey(threadId, ns, r.version!), { type: r.type, value: r.value });
   for (const r of rows) {
     if (r.kind === 1) {
-      result[r.channel]!.seed = await decodeBlob(ctx, { type: r.type, value: r.value, threadId, checkpointNs: ns, channel: r.channel, version: r.version! }, elements);
+      result[r.channel]!.seed = await decodeValue(ctx, r.type, r.value, { table: "checkpoint_blobs", threadId, checkpointNs: ns, channel: r.channel, version: r.version! }, elements);
     }
   }
   return result;

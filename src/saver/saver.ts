@@ -24,6 +24,7 @@ import { runMigrations, type MigrateResult } from "../db/migrate.js";
 import { openOn } from "../db/open.js";
 import { InvalidInputError, InvalidOptionsError, ThreadDeletedError } from "../errors.js";
 import { emit, guard } from "../events.js";
+import { compactAdopted } from "../ops/compact.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 import { LIMITS, checkKey, readConfig, threadIdOf, withStringThreadId } from "../validate.js";
 import { Coalescer } from "./coalesce.js";
@@ -48,7 +49,7 @@ import { Runner } from "./runner.js";
 import { toDeltaHistory, toTuples, type DeltaRow } from "./read.js";
 import { upgradeState } from "./upgrade.js";
 import { nextVersion } from "./version.js";
-import { ElementMemory } from "./elements.js";
+import { ElementMemory, lineageKey } from "./elements.js";
 import { checkCopyArguments, copyStatements, copyThread, type CopyThreadOptions, type CopyThreadResult } from "./copy.js";
 import { checkRetention, Retention, type RetentionOptions } from "./retention.js";
 import { deleteThread, waitForRestart } from "./tombstones.js";
@@ -232,7 +233,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * Waits for a database that is not reachable yet (see {@link SetupOptions.retry}).
    * On a database holding the official LangGraph saver's tables it changes
    * nothing and throws `AdoptionRequiredError` unless told what to do with
-   * them ({@link SetupOptions.adopt}).
+   * them ({@link SetupOptions.adopt}); an adoption's copy is then stored by
+   * content with this saver's serializer (`adoption.compacted` in the result).
    *
    * @example
    * ```ts
@@ -249,6 +251,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const { adopt, retry, partitions } = options;
     const result = await runMigrations(this.#ctx.db, this.schema, { onEvent: this.#ctx.onEvent, adopt, retry, partitions, operation: "setup" });
     await this.#runner.recheck();
+    // The adoption copied the official saver's values whole: store them as this saver stores values (issue 27).
+    if (result.adoption?.adopted && this.#ctx.elements) {
+      const compacted = await compactAdopted(this.#ctx.db, this.schema, this.#ctx.serde);
+      if (compacted) result.adoption.compacted = compacted;
+    }
     return result;
   }
 
@@ -444,6 +451,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const rows = await encodeWrites(this.#ctx, { config, writes, taskId, taskPath });
     if (rows === undefined) return;
     await this.#coalescer.write(InFlight.keyOf(config), rows);
+    // Stored: the put of the checkpoint's child need not send these element rows again (elements.ts).
+    if (rows.hashes.length > 0) this.#ctx.elements?.rememberWrites(lineageKey(rows.threadId, rows.checkpointNs), rows.checkpointId, rows.hashes);
     emit(this.#ctx.onEvent, {
       type: "putWrites",
       threadId: rows.threadId,

@@ -15,7 +15,8 @@ import { LIMITS, checkKey, readConfig } from "../validate.js";
 import type { WriteRows } from "./coalesce.js";
 import type { SaverContext } from "./context.js";
 import { MAX_STATEMENT_BYTES, boundBytes, checkSize, checkStatementSize, encodeUnversioned, named, pack } from "./encode.js";
-import { ELEMENTS_CHANNEL, REFS_TYPE, encodeList, isElementList, lineageKey, type ElementRow } from "./elements.js";
+import { ELEMENTS_CHANNEL, isElementList, lineageKey, type ElementRow } from "./elements.js";
+import { encodeStored, type StoreContext } from "./stored.js";
 import { ALLOW_FORK_KEY } from "./options.js";
 import { putWritesBatchValues, putWritesValues, type PutParams } from "./params.js";
 import type { RefusalReason } from "./tombstones.js";
@@ -60,12 +61,12 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
   const versions: string[] = [];
   const types: string[] = [];
   const payloads: (Uint8Array | null)[] = [];
-  // List channels by their elements (elements.ts): only those the parent does not refer to are sent.
+  // Values stored by content (stored.ts): element rows the parent refers to are not sent again.
   const memory = ctx.elements;
   const known = sendAll ? undefined : memory?.known(lineageKey(threadId!, ns), parentId ?? null);
   const sending = new Set<string>();
   const elementRows: ElementRow[] = [];
-  const listHashes = new Map<string, string[]>();
+  const namedHashes = new Map<string, string[]>();
   const wholeChannels: string[] = [];
   await Promise.all(
     Object.entries(newVersions ?? {}).map(async ([channel, version]) => {
@@ -76,25 +77,17 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
       let bytes: Uint8Array | null = null;
       if (Object.prototype.hasOwnProperty.call(values, channel)) {
         const field = `put checkpoint.channel_values[${JSON.stringify(channel)}]`;
-        const value = values[channel];
         try {
-          const codec = memory && isElementList(value) ? await memory.codec(ctx.serde, value[0]) : undefined;
-          if (codec) {
-            const list = await encodeList(codec, value as unknown[], { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v }, known, sending);
-            // The same limit as for the whole value: its elements together, sent or not.
-            checkSize(ctx, field, list.bytes);
-            type = REFS_TYPE;
-            bytes = list.refs;
-            elementRows.push(...list.rows);
-            listHashes.set(channel, list.hashes);
-          } else {
-            [type, bytes] = await dumpsForRow(ctx.serde, value, { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v });
-            wholeChannels.push(channel);
-          }
+          const stored = await encodeStored(await storeContext(ctx, values[channel]), values[channel], { table: "checkpoint_blobs", threadId: threadId!, checkpointNs: ns, channel, version: v }, known, sending);
+          // The same limit as for the whole value: a list's elements together, sent or not.
+          checkSize(ctx, field, stored.size);
+          ({ type, bytes } = stored);
+          elementRows.push(...stored.rows);
+          if (stored.hashes.length > 0) namedHashes.set(channel, stored.hashes);
+          else wholeChannels.push(channel);
         } catch (err) {
           throw named(err, field);
         }
-        checkSize(ctx, field, bytes);
       } else {
         wholeChannels.push(channel);
       }
@@ -104,6 +97,8 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
       payloads.push(bytes);
     }),
   );
+  // Element rows in key order, as every statement that inserts them does: two never wait for each other in a cycle.
+  elementRows.sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0));
   for (const row of elementRows) {
     channels.push(ELEMENTS_CHANNEL);
     versions.push(row.hash);
@@ -131,7 +126,8 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
       payloads.push(bytes);
     }),
   );
-  const { channel_values: _omit, ...stored } = checkpoint;
+  // Neither the values (blobs) nor the id (its own column) are stored twice (issue 27: leaner rows).
+  const { channel_values: _omit, id: _id, ...stored } = checkpoint;
   // MemorySaver's defaults for fields an older writer may leave out (its copyCheckpoint).
   stored.channel_versions ??= {};
   stored.versions_seen ??= {};
@@ -192,9 +188,18 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
     params,
     channelVersions: checkpoint.channel_versions,
     allowFork,
-    elements: memory ? { lists: listHashes, whole: wholeChannels } : undefined,
-    reliesOnParent: known !== undefined && listHashes.size > 0,
+    elements: memory ? { lists: namedHashes, whole: wholeChannels } : undefined,
+    reliesOnParent: known !== undefined && namedHashes.size > 0,
   };
+}
+
+/**
+ * How values are stored with this saver: by content (stored.ts) when element storage is on and the
+ * serializer allows it (found out once, with the first value), else whole.
+ */
+async function storeContext(ctx: SaverContext, sample: unknown): Promise<StoreContext> {
+  const codec = ctx.elements ? await ctx.elements.codec(ctx.serde, isElementList(sample) ? sample[0] : sample) : undefined;
+  return { serde: ctx.serde, codec };
 }
 
 /** A `putWrites` call's arguments. */
@@ -224,6 +229,11 @@ export async function encodeWrites(ctx: SaverContext, call: WritesCall): Promise
   let channels = new Array<string>(n);
   let types = new Array<string>(n);
   let payloads = new Array<Uint8Array>(n);
+  // Ordinary writes by content (stored.ts): a message a task writes is the element row its list will
+  // name. Every element row is sent (the checkpoint they belong to may not be stored yet).
+  const sending = new Set<string>();
+  const elements: ElementRow[] = [];
+  const hashes: string[] = [];
   await Promise.all(
     writes.map(async (write, i) => {
       if (!Array.isArray(write) || write.length !== 2) throw new InvalidInputError(`putWrites writes[${i}]`, "expected a [channel, value] pair");
@@ -231,21 +241,22 @@ export async function encodeWrites(ctx: SaverContext, call: WritesCall): Promise
       idx[i] = WRITES_IDX_MAP[channel] ?? i;
       channels[i] = channel;
       const field = `putWrites writes[${i}] (channel ${JSON.stringify(channel)})`;
+      const row = { table: "checkpoint_writes", threadId: threadId!, checkpointNs: checkpointNs ?? "", checkpointId, taskId, idx: idx[i]! } as const;
       try {
-        [types[i], payloads[i]] = await dumpsForRow(ctx.serde, write[1], {
-          table: "checkpoint_writes",
-          threadId: threadId!,
-          checkpointNs: checkpointNs ?? "",
-          checkpointId,
-          taskId,
-          idx: idx[i]!,
-        });
+        // Special writes (an interrupt, an error, a resume...) stay whole: they are replaced, and read on their own.
+        const store = idx[i]! >= 0 ? await storeContext(ctx, write[1]) : { serde: ctx.serde, codec: undefined };
+        const stored = await encodeStored(store, write[1], row, undefined, sending);
+        checkSize(ctx, field, stored.size);
+        types[i] = stored.type;
+        payloads[i] = stored.bytes ?? new Uint8Array();
+        elements.push(...stored.rows);
+        hashes.push(...stored.hashes);
       } catch (err) {
         throw named(err, field);
       }
-      checkSize(ctx, field, payloads[i]!);
     }),
   );
+  elements.sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0));
   // A special channel written twice in one call (__resume__ by a node that
   // interrupts several times): the last one wins, as in MemorySaver and the
   // official saver. One INSERT ... ON CONFLICT cannot touch a row twice.
@@ -256,22 +267,32 @@ export async function encodeWrites(ctx: SaverContext, call: WritesCall): Promise
     const pick = <T>(a: T[]) => a.filter((_, i) => keep[i]);
     [idx, channels, types, payloads] = [pick(idx), pick(channels), pick(types), pick(payloads)];
   }
-  const keys = [[threadId!, checkpointNs ?? "", checkpointId, taskId, taskPath], channels, types];
-  const bytes = boundBytes([payloads], keys);
+  const keys = [[threadId!, checkpointNs ?? "", checkpointId, taskId, taskPath], channels, types, elements.map((e) => e.hash), elements.map((e) => e.type)];
+  const bytes = boundBytes([payloads, elements.map((e) => e.bytes)], keys);
   if (bytes > MAX_STATEMENT_BYTES) {
     checkStatementSize("putWrites writes", [
       ...channels.map((channel, i) => ({ name: `writes[${i}] (channel ${JSON.stringify(channel)})`, bytes: payloads[i]!.byteLength })),
+      { name: "the element rows the writes name", bytes: elements.reduce((t, e) => t + e.bytes.byteLength, 0) },
       { name: "ids and channel names", bytes: boundBytes([], keys) },
     ]);
   }
-  return { threadId: threadId!, checkpointNs: checkpointNs ?? "", checkpointId, taskId, taskPath, idx, channels, types, payloads, bytes };
+  return { threadId: threadId!, checkpointNs: checkpointNs ?? "", checkpointId, taskId, taskPath, idx, channels, types, payloads, elements, hashes, bytes };
 }
 
 /** One statement for the rows of one putWrites call, or of several of one lineage (coalesced). */
 export async function sendWrites(ctx: SaverContext, calls: WriteRows[]): Promise<void> {
   const first = calls[0]!;
+  // The element rows of all calls, each once, in key order (the write values first in the packed bytes).
+  const elements = calls.length === 1 ? first.elements : uniqueElements(calls);
+  const rows = calls.flatMap((c) => c.payloads);
+  const packed = pack([...rows, ...elements.map((e) => e.bytes)]);
+  const elementParams = {
+    elementHashes: elements.map((e) => e.hash),
+    elementTypes: elements.map((e) => e.type),
+    elementOffsets: packed.offsets.slice(rows.length),
+    elementLengths: packed.lengths.slice(rows.length),
+  };
   if (calls.length === 1) {
-    const packed = pack(first.payloads);
     const values = putWritesValues({
       threadId: first.threadId,
       checkpointNs: first.checkpointNs,
@@ -281,15 +302,15 @@ export async function sendWrites(ctx: SaverContext, calls: WriteRows[]): Promise
       idx: first.idx,
       channels: first.channels,
       types: first.types,
-      offsets: packed.offsets,
-      lengths: packed.lengths,
+      offsets: packed.offsets.slice(0, rows.length),
+      lengths: packed.lengths.slice(0, rows.length),
       bytes: packed.bytes,
+      ...elementParams,
     });
     refused((await ctx.query<GateRow>("putWrites", values, "putWrites")).rows[0], first);
     return;
   }
   const perRow = (f: (c: WriteRows) => string) => calls.flatMap((c) => c.idx.map(() => f(c)));
-  const packed = pack(calls.flatMap((c) => c.payloads));
   const values = putWritesBatchValues({
     threadId: first.threadId,
     checkpointNs: first.checkpointNs,
@@ -299,11 +320,19 @@ export async function sendWrites(ctx: SaverContext, calls: WriteRows[]): Promise
     idx: calls.flatMap((c) => c.idx),
     channels: calls.flatMap((c) => c.channels),
     types: calls.flatMap((c) => c.types),
-    offsets: packed.offsets,
-    lengths: packed.lengths,
+    offsets: packed.offsets.slice(0, rows.length),
+    lengths: packed.lengths.slice(0, rows.length),
     bytes: packed.bytes,
+    ...elementParams,
   });
   refused((await ctx.query<GateRow>("putWritesBatch", values, "putWrites")).rows[0], first);
+}
+
+/** The element rows of several calls, each hash once (one statement may change a row once), in key order. */
+function uniqueElements(calls: WriteRows[]): ElementRow[] {
+  const byHash = new Map<string, ElementRow>();
+  for (const c of calls) for (const e of c.elements) if (!byHash.has(e.hash)) byHash.set(e.hash, e);
+  return [...byHash.values()].sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0));
 }
 
 /** What the putWrites statements return: the gate's answer (tombstones.ts). */

@@ -178,6 +178,30 @@ export class MsgpackSerializer implements SerializerProtocol {
   }
 
   /**
+   * {@link dumpsTyped} for a value msgpack writes as it is; undefined when
+   * writing it needs LangGraph's JSON form (a cycle, a function, an instance
+   * msgpack has no form for), which depends on where the value sits: a cycle
+   * through what contains it, a function that is null in an array. Element
+   * storage (saver/stored.ts) then keeps the value inside its whole container,
+   * so it reads back as the container would. Strict mode throws as dumpsTyped.
+   */
+  async dumpsTypedExact(data: unknown): Promise<[string, Uint8Array] | undefined> {
+    if (this.#strict || this.#engine.busy) return this.dumpsTyped(data);
+    const engine = this.#engine;
+    engine.busy = true;
+    let fixable = false;
+    try {
+      return ["msgpack", engine.encodeValue(data)];
+    } catch (error) {
+      fixable = error instanceof EncodeFailure && error.fixable;
+    } finally {
+      engine.busy = false;
+    }
+    // Not writable as it is: undefined, or the error dumpsTyped gives (with its path).
+    return fixable ? undefined : this.dumpsTyped(data);
+  }
+
+  /**
    * Decodes a value written by {@link dumpsTyped} (`"msgpack"`), by
    * LangGraph's `JsonPlusSerializer` (`"json"`, `"bytes"`), or, in a database
    * adopted from the Python saver, plain values of its serializer

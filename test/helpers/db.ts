@@ -15,6 +15,7 @@ import pg from "pg";
 import { afterAll, beforeAll, inject } from "vitest";
 import { PARTITIONS_SETTING } from "../../src/db/partitions.js";
 import { testPartitions } from "./partitions.js";
+import { knowsElementsSql } from "../../src/saver/element-codec.js";
 
 export interface TestDatabase {
   /** Connection URL of the new database; make extra pools or clients from it. */
@@ -141,5 +142,31 @@ export async function waitForLockWait(pool: pg.Pool, marker: string, timeoutMs =
     if (rows[0].n > 0) return;
     if (Date.now() > deadline) throw new Error(`nobody waited on a lock running ${marker}`);
     await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/**
+ * Run `text` in a transaction that says it knows element rows, as this package's deletes do
+ * (migration 0008's guard refuses any other delete of one): for tests that delete them by hand, as
+ * another process or a corruption would.
+ *
+ * @example
+ * ```ts
+ * await queryKnowingElements(db.pool, "DELETE FROM checkpoint_blobs WHERE thread_id = $1", [thread]);
+ * ```
+ */
+export async function queryKnowingElements(pool: pg.Pool, text: string, values: unknown[] = []): Promise<pg.QueryResult> {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    await client.query(`SELECT ${knowsElementsSql}`);
+    const result = await client.query(text, values);
+    await client.query("COMMIT");
+    return result;
+  } catch (err) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
   }
 }

@@ -225,7 +225,7 @@ describe("row 2: the adoption's definer functions run only as their own triggers
 
 describe("row 4: no element row, and no value for a continued thread, comes in through the official tables", () => {
   /** The element row our saver would store for `value` (its hash is predictable: no secret goes into it). */
-  const elementOf = async (value: unknown) => (await encodeList(elementCodec(new MsgpackSerializer())!, [value], { table: "checkpoint_blobs", threadId: "t-plant", checkpointNs: "", channel: "items", version: "v" }, undefined, new Set())).rows[0]!;
+  const elementOf = async (value: unknown) => (await encodeList(elementCodec(new MsgpackSerializer())!, [value], { table: "checkpoint_blobs", threadId: "t-plant", checkpointNs: "", channel: "items", version: "v" }, undefined, new Set()))!.rows[0]!;
   const plant = (thread: string, channel: string, version: string) =>
     failure(official, `INSERT INTO ${FROM}.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) VALUES ($1, '', $2, $3, 'json', $4)`, [
       thread,

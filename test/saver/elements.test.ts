@@ -1,22 +1,24 @@
 /**
- * List channels stored by their elements (src/saver/elements.ts, issue #21):
- * each message once per thread, reads exactly what was written, a put sends
- * only what its parent does not refer to, prune keeps what remaining lists
- * name. Compared with MemorySaver where a graph runs.
+ * Values stored by content (src/saver/stored.ts, src/saver/elements.ts,
+ * issues #21 and #27): each message once per thread, whatever holds it (a
+ * list version, a task's write, LangGraph's input object), a large value once
+ * however many rows hold it; reads exactly what was written, a put sends only
+ * what its parent does not refer to, prune keeps what remaining values and
+ * writes name. Compared with MemorySaver where a graph runs.
  */
 import { randomBytes } from "node:crypto";
 import { AIMessage, HumanMessage, RemoveMessage, type BaseMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
-import { END, MemorySaver, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
+import { Annotation, END, MemorySaver, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
 import { type BaseCheckpointSaver, type Checkpoint, emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { DeserializationError, EncryptedSerializer, InvalidInputError, migrate, PayloadTooLargeError, PostgresSaver, prune } from "../../src/index.js";
-import { withTestDatabase } from "../helpers/db.js";
+import { queryKnowingElements, withTestDatabase } from "../helpers/db.js";
 import { tid } from "../helpers/graphs.js";
 
 const db = withTestDatabase("elements");
-/** Opt-in (see README "Lists stored by their elements"). */
+/** The default since issue 27, spelled out. */
 const ON = { elementStorage: true } as const;
 let saver: PostgresSaver;
 
@@ -127,18 +129,68 @@ describe("a conversation stores each message once", () => {
     for (let i = 0; i < 5; i++) {
       await graph.invoke({ messages: [new HumanMessage({ id: `img-${i}`, content: [{ type: "text", text: `look ${i}` }, { type: "image_url", image_url: { url: image(i) } }] })] }, cfg(thread));
     }
-    // Rows holding each image: its message's element row, and the input channel of its own turn. The
-    // first image lived through five turns and is in no more rows than the last.
+    // Rows holding each image: its message's element row alone (the input channel of its turn and the
+    // input's pending write name that row, issue 27). The first image lived through five turns and is in
+    // no more rows than the last.
     for (const i of [0, 4]) {
       const marker = image(i).slice(22, 86);
       const { rows } = await db.pool.query<{ channel: string }>(
-        "SELECT channel FROM checkpoint_blobs WHERE thread_id = $1 AND position(convert_to($2, 'UTF8') in value) > 0 ORDER BY channel",
+        `SELECT 'blob ' || channel AS channel FROM checkpoint_blobs WHERE thread_id = $1 AND position(convert_to($2, 'UTF8') in value) > 0
+         UNION ALL SELECT 'write ' || channel FROM checkpoint_writes WHERE thread_id = $1 AND position(convert_to($2, 'UTF8') in value) > 0`,
         [thread, marker],
       );
-      expect(rows.map((r) => r.channel)).toEqual(["__elements__", "__start__"]);
+      expect(rows.map((r) => r.channel)).toEqual(["blob __elements__"]);
     }
     const state = await graph.getState(cfg(thread));
     expect(state.values.messages).toHaveLength(10);
+  });
+});
+
+describe("other values stored by content (issue 27)", () => {
+  it("a large value a task writes and its channel then holds is one element row, read back exactly, as on MemorySaver", async () => {
+    const State = Annotation.Root({ result: Annotation<string>, n: Annotation<number> });
+    const graph = (checkpointer: BaseCheckpointSaver) =>
+      new StateGraph(State)
+        .addNode("tool", (s) => ({ result: `${"tool output ".repeat(4000)}#${s.n}`, n: s.n + 1 }))
+        .addEdge(START, "tool")
+        .addEdge("tool", END)
+        .compile({ checkpointer });
+    const thread = tid("large");
+    const ours = graph(saver);
+    const theirs = graph(new MemorySaver());
+    for (let i = 0; i < 3; i++) {
+      const a = await ours.invoke({ n: i }, cfg(thread));
+      expect(a).toEqual(await theirs.invoke({ n: i }, cfg(thread)));
+    }
+    for (let i = 0; i < 3; i++) {
+      const marker = `#${i}`;
+      const { rows } = await db.pool.query(
+        `SELECT 'blob ' || channel || ' ' || type AS at FROM checkpoint_blobs WHERE thread_id = $1 AND position(convert_to($2, 'UTF8') in value) > 0
+         UNION ALL SELECT 'write ' || channel FROM checkpoint_writes WHERE thread_id = $1 AND position(convert_to($2, 'UTF8') in value) > 0`,
+        [thread, `output tool output ${marker}`],
+      );
+      expect(rows.map((r) => r.at)).toEqual(["blob __elements__ msgpack"]);
+    }
+    const types = await db.pool.query("SELECT DISTINCT type FROM checkpoint_writes WHERE thread_id = $1 AND channel = 'result' UNION SELECT DISTINCT type FROM checkpoint_blobs WHERE thread_id = $1 AND channel = 'result'", [thread]);
+    expect(types.rows.map((r) => r.type)).toEqual(["pg:val"]);
+    expect((await ours.getState(cfg(thread))).values).toEqual((await theirs.getState(cfg(thread))).values);
+  });
+
+  it("an object holding lists comes back with its keys in order, its other fields and a __proto__ key as its own", async () => {
+    const thread = tid("object");
+    const messages = Array.from({ length: 3 }, (_, i) => new HumanMessage({ id: `m${i}`, content: `message ${i} ${"text ".repeat(30)}` }));
+    const value = JSON.parse(`{"first": 1, "messages": [], "__proto__": {"x": 1}, "tags": ["a"], "last": "end"}`) as Record<string, unknown>;
+    value.messages = messages;
+    const cp: Checkpoint = { ...emptyCheckpoint(), id: uuid6(-1), channel_values: { input: value }, channel_versions: { input: 1 } };
+    const put = await saver.put(cfg(thread), cp, { source: "input", step: -1, parents: {} }, { input: 1 });
+    const { rows } = await db.pool.query("SELECT type FROM checkpoint_blobs WHERE thread_id = $1 AND channel = 'input'", [thread]);
+    expect(rows[0].type).toBe("pg:obj:msgpack");
+    const back = (await new PostgresSaver(db.pool, ON).getTuple(put))!.checkpoint.channel_values.input as Record<string, unknown>;
+    expect(Object.keys(back)).toEqual(["first", "messages", "__proto__", "tags", "last"]);
+    expect(Object.getPrototypeOf(back)).toBe(Object.prototype);
+    expect(Object.getOwnPropertyDescriptor(back, "__proto__")?.value).toEqual({ x: 1 });
+    expect(back.tags).toEqual(["a"]);
+    expect(plain(back.messages as BaseMessage[])).toEqual(plain(messages));
   });
 });
 
@@ -172,7 +224,7 @@ describe("what lists are put back from", () => {
     expect((await saver.getTuple(fork))!.checkpoint.channel_values.items).toEqual([...list(40, "x"), ...list(2, "z")]);
     // The thread's rows gone (another process deleted it, and its tombstone was collected since), then a put
     // naming the checkpoint this saver wrote last: it must send every element again.
-    for (const table of ["checkpoint_heads", "checkpoint_writes", "checkpoint_blobs", "checkpoints"]) await db.pool.query(`DELETE FROM ${table} WHERE thread_id = $1`, [thread]);
+    for (const table of ["checkpoint_heads", "checkpoint_writes", "checkpoint_blobs", "checkpoints"]) await queryKnowingElements(db.pool, `DELETE FROM ${table} WHERE thread_id = $1`, [thread]);
     const again = await putList(saver, thread, [...list(40, "x"), ...list(3, "w")], fork.configurable!.checkpoint_id as string, 4);
     expect((await new PostgresSaver(db.pool, ON).getTuple(again))!.checkpoint.channel_values.items).toEqual([...list(40, "x"), ...list(3, "w")]);
   });
@@ -180,7 +232,7 @@ describe("what lists are put back from", () => {
   it("a missing element row is an error naming the thread, the channel and the hash, never a shorter list", async () => {
     const thread = tid("missing");
     const put = await putList(saver, thread, list(3, "m"));
-    await db.pool.query("DELETE FROM checkpoint_blobs WHERE ctid IN (SELECT ctid FROM checkpoint_blobs WHERE thread_id = $1 AND channel = '__elements__' LIMIT 1)", [thread]);
+    await queryKnowingElements(db.pool, "DELETE FROM checkpoint_blobs WHERE ctid IN (SELECT ctid FROM checkpoint_blobs WHERE thread_id = $1 AND channel = '__elements__' LIMIT 1)", [thread]);
     const err = await new PostgresSaver(db.pool, ON).getTuple(put).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DeserializationError);
     expect((err as Error).message).toMatch(new RegExp(`channel "items".*thread "${thread}".*element [0-9a-f]{32} is not stored`));
@@ -228,11 +280,14 @@ describe("what lists are put back from", () => {
     }
   });
 
-  it("whole values by default (an encrypting serializer's elements: elements-trust.test.ts)", async () => {
-    for (const s of [new PostgresSaver(db.pool), new PostgresSaver(db.pool, { elementStorage: false })]) {
-      const thread = tid("whole");
+  it("by default lists are stored by their elements; elementStorage: false stores them whole (an encrypting serializer's elements: elements-trust.test.ts)", async () => {
+    for (const [s, rows] of [
+      [new PostgresSaver(db.pool), 40],
+      [new PostgresSaver(db.pool, { elementStorage: false }), 0],
+    ] as const) {
+      const thread = tid("default");
       const put = await putList(s, thread, list(40, "w"));
-      expect(await elementRows(thread)).toBe(0);
+      expect(await elementRows(thread)).toBe(rows);
       expect((await s.getTuple(put))!.checkpoint.channel_values.items).toEqual(list(40, "w"));
     }
     expect(() => new PostgresSaver(db.pool, { elementStorage: "yes" as unknown as boolean })).toThrow(/elementStorage/);
@@ -266,9 +321,14 @@ describe("prune and element rows", () => {
     // Drop the first four messages from the state: only older checkpoints name them.
     const before = await graph.getState(cfg(thread));
     await graph.updateState(cfg(thread), { messages: before.values.messages.slice(0, 4).map((m: BaseMessage) => new RemoveMessage({ id: m.id! })) });
-    expect(await elementRows(thread)).toBe(20);
+    // 20 messages, and the 4 RemoveMessage the update wrote.
+    expect(await elementRows(thread)).toBe(24);
+    const holding = async (id: string) =>
+      Number((await db.pool.query("SELECT count(*) AS n FROM checkpoint_blobs WHERE thread_id = $1 AND channel = '__elements__' AND position(convert_to($2, 'UTF8') in value) > 0", [thread, id])).rows[0].n);
     await prune({ pool: db.pool, keepLast: 1, grace: 0, threadIds: [thread] });
-    expect(await elementRows(thread)).toBe(16);
+    // The removed messages' rows went (RemoveMessage rows name the ids, and go or stay with the writes naming them).
+    for (const m of before.values.messages.slice(0, 4) as BaseMessage[]) expect(await holding(`${m.content}`)).toBe(0);
+    for (const m of before.values.messages.slice(4) as BaseMessage[]) expect(await holding(`${m.content}`)).toBe(1);
     const after = await new PostgresSaver(db.pool, ON).getTuple(cfg(thread));
     expect(plain(after!.checkpoint.channel_values.messages as BaseMessage[])).toEqual(plain(before.values.messages.slice(4)));
     // The next turn continues from what is left.

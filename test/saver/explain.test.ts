@@ -95,8 +95,8 @@ it("put, putWrites, the delta-channel walk and deleteThread use indexes", async 
   ];
   expectNoSeqScan(await plan(q.put, putParams, putTypes));
   expectNoSeqScan(await plan(q.putChecked, [...putParams, ["b"], ["98"]], [...putTypes, "text[]", "text[]"]));
-  const writes = await plan(q.putWrites, [threadId, "", checkpointId, "t", "", ["0"], ["a"], ["msgpack"], ["0"], ["1"], "\\x01"], [
-    "text", "text", "text", "text", "text", "int[]", "text[]", "text[]", "int[]", "int[]", "bytea",
+  const writes = await plan(q.putWrites, [threadId, "", checkpointId, "t", "", ["0"], ["a"], ["pg:refs"], ["0"], ["16"], "\\x01", ["00"], ["msgpack"], ["16"], ["1"]], [
+    "text", "text", "text", "text", "text", "int[]", "text[]", "text[]", "int[]", "int[]", "bytea", "text[]", "text[]", "int[]", "int[]",
   ]);
   expectNoSeqScan(writes);
   const history = await plan(q.deltaHistory, [threadId, "", checkpointId, ["a"]], ["text", "text", "text", "text[]"]);

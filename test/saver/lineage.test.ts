@@ -310,12 +310,14 @@ describe("deleteThread under a running graph", () => {
       await blocker.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE", [threadId]);
       const put = saver.put(h, c.cp, meta(0), c.versions);
       await lockWaiters(1);
-      const deleted = saver.deleteThread(threadId);
+      // Deleted by another process (this saver would first wait for its own put in flight).
+      const deleted = new PostgresSaver(pool).deleteThread(threadId);
       await lockWaiters(2);
       await blocker.query("ROLLBACK");
       await expect(put).resolves.toMatchObject({ configurable: { checkpoint_id: c.cp.id } });
       await deleted;
     } finally {
+      await blocker.query("ROLLBACK").catch(() => undefined);
       blocker.release();
     }
     for (const table of ["checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_heads"]) expect(await rows(table, threadId), table).toBe(0);

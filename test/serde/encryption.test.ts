@@ -170,6 +170,13 @@ describe("EncryptedSerializer as the saver's serde", () => {
     return rows as { kind: string; type: string; value: Buffer }[];
   }
 
+  /**
+   * What a stored value's type says of its encryption: the key of a sealed value (`enc:k1`, also for an
+   * object whose lists are stored by their elements, `pg:obj:enc:k1:...`), or `refs` for the keyed hashes
+   * and tag of a value stored by content (its elements are sealed in their own rows).
+   */
+  const sealing = (type: string) => (type === "pg:refs" || type === "pg:val" ? "refs" : /^(?:pg:obj:)?(enc:[^:]+):/.exec(type)?.[1] ?? type);
+
   it("a graph run with messages and an interrupt: every stored value is ciphertext tagged enc:, and it all reads back", async () => {
     const saver = new PostgresSaver(db.pool, { serde: new EncryptedSerializer({ keys: { k1 }, current: "k1" }) });
     const thread = tid("enc-chat");
@@ -190,7 +197,7 @@ describe("EncryptedSerializer as the saver's serde", () => {
       expect(rows.filter((r) => r.kind === "write").length).toBeGreaterThan(0);
       expect(rows.filter((r) => r.kind === "unversioned").length).toBeGreaterThan(0);
       for (const r of rows) {
-        expect(r.type).toBe("enc:k1:msgpack");
+        expect(["enc:k1", "refs"]).toContain(sealing(r.type));
         expect(r.value.includes(Buffer.from(SECRET))).toBe(false);
         expect(r.value.includes(Buffer.from("publish?"))).toBe(false); // the interrupt's question
         expect(r.value.includes(Buffer.from("hello world"))).toBe(false);
@@ -216,8 +223,8 @@ describe("EncryptedSerializer as the saver's serde", () => {
     const rotated = new PostgresSaver(db.pool, { serde: new EncryptedSerializer({ keys: { k2, k1 }, current: "k2" }) });
     const out = await chatGraph(rotated).invoke({ messages: [new HumanMessage("two")] }, config);
     expect(out.messages.map((m: { content: unknown }) => m.content)).toEqual(["one", "echo: one", "two", "echo: two"]);
-    const types = new Set((await storedValues(thread)).map((r) => r.type));
-    expect(types).toEqual(new Set(["enc:k1:msgpack", "enc:k2:msgpack"]));
+    const types = new Set((await storedValues(thread)).map((r) => sealing(r.type)));
+    expect(types).toEqual(new Set(["enc:k1", "enc:k2", "refs"]));
     let n = 0;
     for await (const t of rotated.list(config)) {
       expect(t.checkpoint.id).toBeTypeOf("string");
@@ -237,10 +244,10 @@ describe("EncryptedSerializer as the saver's serde", () => {
     const out = await chatGraph(migrating).invoke({ messages: [new HumanMessage("encrypted era")] }, config);
     expect(out.messages).toHaveLength(4);
 
-    // Now plant a plaintext message over an encrypted value.
-    const [type, bytes] = await new MsgpackSerializer().dumpsTyped([new AIMessage("planted")]);
+    // Now plant a plaintext message over an encrypted one (an element of the messages list).
+    const [type, bytes] = await new MsgpackSerializer().dumpsTyped(new AIMessage("planted"));
     const { rowCount } = await db.pool.query(
-      "UPDATE checkpoint_blobs SET type = $2, value = $3 WHERE thread_id = $1 AND channel = 'messages' AND type LIKE 'enc:%'",
+      "UPDATE checkpoint_blobs SET type = $2, value = $3 WHERE thread_id = $1 AND channel = '__elements__' AND type LIKE 'enc:%'",
       [thread, type, Buffer.from(bytes)],
     );
     expect(rowCount).toBeGreaterThan(0);
@@ -263,7 +270,7 @@ describe("EncryptedSerializer as the saver's serde", () => {
     );
     expect(rows.length).toBeGreaterThan(0);
     for (const r of rows) {
-      expect(r.type).toMatch(/^enc:k1:/);
+      expect(["enc:k1", "refs"]).toContain(sealing(r.type));
       expect(Buffer.from(r.value).includes(Buffer.from(SECRET))).toBe(false);
     }
     // Nothing went to the default schema.
@@ -347,8 +354,8 @@ describe("EncryptedSerializer bound to its row (issue #15, row 5)", () => {
     const config = { configurable: { thread_id: victim } };
     expect((await saver.getTuple(config))?.checkpoint.channel_values.messages).toHaveLength(4);
     const { rows: formats } = await db.pool.query(
-      `SELECT DISTINCT get_byte(value, 0) AS f FROM checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL
-       UNION SELECT get_byte(value, 0) FROM checkpoint_writes WHERE thread_id = $1
+      `SELECT DISTINCT get_byte(value, 0) AS f FROM checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL AND type LIKE 'enc:%'
+       UNION SELECT get_byte(value, 0) FROM checkpoint_writes WHERE thread_id = $1 AND type LIKE 'enc:%'
        UNION SELECT get_byte(unversioned_values, 0) FROM checkpoints WHERE thread_id = $1 AND unversioned_values IS NOT NULL`,
       [victim],
     );
@@ -480,14 +487,32 @@ describe("EncryptedSerializer bound to its row (issue #15, row 5)", () => {
     const config = { configurable: { thread_id: thread } };
     const strict = new EncryptedSerializer({ keys: { k1 }, current: "k1" });
     const skipped = await reencrypt({ pool: db.pool, schema, serde: strict, dryRun: true });
-    expect(skipped).toMatchObject({ blobs: 0, writes: 0, checkpoints: 0 });
+    expect(skipped).toMatchObject({ byContent: 0, blobs: 0, writes: 0, checkpoints: 0 });
     const migrating = new EncryptedSerializer({ keys: { k1 }, current: "k1", allowPlaintext: true });
     const planned = await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true });
     expect(planned.blobs).toBeGreaterThan(0);
+    // The messages lists (channel values and the tasks' writes) are stored by their elements: unkeyed hashes, no tag.
+    expect(planned.byContent).toBeGreaterThan(0);
     await reencrypt({ pool: db.pool, schema, serde: migrating });
-    const { rows } = await db.pool.query(`SELECT DISTINCT type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL`, [thread]);
-    expect(rows).toEqual([{ type: "enc:k1:msgpack" }]);
-    expect((await new PostgresSaver(db.pool, { schema, serde: strict }).getTuple(config))?.checkpoint.channel_values.messages).toHaveLength(4);
+    // Nothing is left in plaintext or under no key: every value is encrypted under k1, or names its
+    // elements by k1's keyed hashes under a k1 tag (the strict reads below refuse anything else).
+    const { rows } = await db.pool.query(
+      `SELECT DISTINCT type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL
+       UNION SELECT DISTINCT type FROM ${schema}.checkpoint_writes WHERE thread_id = $1 ORDER BY 1`,
+      [thread],
+    );
+    expect(rows).toEqual([{ type: "enc:k1:msgpack" }, { type: "pg:refs" }]);
+    const { rows: values } = await db.pool.query(
+      `SELECT value FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL UNION ALL SELECT value FROM ${schema}.checkpoint_writes WHERE thread_id = $1`,
+      [thread],
+    );
+    for (const v of values) expect(Buffer.from(v.value).includes(Buffer.from(SECRET))).toBe(false);
+    const strictSaver = new PostgresSaver(db.pool, { schema, serde: strict });
+    expect((await strictSaver.getTuple(config))?.checkpoint.channel_values.messages).toHaveLength(4);
+    let writes = 0;
+    for await (const t of strictSaver.list(config)) writes += t.pendingWrites?.length ?? 0;
+    expect(writes).toBeGreaterThan(0);
+    expect(await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true })).toMatchObject({ byContent: 0, blobs: 0, writes: 0, checkpoints: 0 });
   });
 
   it("delta history, show and export decrypt bound values", async () => {
@@ -499,7 +524,8 @@ describe("EncryptedSerializer bound to its row (issue #15, row 5)", () => {
     expect(history.messages?.seed).toHaveLength(3);
     const shown = await show({ pool: db.pool, threadId: thread, serde });
     expect(shown?.channels.find((c) => c.channel === "messages")?.value).toHaveLength(4);
-    const records = await exportThread({ pool: db.pool, threadId: thread, serde });
+    const records = await exportThread({ pool: db.pool, threadId: thread, serde, decoded: true });
+    expect(JSON.stringify(records)).toContain('"decoded"');
     expect(JSON.stringify(records)).not.toContain("undecodable");
   });
 });
