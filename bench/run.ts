@@ -13,6 +13,7 @@
  *   npm run bench -- --storage      only the storage growth of one conversation, text and images, where the
  *                                   bytes are, and put/getTuple at 200 turns against whole values (issues 21, 27; storage.ts); --storage-turns N
  *   npm run bench -- --store        only the store: our PostgresStore vs the official one, per operation (issue 29; store.ts)
+ *   npm run bench -- --partitions[=N]   only the hot statements on N hash partitions per table (default 16) vs plain tables (issue 32; partitions.ts)
  *
  * Timings are interleaved in one process (see stats.ts); ratios come with a 95%
  * paired-bootstrap interval. Round trips are counted by a protocol-parsing TCP proxy
@@ -42,6 +43,7 @@ import { cloneThread, listMemory, storageOf, type ListMemory, type Storage } fro
 import { DelayProxy } from "./netproxy.js";
 import { storageMain } from "./storage.js";
 import { storeMain } from "./store.js";
+import { partitionsMain } from "./partitions.js";
 import { BOOTSTRAP_RESAMPLES, CONFIDENCE, compare, percentile, fmt, fmtRatio, fmtSpread, pairedRatio, roundRatio, type CompareOptions, type Contender, type ContenderStats, type Ratio, type Spread } from "./stats.js";
 import { ChatThread, sameValue, valuesAt, writesAt } from "./workload.js";
 
@@ -63,6 +65,8 @@ interface Args {
   storageTurns?: number;
   /** --store: run only store.ts (issue 29). */
   store: boolean;
+  /** --partitions[=N]: run only partitions.ts (issue 32), N partitions per table (default 16). */
+  partitions?: number;
 }
 
 function nonNegative(flag: string, v: string | undefined): number {
@@ -81,6 +85,11 @@ function parseArgs(argv: string[]): Args {
     else if (a === "--official-scale") args.officialScale = true;
     else if (a === "--storage") args.storage = true;
     else if (a === "--store") args.store = true;
+    else if (a === "--partitions" || a.startsWith("--partitions=")) {
+      const n = a.includes("=") ? Number(a.split("=")[1]) : 16;
+      if (!Number.isInteger(n) || n < 2 || n > 1024) throw new Error(`--partitions expects an integer from 2 to 1024, got ${a.split("=")[1]}`);
+      args.partitions = n;
+    }
     else if (a === "--storage-turns" || a.startsWith("--storage-turns=")) {
       const v = a.includes("=") ? a.split("=")[1] : argv[++i];
       const n = Number(v);
@@ -99,6 +108,7 @@ function parseArgs(argv: string[]): Args {
       console.log("usage: npm run bench -- [--quick] [--json] [--rounds N] [--strict] [--delay-ms N [--delay-down-ms M]] [--official-scale]");
       console.log("       npm run bench -- --storage [--storage-turns N] [--rounds N] [--strict]");
       console.log("       npm run bench -- --store [--rounds N] [--strict] [--json]");
+      console.log("       npm run bench -- --partitions[=N] [--rounds N] [--json]");
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
   }
@@ -106,6 +116,10 @@ function parseArgs(argv: string[]): Args {
   if (args.store) {
     const other = argv.filter((a) => /^--(quick|official-scale|delay-ms|delay-down-ms|storage)\b/.test(a));
     if (other.length) throw new Error(`--store runs the store's measurement alone: ${other.join(", ")} does not apply to it`);
+  }
+  if (args.partitions !== undefined) {
+    const other = argv.filter((a) => /^--(quick|official-scale|delay-ms|delay-down-ms|storage|store|strict)\b/.test(a));
+    if (other.length) throw new Error(`--partitions runs the partitioned measurement alone: ${other.join(", ")} does not apply to it`);
   }
   if (args.storage) {
     const other = argv.filter((a) => /^--(json|quick|official-scale|delay-ms|delay-down-ms)\b/.test(a));
@@ -408,6 +422,7 @@ async function countRoundTrips(proxy: CountingProxy, op: string, saver: string, 
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
   if (args.store) return storeMain({ rounds: args.rounds, strict: args.strict, json: args.json });
+  if (args.partitions !== undefined) return partitionsMain({ partitions: args.partitions, rounds: args.rounds, json: args.json });
   if (args.storage) return storageMain({ turns: args.storageTurns ?? 200, rounds: args.rounds, strict: args.strict });
   const P = params(args);
   judgeTimings = !args.quick;

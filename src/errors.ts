@@ -227,6 +227,45 @@ export class MigrationError extends CheckpointerError {
   }
 }
 
+/**
+ * A migration asked for a partitioning (`partitions`) the schema does not have:
+ * a schema's tables are hash partitioned, or not, when it is first migrated,
+ * and Postgres cannot turn a table into a partitioned one in place. Nothing
+ * was changed. `found` is the schema's number of partitions per table (0:
+ * plain tables). To partition an existing schema, migrate a new one with
+ * `partitions` and move the threads over (`export | import`, README "Scaling out").
+ *
+ * @example
+ * ```ts
+ * try { await migrate({ pool, partitions: 16 }); }
+ * catch (e) { if (e instanceof PartitionsMismatchError) console.error(e.schema, e.requested, e.found); }
+ * ```
+ */
+export class PartitionsMismatchError extends CheckpointerError {
+  readonly schema: string;
+  /** Whose tables: the checkpointer's, or the store's. */
+  readonly track: "checkpointer" | "store";
+  readonly requested: number;
+  readonly found: number;
+  constructor(schema: string, track: "checkpointer" | "store", requested: number, found: number) {
+    const flag = track === "store" ? "migrate --store-only" : "migrate";
+    super(
+      "PARTITIONS_MISMATCH",
+      `Schema "${schema}" was created ${found === 0 ? "with plain tables" : `with ${found} partitions per table`} (the ${track}'s), not ${requested}: ` +
+        "a schema's partitioning is decided when it is first migrated, and Postgres cannot partition a table in place. Nothing was changed. " +
+        `To partition it: \`npx langgraph-checkpoint-pg ${flag} --schema <new schema> --partitions ${requested}\`, then move ` +
+        (track === "store"
+          ? "the items (INSERT INTO <new schema>.store_items SELECT * FROM <this schema>.store_items)"
+          : "the threads (`export --all | import --schema <new schema>`)") +
+        ' (README "Scaling out"); or leave out partitions to migrate the schema as it is.',
+    );
+    this.schema = schema;
+    this.track = track;
+    this.requested = requested;
+    this.found = found;
+  }
+}
+
 /** Where another saver's tables were found, and which saver left them. */
 export interface OfficialTables {
   schema: string;

@@ -22,6 +22,7 @@ export {
   SchemaNotMigratedError,
   SchemaTooNewError,
   MigrationError,
+  PartitionsMismatchError,
   UnsafeSchemaError,
   AdoptionRequiredError,
   AdoptionRolledBackError,

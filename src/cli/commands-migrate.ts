@@ -7,7 +7,8 @@ import { isPGlite, pgliteDb, poolDb } from "../db/db.js";
 import { migrationNumber } from "../errors.js";
 import { migrationStatus } from "../ops/inspect.js";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
-import { MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, withBackoff, type AdoptOption, type MigrateResult } from "../db/migrate.js";
+import { CHECKPOINTER_TRACK, MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, statementsText, withBackoff, type AdoptOption, type MigrateResult } from "../db/migrate.js";
+import { partitionStatements } from "../db/partitions.js";
 import { finishAdoption } from "../ops/adopt-steps.js";
 import { compactAdopted } from "../ops/compact.js";
 import { isEncryptedSerializer, reencrypt, type ReencryptResult } from "../ops/reencrypt.js";
@@ -25,7 +26,7 @@ import { loadModule } from "./module.js";
 import { compactSummary, serdeFrom } from "./commands-write.js";
 
 export async function migrateCommand(
-  c: Common & { dryRun: boolean; wait: { text: string; ms: number }; adopt: AdoptOption | undefined; step: "finish" | "rollback" | undefined; module?: string },
+  c: Common & { dryRun: boolean; wait: { text: string; ms: number }; adopt: AdoptOption | undefined; step: "finish" | "rollback" | undefined; module?: string; partitions?: number | undefined },
   io: Io,
 ): Promise<number> {
   const { schema, dryRun } = c;
@@ -80,7 +81,10 @@ export async function migrateCommand(
   };
   const dbOf = (conn: { pool: unknown }) => (isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool));
   const once = () =>
-    withConnection(c, !dryRun, async (conn) => ({ result: await runMigrations(dbOf(conn), schema, { dryRun, adopt: c.adopt, retry: false }), label: conn.label }));
+    withConnection(c, !dryRun, async (conn) => ({
+      result: await runMigrations(dbOf(conn), schema, { dryRun, adopt: c.adopt, retry: false, partitions: c.partitions }),
+      label: conn.label,
+    }));
   try {
     const { result, label } = await untilReachable(c, io, once);
     // After the adoption committed, and outside the retries: a migrate run again finds the adoption done.
@@ -99,7 +103,9 @@ export async function migrateCommand(
   } catch (err) {
     // A dry run never creates the embedded folder: without one, everything is pending.
     if (!(dryRun && err instanceof NoEmbeddedDatabaseError)) throw err;
-    const all = loadMigrations().map((m) => ({ version: m.version, name: m.name, sql: m.sql }));
+    const layout = c.partitions === undefined ? undefined : { key: CHECKPOINTER_TRACK.partitionKey, count: c.partitions };
+    const partitioned = new Map<string, number>();
+    const all = loadMigrations().map((m) => ({ version: m.version, name: m.name, sql: layout ? statementsText(partitionStatements(m.statements, layout, partitioned)) : m.sql }));
     return print({ schema, fromVersion: 0, toVersion: 0, applied: all }, "a new embedded database");
   }
 }

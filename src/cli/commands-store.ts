@@ -18,6 +18,8 @@ export interface StoreFlags {
   dryRun: boolean;
   adopt: StoreAdoptOption | undefined;
   index: { dims: number; distanceMetric?: DistanceMetric; indexType?: VectorIndexType } | undefined;
+  /** `--partitions N`: the store's tables hash partitioned by namespace key, when this creates them. */
+  partitions?: number | undefined;
 }
 
 export async function storeMigrateCommand(c: Common & StoreFlags & { wait: { text: string; ms: number } }, io: Io, options: { announced?: boolean } = {}): Promise<number> {
@@ -27,7 +29,10 @@ export async function storeMigrateCommand(c: Common & StoreFlags & { wait: { tex
     withConnection(
       c,
       !dryRun,
-      async (conn) => ({ label: conn.label, result: await migrateStore({ pool: conn.pool, schema, dryRun, adopt: c.adopt, index: c.index, changeIndex: true, retry: false }) }),
+      async (conn) => ({
+        label: conn.label,
+        result: await migrateStore({ pool: conn.pool, schema, dryRun, adopt: c.adopt, index: c.index, changeIndex: true, retry: false, partitions: c.partitions }),
+      }),
       { vector: c.index !== undefined, announced: options.announced },
     );
   const { label, result } = await untilReachable(c, io, once);

@@ -24,6 +24,7 @@ import {
   schemaOption,
 } from "./args.js";
 import type { Common, Io } from "./commands.js";
+import { MAX_PARTITIONS } from "../db/partitions.js";
 import { parseDuration } from "../duration.js";
 import { EXIT, errorText, exitCodeOf } from "./exit.js";
 import { resolveUrl } from "./mask.js";
@@ -140,10 +141,18 @@ function storeFlags(values: {
   };
 }
 
+/** `--partitions N`: an integer from 2 to MAX_PARTITIONS (as `migrate({ partitions })` takes it), else a usage error. */
+function partitionsFlag(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const n = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+  if (!(n >= 2 && n <= MAX_PARTITIONS)) throw new UsageError(`--partitions expects an integer from 2 to ${MAX_PARTITIONS}, got ${JSON.stringify(text)}`, "migrate");
+  return n;
+}
+
 const COMMANDS: Record<string, CommandSpec> = {
   migrate: {
     usage:
-      "migrate [--dry-run] [--wait <duration>] [--adopt <schema> [--module <file>] | --no-adopt | --finish-adoption | --rollback-adoption] [--json] " +
+      "migrate [--dry-run] [--wait <duration>] [--partitions N] [--adopt <schema> [--module <file>] | --no-adopt | --finish-adoption | --rollback-adoption] [--json] " +
       "[--store | --store-only [--dims N [--metric M] [--index-type T]] [--adopt-store <schema> | --no-adopt-store]]",
     summary:
       "Apply the pending migrations to the schema, in one transaction under an advisory lock\n" +
@@ -157,6 +166,10 @@ const COMMANDS: Record<string, CommandSpec> = {
     options: `  --dry-run             print the SQL (or the rollback's counts); change nothing
   --wait <duration>     how long to wait for a server that is not reachable yet (default 60s;
                         0: one attempt); a wrong password or a bad URL fails at once
+  --partitions N        a new schema's tables hash partitioned by thread_id (the store's:
+                        by namespace), N partitions each (2 to ${MAX_PARTITIONS}); a schema
+                        migrated before keeps its layout, another N is refused (README
+                        "Scaling out")
   --adopt <schema>      switch from the official saver whose tables are in <schema>:
                         copy its threads into --schema and keep copying what its
                         instances still write (its tables stay as they are); then store
@@ -179,6 +192,7 @@ const COMMANDS: Record<string, CommandSpec> = {
     examples: `  DATABASE_URL=postgres://app@db/app ${BIN} migrate
   ${BIN} migrate --wait 2m     # a database container that is still starting
   ${BIN} migrate --store --dims 1536 --dry-run
+  ${BIN} migrate --schema sharded --partitions 16
   ${BIN} migrate --schema agents --dry-run > plan.sql
   ${BIN} migrate --schema langgraph --adopt public --dry-run
   ${BIN} migrate --schema langgraph --finish-adoption`,
@@ -192,6 +206,7 @@ const COMMANDS: Record<string, CommandSpec> = {
         "no-adopt": { type: "boolean" },
         "finish-adoption": { type: "boolean" },
         "rollback-adoption": { type: "boolean" },
+        partitions: { type: "string" },
         module: { type: "string" },
         ...STORE_OPTIONS,
       });
@@ -211,8 +226,12 @@ const COMMANDS: Record<string, CommandSpec> = {
         wait: { text: wait, ms: wait === "0" ? 0 : parseDuration(wait, "wait") },
         adopt: from !== undefined ? { from } : values["no-adopt"] ? false : undefined,
         step: values["finish-adoption"] ? ("finish" as const) : values["rollback-adoption"] ? ("rollback" as const) : undefined,
+        partitions: partitionsFlag(values.partitions),
         ...(values.module !== undefined ? { module: values.module } : {}),
       };
+      if (c.step && c.partitions !== undefined) {
+        throw new UsageError(`--partitions is decided when a schema is first migrated; leave it out of --${c.step === "finish" ? "finish-adoption" : "rollback-adoption"}`, "migrate");
+      }
       if (from !== undefined && from === c.schema) {
         throw new UsageError(`--adopt ${from}: the official tables cannot be adopted into their own schema; choose another --schema for this package`, "migrate");
       }

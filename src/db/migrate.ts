@@ -46,6 +46,7 @@ import { inspectAdoptionSource, inspectTrust, refuse, type TrustReport } from ".
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { CHECKPOINTER_TRACK, MIGRATIONS_TABLE, loadMigrations, type Migration, type MigrationTrack } from "./migrations.js";
 import { OWN_TABLES } from "./names.js";
+import { checkPartitions, partitionStatements, planPartitions, type PartitionPlan } from "./partitions.js";
 
 // The shipped migrations and the schema-level checks live in migrations.ts; imported from here too.
 export {
@@ -129,6 +130,13 @@ export type AdoptOption = boolean | { from: string };
 export interface MigrateOptions extends TargetOptions {
   /** Report what would run, change nothing. */
   dryRun?: boolean;
+  /**
+   * Hash partition the tables by `thread_id` into this many partitions each
+   * (2 to 1024), on Postgres's declarative partitioning; for a schema created
+   * by this call. A schema migrated before keeps its layout: asking it for
+   * another one is a `PartitionsMismatchError`. See README "Scaling out".
+   */
+  partitions?: number;
   /** See {@link AdoptOption}. */
   adopt?: AdoptOption;
   /** See {@link RetryOptions}; `false`: one attempt. Default {@link DEFAULT_RETRY}. */
@@ -172,7 +180,7 @@ export const MIGRATION_LOCK_TIMEOUT = "10s";
 export async function migrate(options: MigrateOptions = {}): Promise<MigrateResult> {
   const schema = checkSchemaName(options.schema ?? "public");
   const onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
-  const settings = { dryRun: options.dryRun, onEvent, adopt: checkAdopt(options.adopt) };
+  const settings = { dryRun: options.dryRun, onEvent, adopt: checkAdopt(options.adopt), partitions: checkPartitions(options.partitions) };
   return withRetry({ operation: "migrate", schema, retry: options.retry, onEvent }, () => withTarget(options, "migrate", (db) => migrateOnce(db, schema, settings)));
 }
 
@@ -214,10 +222,11 @@ export function runMigrations(
     adopt?: AdoptOption;
     retry?: RetryOptions | false;
     operation?: "setup" | "migrate";
+    partitions?: number;
   } = {},
 ): Promise<MigrateResult> {
   const onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
-  const settings = { dryRun: options.dryRun, onEvent, adopt: checkAdopt(options.adopt) };
+  const settings = { dryRun: options.dryRun, onEvent, adopt: checkAdopt(options.adopt), partitions: checkPartitions(options.partitions) };
   return withRetry({ operation: options.operation ?? "migrate", schema, retry: options.retry, onEvent }, () => migrateOnce(db, schema, settings));
 }
 
@@ -307,7 +316,11 @@ function codeOf(err: unknown): string | undefined {
 
 
 /** The migration run itself, on any driver: one transaction, under the lock. */
-async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; onEvent?: EventHandler; adopt?: AdoptOption }): Promise<MigrateResult> {
+async function migrateOnce(
+  db: Db,
+  schema: string,
+  options: { dryRun?: boolean; onEvent?: EventHandler; adopt?: AdoptOption; partitions?: number },
+): Promise<MigrateResult> {
   const started = performance.now();
   const q = quoteIdent(schema);
   const dryRun = options.dryRun ?? false;
@@ -338,13 +351,14 @@ async function migrateOnce(db: Db, schema: string, options: { dryRun?: boolean; 
           // Adopting reads the official tables and puts triggers on them: nothing there may be another role's code either.
           refuse(trust, schema, [...trust.whenApplying, ...(await inspectAdoptionSource(tx, adoptFrom))]);
         }
-        const { fromVersion, toVersion, pending } = await applyTrack(tx, schema, CHECKPOINTER_TRACK, { trust, hasTable, dryRun, progress });
-        const result: MigrateResult = {
-          schema,
-          fromVersion,
-          toVersion,
-          applied: pending.map((m) => ({ version: m.version, name: m.name, sql: m.sql })),
-        };
+        const { fromVersion, toVersion, pending } = await applyTrack(tx, schema, CHECKPOINTER_TRACK, {
+          trust,
+          hasTable,
+          dryRun,
+          progress,
+          partitions: options.partitions,
+        });
+        const result: MigrateResult = { schema, fromVersion, toVersion, applied: pending };
         if (already) {
           result.adoption = { from: already.from, source: already.source, officialVersion: already.officialVersion, adopted: false, sql: "" };
         } else if (adoptFrom !== undefined) {
@@ -393,14 +407,22 @@ export interface TrackProgress {
  * transaction (search_path set, the schema lock and the lock timeout taken,
  * the trust report read): create the record table if missing, refuse a
  * schema too new for this code or whose applied migrations were edited, then
- * take the track's tables and apply what is pending, each recorded first.
+ * take the track's tables and apply what is pending, each recorded first, as
+ * the schema's partitioning says (partitions.ts: `partitions` for a new
+ * schema). `pending` carries each migration's SQL as it runs (or would run).
  */
 export async function applyTrack(
   tx: Queryable,
   schema: string,
   track: MigrationTrack,
-  { trust, hasTable, dryRun, progress }: { trust: TrustReport; hasTable: boolean; dryRun: boolean; progress: TrackProgress },
-): Promise<{ fromVersion: number; toVersion: number; pending: Migration[] }> {
+  {
+    trust,
+    hasTable,
+    dryRun,
+    progress,
+    partitions,
+  }: { trust: TrustReport; hasTable: boolean; dryRun: boolean; progress: TrackProgress; partitions?: number | undefined },
+): Promise<{ fromVersion: number; toVersion: number; pending: { version: number; name: string; sql: string }[]; plan: PartitionPlan }> {
   const migrations = loadMigrations(track);
   const known = migrations.length;
   const q = quoteIdent(schema);
@@ -436,7 +458,9 @@ export async function applyTrack(
       );
     }
   }
+  const plan = await planPartitions(tx, schema, track, { requested: partitions, fresh: fromVersion === 0 });
   const pending = migrations.slice(Math.min(fromVersion, known));
+  const statements = new Map(pending.map((m) => [m, partitionStatements(m.statements, plan.layout, plan.partitioned)]));
   if (pending.length > 0) refuse(trust, schema, trust.whenApplying);
   if (!dryRun && pending.length > 0) {
     // Statements of any release run before all of it or after it, never in between. The mode the
@@ -453,7 +477,7 @@ export async function applyTrack(
         m.sha256,
         track.compatibleFrom(m.version),
       ]);
-      for (const statement of m.statements) await tx.query(statement);
+      for (const statement of statements.get(m)!) await tx.query(statement);
     }
     progress.current = undefined;
   }
@@ -465,7 +489,18 @@ export async function applyTrack(
       [unrecorded.map((r) => r.version), unrecorded.map((r) => track.compatibleFrom(r.version))],
     );
   }
-  return { fromVersion, toVersion: dryRun ? fromVersion : Math.max(fromVersion, known), pending };
+  return {
+    fromVersion,
+    toVersion: dryRun ? fromVersion : Math.max(fromVersion, known),
+    // Partitioned, the file's text is not what runs: show what does.
+    pending: pending.map((m) => ({ version: m.version, name: m.name, sql: plan.layout ? statementsText(statements.get(m)!) : m.sql })),
+    plan,
+  };
+}
+
+/** Statements as one SQL text, each ended by a semicolon. */
+export function statementsText(statements: readonly string[]): string {
+  return statements.map((st) => `${st.trim().replace(/;\s*$/, "")};`).join("\n");
 }
 
 /** Which of `names` are tables in `schema`. */

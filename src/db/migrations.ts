@@ -21,7 +21,7 @@ import { DatabaseOperationError, MigrationError, SchemaNotMigratedError, SchemaT
 import { emit, type EventHandler } from "../events.js";
 import { quoteIdent } from "../validate.js";
 import { compatibleFrom } from "./compat.js";
-import { OWN_TABLES } from "./names.js";
+import { CHECKPOINTS, OWN_TABLES } from "./names.js";
 
 /** Name of the table, inside the target schema, that records applied migrations. */
 export const MIGRATIONS_TABLE = "checkpointer_migrations";
@@ -47,10 +47,22 @@ export interface MigrationTrack {
   readonly ownTables: readonly string[];
   /** The oldest code level that keeps working once migration `version` is applied (see compat.ts). */
   compatibleFrom(version: number): number;
+  /** The column its tables are hash partitioned on, when a schema asks for partitions (partitions.ts): every table that has it. */
+  readonly partitionKey: string;
+  /** The table its first migration creates: how many partitions it has is the schema's layout. */
+  readonly firstTable: string;
 }
 
 /** The checkpointer's migrations: `migrations/`, recorded in `checkpointer_migrations`. */
-export const CHECKPOINTER_TRACK: MigrationTrack = { name: "checkpointer", folder: "", table: MIGRATIONS_TABLE, ownTables: OWN_TABLES, compatibleFrom };
+export const CHECKPOINTER_TRACK: MigrationTrack = {
+  name: "checkpointer",
+  folder: "",
+  table: MIGRATIONS_TABLE,
+  ownTables: OWN_TABLES,
+  compatibleFrom,
+  partitionKey: CHECKPOINTS.threadId,
+  firstTable: CHECKPOINTS.table,
+};
 
 /** One migration file. `version` is 1-based and dense. */
 export interface Migration {

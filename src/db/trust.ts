@@ -82,6 +82,9 @@ WITH ${TRUSTED}, ns AS MATERIALIZED (
 ), rel AS MATERIALIZED (
   SELECT c.oid, c.relname, c.relkind, c.relowner, c.relrowsecurity FROM ns JOIN pg_catalog.pg_class c ON c.relnamespace = ns.oid
    WHERE c.relname = ANY ($2::text[])
+      -- The partitions of a partitioned one (partitions.ts): their owners and triggers run with ours too.
+      OR c.oid IN (SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class p ON p.oid = i.inhparent
+                    WHERE p.relnamespace = ns.oid AND p.relname = ANY ($2::text[]))
 ), found (always, what, owner) AS (
   SELECT true, 'may CREATE in it', a.grantee
     FROM ns, pg_catalog.aclexplode(coalesce(ns.nspacl, pg_catalog.acldefault('n', ns.nspowner))) a

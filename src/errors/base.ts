@@ -28,7 +28,8 @@ export type CheckpointerErrorCode =
   | "UNSAFE_SCHEMA"
   | "DATABASE_URL_MISSING"
   | "VECTOR_EXTENSION_MISSING"
-  | "STORE_INDEX_MISMATCH";
+  | "STORE_INDEX_MISMATCH"
+  | "PARTITIONS_MISMATCH";
 
 /**
  * Base class of every error thrown by this package.

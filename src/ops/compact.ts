@@ -319,7 +319,8 @@ SELECT e.${B.checkpointNs} AS checkpoint_ns, e.${B.version} AS hash
     /**
      * Insert element rows of thread $1 in the given (key) order: namespaces $2, hashes $3, types $4,
      * values packed in $7 ($5 offsets, $6 lengths). One stored meanwhile (by a put) is touched, as
-     * every statement that inserts element rows does. Returns whether each row was inserted, and its size.
+     * every statement that inserts element rows does. Returns whether each row was inserted (row_version 1: an
+     * update raises it; not xmax = 0, which a partitioned table cannot return), and its size.
      */
     insert: `/* langgraph-checkpoint-pg compact: elements */
 INSERT INTO ${bl} AS b (${B.threadId}, ${B.checkpointNs}, ${B.channel}, ${B.version}, ${B.type}, ${B.value})
@@ -328,7 +329,7 @@ SELECT $1, u.ns, '${ELEMENTS_CHANNEL}', u.h, u.type, pg_catalog.substring($7::by
                   pg_catalog.unnest($5::int[]), pg_catalog.unnest($6::int[])) WITH ORDINALITY AS u(ns, h, type, off, len, n)
  ORDER BY u.n
 ON CONFLICT (${B.threadId}, ${B.checkpointNs}, ${B.channel}, ${B.version}) DO UPDATE SET ${B.rowVersion} = b.${B.rowVersion} + 1
-RETURNING b.xmax = 0 AS inserted, pg_catalog.octet_length(b.${B.value})::bigint AS bytes`,
+RETURNING b.${B.rowVersion} = 1 AS inserted, pg_catalog.octet_length(b.${B.value})::bigint AS bytes`,
   };
 }
 

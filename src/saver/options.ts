@@ -6,6 +6,7 @@
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import type pg from "pg";
 import { checkAdopt, checkRetry, type AdoptOption, type RetryOptions } from "../db/migrate.js";
+import { checkPartitions } from "../db/partitions.js";
 import { LOCATION_OPTIONS, checkLocation, type Location, type OpenLocationOptions } from "../db/open.js";
 import { InvalidOptionsError } from "../errors.js";
 import type { EventHandler, HandlerErrorHandler } from "../events.js";
@@ -156,6 +157,13 @@ export interface SetupOptions {
    * Default: 10 attempts, 250 ms doubling to 5 s (about 30 s in all); `false`: one attempt.
    */
   retry?: RetryOptions | false;
+  /**
+   * Hash partition the tables by `thread_id`, this many partitions each (2 to
+   * 1024), when this call creates the schema; a schema migrated before keeps
+   * its layout (another one is refused with `PartitionsMismatchError`). See
+   * README "Scaling out".
+   */
+  partitions?: number;
 }
 
 /**
@@ -171,7 +179,7 @@ export interface SetupOptions {
 export interface OpenOptions extends PostgresSaverOptions, SetupOptions, OpenLocationOptions {}
 
 /** Every option of {@link OpenOptions}, the saver's included: anything else is refused, listing these. */
-const OPEN_OPTIONS: readonly string[] = [...LOCATION_OPTIONS, ...(["adopt", "retry"] satisfies (keyof OpenOptions)[]), ...SAVER_OPTIONS];
+const OPEN_OPTIONS: readonly string[] = [...LOCATION_OPTIONS, ...(["adopt", "retry", "partitions"] satisfies (keyof OpenOptions)[]), ...SAVER_OPTIONS];
 
 /**
  * `open()`'s options, every one checked before anything is opened or created
@@ -180,12 +188,13 @@ const OPEN_OPTIONS: readonly string[] = [...LOCATION_OPTIONS, ...(["adopt", "ret
  */
 export function openOptions(options: unknown): { location: Location; setup: SetupOptions; saver: PostgresSaverOptions } {
   const o = checkOptionKeys(options ?? {}, OPEN_OPTIONS, "open()") as OpenOptions;
-  const { databaseUrl, dataDir, embedded, migrate, pool, adopt, retry, log, ...saver } = o;
+  const { databaseUrl, dataDir, embedded, migrate, pool, adopt, retry, partitions, log, ...saver } = o;
   const location = checkLocation({ databaseUrl, dataDir, embedded, migrate, pool, log });
   checkAdopt(adopt);
   checkRetry(retry);
+  checkPartitions(partitions);
   checkedSettings(saverOptions([saver]));
-  return { location, setup: { adopt, retry }, saver };
+  return { location, setup: { adopt, retry, partitions }, saver };
 }
 
 /** The `configurable` flag that lets one invocation fork deliberately in linear mode. */

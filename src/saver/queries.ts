@@ -108,15 +108,15 @@ export function buildQueries(schema: string) {
   /**
    * Element rows named by the refs values of `source` (a CTE with thread, namespace, type and value
    * columns `thread_id`, `checkpoint_ns`, `type`, `value`), each once; see elements.ts.
-   * `except`: a CTE of element rows already fetched (the chunks' own level).
+   * `except`: a CTE of element rows already fetched (the chunks' own level). `thread`: see `read`.
    */
-  const elementsOf = (source: string, except?: string) => `
+  const elementsOf = (source: string, except?: string, thread = "r.thread_id") => `
   SELECT r.thread_id, r.checkpoint_ns, r.h, e.${B.type} AS type, e.${B.value} AS value
     FROM (SELECT DISTINCT x.thread_id, x.checkpoint_ns, i.h
             FROM (SELECT y.thread_id, y.checkpoint_ns, ${refsAreaSql("y.type", "y.value")} AS area FROM ${source} y) x
            ${hashesSql("x.area", "i")}) r
    CROSS JOIN LATERAL (SELECT e.${B.type}, e.${B.value} FROM ${blobs} e
-                        WHERE e.${B.threadId} = r.thread_id AND e.${B.checkpointNs} = r.checkpoint_ns
+                        WHERE e.${B.threadId} = ${thread} AND e.${B.checkpointNs} = r.checkpoint_ns
                           AND e.${B.channel} = '${ELEMENTS_CHANNEL}' AND e.${B.version} = r.h
                        OFFSET 0) e${except ? `
    WHERE NOT EXISTS (SELECT 1 FROM ${except} y WHERE y.thread_id = r.thread_id AND y.checkpoint_ns = r.checkpoint_ns AND y.h = r.h)` : ""}`;
@@ -125,8 +125,13 @@ export function buildQueries(schema: string) {
   const elementsNamed = (source: string) => `
   SELECT DISTINCT i.h FROM (${source}) x ${hashesSql("x.value", "i")}`;
 
-  /** Wrap a page of checkpoint rows into the one-statement read. */
-  const read = (page: string) => `
+  /**
+   * Wrap a page of checkpoint rows into the one-statement read. `thread`: the parameter naming the
+   * page's one thread, when it has one: each table is then looked up by it rather than by the page's
+   * column, so on tables partitioned by thread (issue 32) the planner prunes them all to the thread's
+   * partition when it plans, as Citus routes a statement whose every table names the key.
+   */
+  const read = (page: string, thread?: string) => `
 WITH page AS MATERIALIZED (${page}),
 bl AS MATERIALIZED (
   SELECT p.${C.threadId} AS thread_id, p.${C.checkpointNs} AS checkpoint_ns, p.${C.checkpointId} AS checkpoint_id, b.${B.channel} AS channel, cv.version,
@@ -138,7 +143,7 @@ bl AS MATERIALIZED (
    -- A lateral lookup per (channel, version): the planner would otherwise hash
    -- all of a long thread's blobs to find the few a page needs.
    CROSS JOIN LATERAL (SELECT b.${B.channel}, b.${B.type}, b.${B.value} FROM ${blobs} b
-                        WHERE b.${B.threadId} = p.${C.threadId} AND b.${B.checkpointNs} = p.${C.checkpointNs}
+                        WHERE b.${B.threadId} = ${thread ?? `p.${C.threadId}`} AND b.${B.checkpointNs} = p.${C.checkpointNs}
                           AND b.${B.channel} = cv.channel AND b.${B.version} = cv.version AND b.${B.type} <> 'empty'
                        OFFSET 0) b
 ),
@@ -146,12 +151,12 @@ wr AS MATERIALIZED (
   SELECT p.${C.threadId} AS thread_id, p.${C.checkpointNs} AS checkpoint_ns, p.${C.checkpointId} AS checkpoint_id, w.${W.taskId} AS task_id,
          w.${W.channel} AS channel, w.${W.type} AS type, w.${W.taskPath} AS task_path, w.${W.idx} AS idx, w.${W.value} AS value
     FROM page p
-    JOIN ${writes} w ON w.${W.threadId} = p.${C.threadId} AND w.${W.checkpointNs} = p.${C.checkpointNs} AND w.${W.checkpointId} = p.${C.checkpointId}
+    JOIN ${writes} w ON w.${W.threadId} = ${thread ?? `p.${C.threadId}`} AND w.${W.checkpointNs} = p.${C.checkpointNs} AND w.${W.checkpointId} = p.${C.checkpointId}
 ),
 -- Values stored by content (stored.ts): the element and chunk rows they name, then the chunks' elements.
-e1 AS MATERIALIZED (${elementsOf(`(SELECT thread_id, checkpoint_ns, type, value FROM bl UNION ALL SELECT thread_id, checkpoint_ns, type, value FROM wr)`)}
+e1 AS MATERIALIZED (${elementsOf(`(SELECT thread_id, checkpoint_ns, type, value FROM bl UNION ALL SELECT thread_id, checkpoint_ns, type, value FROM wr)`, undefined, thread)}
 ),
-e2 AS MATERIALIZED (${elementsOf("e1", "e1")}
+e2 AS MATERIALIZED (${elementsOf("e1", "e1", thread)}
 )
 SELECT 0 AS kind, ${out("p.", C.threadId, "thread_id")}, ${out("p.", C.checkpointNs, "checkpoint_ns")}, ${out("p.", C.checkpointId, "checkpoint_id")}, p.${C.parentCheckpointId} AS s1,
        NULL::text AS s2, p.${C.unversionedType} AS s3, NULL::text AS s4, p.${C.stateVersion} AS n, p.${C.metadataRaw} AS v,
@@ -168,7 +173,7 @@ SELECT 2, w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w
 UNION ALL
 SELECT 3, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols}, NULL, NULL, NULL
   FROM page p
-  JOIN ${writes} w ON w.${W.threadId} = p.${C.threadId} AND w.${W.checkpointNs} = p.${C.checkpointNs}
+  JOIN ${writes} w ON w.${W.threadId} = ${thread ?? `p.${C.threadId}`} AND w.${W.checkpointNs} = p.${C.checkpointNs}
                   AND w.${W.checkpointId} = p.${C.parentCheckpointId} AND w.${W.channel} = '__pregel_tasks'
  WHERE (p.${C.checkpoint} ->> 'v')::int < 4`;
 
@@ -195,7 +200,8 @@ SELECT 3, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols
     const values: unknown[] = [];
     const param = (v: unknown) => `$${values.push(v)}`;
     const conds: string[] = [];
-    if (where.threadId !== undefined) conds.push(`${C.threadId} = ${param(where.threadId)}`);
+    const thread = where.threadId === undefined ? undefined : param(where.threadId);
+    if (thread !== undefined) conds.push(`${C.threadId} = ${thread}`);
     if (where.checkpointNs !== undefined) conds.push(`${C.checkpointNs} = ${param(where.checkpointNs)}`);
     if (where.checkpointId !== undefined) conds.push(`${C.checkpointId} = ${param(where.checkpointId)}`);
     // Within one lineage the checkpoint id alone orders and bounds the page (an index range).
@@ -217,6 +223,7 @@ SELECT 3, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols
     const order = oneLineage ? `${C.checkpointId} DESC` : `${C.checkpointId} DESC, ${C.threadId} DESC, ${C.checkpointNs} DESC`;
     const text = read(
       `SELECT ${cols} FROM ${checkpoints}${conds.length ? ` WHERE ${conds.join(" AND ")}` : ""} ORDER BY ${order} LIMIT ${param(where.limit)}`,
+      thread,
     );
     return { text, values };
   };
@@ -337,7 +344,8 @@ WITH gate AS MATERIALIZED (SELECT ${putGate} AS refused
          ${C.ttlSeconds} = EXCLUDED.${C.ttlSeconds}, ${C.stateVersion} = EXCLUDED.${C.stateVersion},
          ${C.hasPendingTasks} = EXCLUDED.${C.hasPendingTasks}, ${C.unversionedType} = EXCLUDED.${C.unversionedType},
          ${C.unversionedValues} = EXCLUDED.${C.unversionedValues}, ${C.rowVersion} = c.${C.rowVersion} + 1
-  RETURNING (xmax = 0) AS fresh
+  -- Inserted, not updated: a new row has row_version 1 (never inserted otherwise), an updated one more. Not xmax = 0: a system column of a partitioned table cannot be returned (0A000, issue 32).
+  RETURNING c.${C.rowVersion} = 1 AS fresh
 )
 SELECT d.refused, d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fast"}, (SELECT pg_catalog.count(*) FROM move)::int AS moved,
        (SELECT pg_catalog.count(*) FROM ins WHERE fresh)::int AS inserted,
@@ -348,10 +356,10 @@ SELECT d.refused, d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fas
     listPage,
 
     /** $1 thread, $2 namespace, $3 checkpoint id. */
-    getById: read(`SELECT ${cols} FROM ${checkpoints} WHERE ${C.threadId} = $1 AND ${C.checkpointNs} = $2 AND ${C.checkpointId} = $3`),
+    getById: read(`SELECT ${cols} FROM ${checkpoints} WHERE ${C.threadId} = $1 AND ${C.checkpointNs} = $2 AND ${C.checkpointId} = $3`, "$1"),
 
     /** $1 thread, $2 namespace: the lineage head (two primary-key lookups, O(log n) at any history length). */
-    getHead: read(`SELECT ${cols} FROM ${checkpoints} WHERE ${C.threadId} = $1 AND ${C.checkpointNs} = $2 AND ${C.checkpointId} = ${headOf}`),
+    getHead: read(`SELECT ${cols} FROM ${checkpoints} WHERE ${C.threadId} = $1 AND ${C.checkpointNs} = $2 AND ${C.checkpointId} = ${headOf}`, "$1"),
 
     /**
      * Store a checkpoint: its new blobs, its row, and the head move, in one
@@ -577,8 +585,8 @@ WITH RECURSIVE target AS (
          w.${W.taskId} AS task_id, w.${W.taskPath} AS task_path, w.${W.idx} AS idx, w.${W.type} AS type, w.${W.value} AS value
     FROM chain JOIN ${writes} w
       ON w.${W.threadId} = $1 AND w.${W.checkpointNs} = $2 AND w.${W.checkpointId} = chain.${C.checkpointId} AND w.${W.channel} = ANY (chain.walking)
-), e1 AS MATERIALIZED (${elementsOf(`(SELECT thread_id, checkpoint_ns, type, value FROM seeds UNION ALL SELECT thread_id, checkpoint_ns, type, value FROM dw)`)}
-), e2 AS MATERIALIZED (${elementsOf("e1", "e1")}
+), e1 AS MATERIALIZED (${elementsOf(`(SELECT thread_id, checkpoint_ns, type, value FROM seeds UNION ALL SELECT thread_id, checkpoint_ns, type, value FROM dw)`, undefined, "$1")}
+), e2 AS MATERIALIZED (${elementsOf("e1", "e1", "$1")}
 )
 SELECT 0 AS kind, NULL::int AS depth, ${out("s.", C.checkpointId, "checkpoint_id")}, NULL::text AS channel, NULL::text AS version, NULL::text AS task_id,
        NULL::text AS task_path, NULL::int AS idx,

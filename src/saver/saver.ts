@@ -240,12 +240,16 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```ts
    * await saver.setup();
    * await new PostgresSaver(pool, { schema: "langgraph" }).setup({ adopt: { from: "public" } }); // switching
+   * await new PostgresSaver(pool, { schema: "sharded" }).setup({ partitions: 16 }); // hash partitioned by thread_id
    * ```
    */
   async setup(options: SetupOptions = {}): Promise<MigrateResult> {
-    if (options === null || typeof options !== "object") throw new InvalidOptionsError("setup options", "expected { adopt?, retry? }");
-    for (const key of Object.keys(options)) if (key !== "adopt" && key !== "retry") throw new InvalidOptionsError(key, "is not a setup() option (adopt, retry)");
-    const result = await runMigrations(this.#ctx.db, this.schema, { onEvent: this.#ctx.onEvent, adopt: options.adopt, retry: options.retry, operation: "setup" });
+    if (options === null || typeof options !== "object") throw new InvalidOptionsError("setup options", "expected { adopt?, retry?, partitions? }");
+    for (const key of Object.keys(options)) {
+      if (key !== "adopt" && key !== "retry" && key !== "partitions") throw new InvalidOptionsError(key, "is not a setup() option (adopt, retry, partitions)");
+    }
+    const { adopt, retry, partitions } = options;
+    const result = await runMigrations(this.#ctx.db, this.schema, { onEvent: this.#ctx.onEvent, adopt, retry, partitions, operation: "setup" });
     await this.#runner.recheck();
     // The adoption copied the official saver's values whole: store them as this saver stores values (issue 27).
     if (result.adoption?.adopted && this.#ctx.elements) {

@@ -21,4 +21,4 @@ export type { DistanceMetric, Embeddings, EmbeddingsFunc, IndexConfig, VectorInd
 export { migrateStore, type MigrateStoreOptions, type MigrateStoreResult } from "./migrate.js";
 export { STORE_COMPATIBILITY, STORE_MIGRATIONS_TABLE } from "./migrations.js";
 export type { StoreAdoptOption, StoreAdoptionSummary } from "./adopt.js";
-export { StoreAdoptionRequiredError, StoreIndexMismatchError, VectorExtensionMissingError, type VectorIndexShape } from "../errors.js";
+export { PartitionsMismatchError, StoreAdoptionRequiredError, StoreIndexMismatchError, VectorExtensionMissingError, type VectorIndexShape } from "../errors.js";

@@ -10,6 +10,7 @@
  */
 import { applyTrack, MIGRATION_LOCK_TIMEOUT, tablesIn, withRetry, withTarget, type RetryOptions, type TargetOptions, type TrackProgress } from "../db/migrate.js";
 import type { Db, Queryable } from "../db/db.js";
+import { checkPartitions, type Partitioning } from "../db/partitions.js";
 import { inspectTrust, refuse, type TrustReport } from "../db/trust.js";
 import { CheckpointerError, MigrationError, StoreIndexMismatchError, failureText, VectorExtensionMissingError, type VectorIndexShape } from "../errors.js";
 import { emit, guard, type EventHandler } from "../events.js";
@@ -36,6 +37,12 @@ export interface MigrateStoreOptions extends TargetOptions {
   adopt?: StoreAdoptOption;
   dryRun?: boolean;
   retry?: RetryOptions | false;
+  /**
+   * Hash partition the store's tables by their namespace key (`ns_key`) into
+   * this many partitions each (2 to 1024), for a schema whose store tables this
+   * call creates; see `migrate()`'s `partitions` and README "Scaling out".
+   */
+  partitions?: number;
 }
 
 export interface MigrateStoreResult {
@@ -62,7 +69,14 @@ export async function migrateStore(options: MigrateStoreOptions = {}): Promise<M
   const schema = checkSchemaName(options.schema ?? "public");
   const index = options.index === undefined ? undefined : checkIndexConfig({ embed: () => Promise.resolve([]), ...options.index });
   const onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
-  const settings = { index, changeIndex: options.changeIndex ?? false, dryRun: options.dryRun ?? false, adopt: checkStoreAdopt(options.adopt), onEvent };
+  const settings = {
+    index,
+    changeIndex: options.changeIndex ?? false,
+    dryRun: options.dryRun ?? false,
+    adopt: checkStoreAdopt(options.adopt),
+    onEvent,
+    partitions: checkPartitions(options.partitions),
+  };
   return withRetry({ operation: "migrate", schema, retry: options.retry, onEvent }, () =>
     withTarget(options, "migrate --store", (db) => migrateStoreOnce(db, schema, settings)),
   );
@@ -72,9 +86,16 @@ export async function migrateStore(options: MigrateStoreOptions = {}): Promise<M
 export function runStoreMigrations(
   db: Db,
   schema: string,
-  options: { index?: VectorIndex; adopt?: StoreAdoptOption; retry?: RetryOptions | false; onEvent?: EventHandler },
+  options: { index?: VectorIndex; adopt?: StoreAdoptOption; retry?: RetryOptions | false; onEvent?: EventHandler; partitions?: number },
 ): Promise<MigrateStoreResult> {
-  const settings = { index: options.index, changeIndex: false, dryRun: false, adopt: checkStoreAdopt(options.adopt), onEvent: options.onEvent };
+  const settings = {
+    index: options.index,
+    changeIndex: false,
+    dryRun: false,
+    adopt: checkStoreAdopt(options.adopt),
+    onEvent: options.onEvent,
+    partitions: checkPartitions(options.partitions),
+  };
   return withRetry({ operation: "setup", schema, retry: options.retry, onEvent: options.onEvent }, () => migrateStoreOnce(db, schema, settings));
 }
 
@@ -84,6 +105,7 @@ interface Settings {
   dryRun: boolean;
   adopt: StoreAdoptOption | undefined;
   onEvent: EventHandler | undefined;
+  partitions: number | undefined;
 }
 
 async function migrateStoreOnce(db: Db, schema: string, settings: Settings): Promise<MigrateStoreResult> {
@@ -117,9 +139,11 @@ async function migrateStoreOnce(db: Db, schema: string, settings: Settings): Pro
         // A first setup decides about the official store's tables; later, only an explicit adopt copies again (what changed since).
         const adopting = !hasTable || (settings.adopt !== undefined && settings.adopt !== false);
         const adoptFrom = adopting ? await officialStoreDecision(tx, schema, settings.adopt) : undefined;
-        const { fromVersion, toVersion, pending } = await applyTrack(tx, schema, STORE_TRACK, { trust, hasTable, dryRun, progress });
-        const out: MigrateStoreResult = { schema, fromVersion, toVersion, applied: pending.map((m) => ({ version: m.version, name: m.name, sql: m.sql })) };
-        if (settings.index) out.vector = await vectorStep(tx, db.driver, schema, settings.index, { trust, dryRun, changeIndex: settings.changeIndex });
+        const { fromVersion, toVersion, pending, plan } = await applyTrack(tx, schema, STORE_TRACK, { trust, hasTable, dryRun, progress, partitions: settings.partitions });
+        const out: MigrateStoreResult = { schema, fromVersion, toVersion, applied: pending };
+        if (settings.index) {
+          out.vector = await vectorStep(tx, db.driver, schema, settings.index, { trust, dryRun, changeIndex: settings.changeIndex, layout: plan.layout });
+        }
         if (adoptFrom !== undefined) out.adoption = await adoptStore(tx, schema, adoptFrom, { dryRun, vectors: out.vector !== undefined });
         return out;
       },
@@ -186,7 +210,7 @@ async function vectorStep(
   driver: Db["driver"],
   schema: string,
   index: VectorIndex,
-  { trust, dryRun, changeIndex }: { trust: TrustReport; dryRun: boolean; changeIndex: boolean },
+  { trust, dryRun, changeIndex, layout }: { trust: TrustReport; dryRun: boolean; changeIndex: boolean; layout: Partitioning | undefined },
 ): Promise<NonNullable<MigrateStoreResult["vector"]>> {
   const shape = { dims: index.dims, distanceMetric: index.distanceMetric, indexType: index.indexType };
   const current = await currentShape(tx, schema);
@@ -201,7 +225,7 @@ async function vectorStep(
   const s = quoteIdent(schema);
   let sql: string[];
   let reembed = false;
-  if (!current) sql = vectorTableDdl(schema, extSchema, index);
+  if (!current) sql = vectorTableDdl(schema, extSchema, index, layout);
   else if (current.dims !== index.dims) {
     // The old embeddings cannot serve the new dimensions: the texts stay, their embeddings are made again (store.reindex()).
     reembed = true;

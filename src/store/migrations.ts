@@ -11,6 +11,7 @@
 import { migrationNumber } from "../errors.js";
 import type { MigrationCompatibility } from "../db/compat.js";
 import type { MigrationTrack } from "../db/migrations.js";
+import { ITEMS } from "./queries.js";
 
 /** The table that records the store's applied migrations, inside the store's schema. */
 export const STORE_MIGRATIONS_TABLE = "checkpointer_store_migrations";
@@ -36,6 +37,8 @@ export const STORE_TRACK: MigrationTrack = {
   folder: "store",
   table: STORE_MIGRATIONS_TABLE,
   ownTables: STORE_TABLES,
+  partitionKey: ITEMS.nsKey,
+  firstTable: ITEMS.table,
   compatibleFrom(version) {
     const entry = STORE_COMPATIBILITY[version];
     if (!entry) throw new Error(`store migration ${migrationNumber(version)} declares no compatibility level in src/store/migrations.ts`);

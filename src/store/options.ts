@@ -7,6 +7,7 @@ import { InvalidOptionsError } from "../errors.js";
 import type { EventHandler, HandlerErrorHandler } from "../events.js";
 import { checkSchemaName } from "../validate.js";
 import { checkRetry, type RetryOptions } from "../db/migrate.js";
+import { checkPartitions } from "../db/partitions.js";
 import { LOCATION_OPTIONS, checkLocation, type Location, type OpenLocationOptions } from "../db/open.js";
 import { checkOptionKeys } from "../saver/options.js";
 import { checkStoreAdopt, type StoreAdoptOption } from "./adopt.js";
@@ -71,6 +72,8 @@ export interface StoreSetupOptions {
   adopt?: StoreAdoptOption;
   /** Retrying while the database is not reachable yet, as the saver's `setup()` does. Default: 10 attempts (about 30 s); `false`: one. */
   retry?: RetryOptions | false;
+  /** Hash partition the store's tables by namespace key, this many partitions each (2 to 1024), when this call creates them (README "Scaling out"). */
+  partitions?: number;
 }
 
 export interface CheckedStoreOptions {
@@ -130,7 +133,7 @@ export function checkStoreOptions(options: PostgresStoreOptions, ensureDefault: 
 export interface StoreOpenOptions extends PostgresStoreOptions, StoreSetupOptions, OpenLocationOptions {}
 
 /** Every option of {@link StoreOpenOptions}: anything else is refused, listing these. */
-const OPEN_OPTIONS: readonly string[] = [...LOCATION_OPTIONS, ...(["adopt", "retry"] satisfies (keyof StoreOpenOptions)[]), ...KNOWN];
+const OPEN_OPTIONS: readonly string[] = [...LOCATION_OPTIONS, ...(["adopt", "retry", "partitions"] satisfies (keyof StoreOpenOptions)[]), ...KNOWN];
 
 /**
  * `PostgresStore.open()`'s options, every one checked before anything is
@@ -138,12 +141,13 @@ const OPEN_OPTIONS: readonly string[] = [...LOCATION_OPTIONS, ...(["adopt", "ret
  */
 export function storeOpenOptions(options: unknown): { location: Location; setup: StoreSetupOptions; store: PostgresStoreOptions } {
   const o = checkOptionKeys(options ?? {}, OPEN_OPTIONS, "PostgresStore.open()") as StoreOpenOptions;
-  const { databaseUrl, dataDir, embedded, migrate, pool, adopt, retry, log, ...store } = o;
+  const { databaseUrl, dataDir, embedded, migrate, pool, adopt, retry, partitions, log, ...store } = o;
   const location = checkLocation({ databaseUrl, dataDir, embedded, migrate, pool, log });
   checkStoreAdopt(adopt);
   checkRetry(retry);
+  checkPartitions(partitions);
   checkStoreOptions(store, false);
-  return { location, setup: { adopt, retry }, store };
+  return { location, setup: { adopt, retry, partitions }, store };
 }
 
 /** Search modes, as the official store names them. */

@@ -86,12 +86,15 @@ export function storeQueries(schema: string) {
 
   /**
    * Reads that refresh TTLs: the rows read, and in the same statement the
-   * expiry of those put with a TTL moved to now + their own TTL.
+   * expiry of those put with a TTL moved to now + their own TTL. `ns`: the
+   * parameter naming the one namespace read, when there is one: the update
+   * then names it too, so a store partitioned by namespace (README "Scaling
+   * out") is pruned to its partition when planned, not scanned whole.
    */
-  const refreshing = (hits: string, columns: string) =>
+  const refreshing = (hits: string, columns: string, ns = "hit.ns_key") =>
     `WITH hit AS MATERIALIZED (${hits}),
      touch AS (UPDATE ${items} it SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => it.ttl_minutes * 60)
-                 FROM hit WHERE it.ns_key = hit.ns_key AND it.key = hit.key AND it.ttl_minutes IS NOT NULL)
+                 FROM hit WHERE it.ns_key = ${ns} AND it.key = hit.key AND it.ttl_minutes IS NOT NULL)
      SELECT ${columns} FROM hit`;
 
   return {
@@ -101,7 +104,7 @@ export function storeQueries(schema: string) {
     /** One item by namespace key and key. */
     get(refresh: boolean): string {
       const hit = `SELECT ${COLUMNS("it")} FROM ${items} it WHERE it.ns_key = $1 AND it.key = $2 AND ${LIVE("it")}`;
-      return refresh ? refreshing(hit, "hit.ns_key, hit.key, hit.value, hit.created_at, hit.updated_at") : hit;
+      return refresh ? refreshing(hit, "hit.ns_key, hit.key, hit.value, hit.created_at, hit.updated_at", "$1") : hit;
     },
 
     /** Several items: `$1` is a JSON array of `[namespace key, key]`; each row says which (`op`, 0-based). */

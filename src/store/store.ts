@@ -194,9 +194,12 @@ export class PostgresStore extends BaseStore {
    * ```
    */
   async setup(options: StoreSetupOptions = {}): Promise<MigrateStoreResult> {
-    if (options === null || typeof options !== "object") throw new InvalidOptionsError("setup options", "expected { adopt?, retry? }");
-    for (const key of Object.keys(options)) if (key !== "adopt" && key !== "retry") throw new InvalidOptionsError(key, "is not a setup() option (adopt, retry)");
-    const result = await runStoreMigrations(this.#db, this.schema, { index: this.#opts.index, adopt: options.adopt, retry: options.retry, onEvent: this.#onEvent });
+    if (options === null || typeof options !== "object") throw new InvalidOptionsError("setup options", "expected { adopt?, retry?, partitions? }");
+    for (const key of Object.keys(options)) {
+      if (key !== "adopt" && key !== "retry" && key !== "partitions") throw new InvalidOptionsError(key, "is not a setup() option (adopt, retry, partitions)");
+    }
+    const { adopt, retry, partitions } = options;
+    const result = await runStoreMigrations(this.#db, this.schema, { index: this.#opts.index, adopt, retry, partitions, onEvent: this.#onEvent });
     this.#ready = this.#check();
     await this.#ready;
     this.#startSweeper();

@@ -6,6 +6,11 @@
  * lock, so at any moment only one of them deletes, and the others skip that
  * round. A sweep called by hand (`sweepExpiredItems()`) waits for the lock
  * instead, so its count covers everything expired when it started.
+ *
+ * The batch is deleted by its keys, not by `ctid`: in a store partitioned by
+ * namespace (README "Scaling out") a ctid names a row only within one
+ * partition, and `ctid = ANY (...)` deleted the rows at those places in every
+ * partition, expired or not.
  */
 import { quoteIdent } from "../validate.js";
 
@@ -17,9 +22,10 @@ export function sweepSql(schema: string, wait: boolean): string {
   const got = wait ? `(SELECT true FROM (SELECT pg_catalog.pg_advisory_xact_lock(${lock})) l)` : `pg_catalog.pg_try_advisory_xact_lock(${lock})`;
   const items = `${quoteIdent(schema)}.store_items`;
   return `WITH lock AS MATERIALIZED (SELECT ${got} AS got),
-          gone AS (DELETE FROM ${items} WHERE ctid = ANY (ARRAY(
-                     SELECT ctid FROM ${items} WHERE expires_at <= pg_catalog.now() AND (SELECT got FROM lock)
-                      ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)) RETURNING 1)
+          gone AS (DELETE FROM ${items} it USING (
+                     SELECT ns_key, key FROM ${items} WHERE expires_at <= pg_catalog.now() AND (SELECT got FROM lock)
+                      ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) x
+                    WHERE it.ns_key = x.ns_key AND it.key = x.key RETURNING 1)
           SELECT (SELECT got FROM lock) AS got, (SELECT pg_catalog.count(*) FROM gone)::int AS n`;
 }
 

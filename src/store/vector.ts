@@ -10,6 +10,7 @@
  * is a migration of its own (see migrate.ts), never done silently.
  */
 import { InvalidInputError, InvalidOptionsError, type VectorIndexShape } from "../errors.js";
+import { partitionedCreate, type Partitioning } from "../db/partitions.js";
 import { quoteIdent } from "../validate.js";
 import { STORE_LIMITS } from "./input.js";
 
@@ -195,11 +196,14 @@ export const VECTOR_INDEX = "store_item_vectors_embedding";
 export const inExtension = (extSchema: string, name: string) => `${quoteIdent(extSchema)}.${name}`;
 export const op = (extSchema: string, metric: DistanceMetric) => `OPERATOR(${quoteIdent(extSchema)}.${OPERATOR[metric]})`;
 
-/** The DDL making the vector table and its index, in the store's schema. */
-export function vectorTableDdl(schema: string, extSchema: string, index: VectorIndex): string[] {
+/**
+ * The DDL making the vector table and its index, in the store's schema;
+ * hash partitioned on the namespace key as the items are (`layout`, the
+ * store's partitioning), so that an item's vectors share its partition.
+ */
+export function vectorTableDdl(schema: string, extSchema: string, index: VectorIndex, layout?: Partitioning): string[] {
   const s = quoteIdent(schema);
-  return [
-    `CREATE TABLE ${s}.${VECTOR_TABLE} (
+  const create = `CREATE TABLE ${s}.${VECTOR_TABLE} (
        ns_key text COLLATE "C" NOT NULL,
        key text COLLATE "C" NOT NULL,
        field_path text COLLATE "C" NOT NULL,
@@ -207,9 +211,8 @@ export function vectorTableDdl(schema: string, extSchema: string, index: VectorI
        embedding ${inExtension(extSchema, "vector")}(${index.dims}),
        CONSTRAINT ${VECTOR_TABLE}_pkey PRIMARY KEY (ns_key, key, field_path),
        CONSTRAINT ${VECTOR_TABLE}_item_fkey FOREIGN KEY (ns_key, key) REFERENCES ${s}.store_items (ns_key, key) ON DELETE CASCADE
-     )`,
-    vectorIndexDdl(schema, extSchema, index),
-  ];
+     )`;
+  return [...(layout ? partitionedCreate(create, VECTOR_TABLE, `${s}.`, layout) : [create]), vectorIndexDdl(schema, extSchema, index)];
 }
 
 /** The DDL of the vector index alone (after a change of metric or index type). */

@@ -13,6 +13,8 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, inject } from "vitest";
+import { PARTITIONS_SETTING } from "../../src/db/partitions.js";
+import { testPartitions } from "./partitions.js";
 import { knowsElementsSql } from "../../src/saver/element-codec.js";
 
 export interface TestDatabase {
@@ -36,7 +38,17 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
   // Random suffix: parallel files (and leftovers of killed runs on a shared server) never collide.
   const name = `t_${slug}_${randomBytes(5).toString("hex")}`;
 
-  await withAdmin(adminUrl, (admin) => admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`));
+  await withAdmin(adminUrl, async (admin) => {
+    await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+    // TEST_PARTITIONS (README "Tests"): every schema migrated in this database, by any test, gets its tables hash
+    // partitioned, as a schema migrated with `partitions` does (src/db/partitions.ts, PARTITIONS_SETTING); and
+    // JIT off, as README "Scaling out" advises for partitioned schemas (a fan-out read would compile for seconds).
+    const partitions = testPartitions();
+    if (partitions !== undefined) {
+      await admin.query(`ALTER DATABASE ${pg.escapeIdentifier(name)} SET ${PARTITIONS_SETTING} = ${partitions}`);
+      await admin.query(`ALTER DATABASE ${pg.escapeIdentifier(name)} SET jit = off`);
+    }
+  });
 
   const dbUrl = new URL(adminUrl);
   dbUrl.pathname = `/${name}`;

@@ -18,12 +18,13 @@ import { describe, inject, it } from "vitest";
 import type { PGliteLike } from "../../src/db/db.js";
 import { createTestDatabase } from "./db.js";
 import { skippable } from "./requirements.js";
+import { recordQuery, recordStatements, type Sent } from "./statements.js";
 
 /** A database for stores (a pool or a PGlite instance), with what it sent, newest last. */
 export interface VectorTarget {
   db: pg.Pool | PGliteLike;
   /** Every statement sent through `db`, with its values. */
-  sent: { text: string; values: unknown[] }[];
+  sent: Sent[];
   close(): Promise<void>;
 }
 
@@ -37,19 +38,14 @@ async function serverHasVector(): Promise<boolean> {
   }
 }
 
-type Sent = VectorTarget["sent"];
-const record = (sent: Sent, first: unknown, values: unknown) => {
-  const config = typeof first === "string" ? { text: first, values } : (first as { text: string; values?: unknown[] });
-  sent.push({ text: config.text, values: (config.values as unknown[] | undefined) ?? [] });
-};
 
 /** PGlite with pgvector, its statements recorded (the instance itself; its query method wrapped). */
 function pglite(): VectorTarget {
   const db = new PGlite({ extensions: { vector } });
-  const sent: Sent = [];
+  const sent: Sent[] = [];
   const query = db.query.bind(db);
   db.query = ((text: string, values?: unknown[], options?: unknown) => {
-    record(sent, text, values);
+    recordQuery(sent, text, values);
     return query(text, values, options as never);
   }) as typeof db.query;
   return { db: db as unknown as PGliteLike, sent, close: () => db.close() };
@@ -66,15 +62,7 @@ export async function vectorTargets(label: string): Promise<[string, () => Promi
       "the test server",
       async () => {
         const t = await createTestDatabase(label);
-        const sent: Sent = [];
-        t.pool.on("connect", (client) => {
-          const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-          (client as { query: unknown }).query = (...args: unknown[]) => {
-            record(sent, args[0], args[1]);
-            return query(...args);
-          };
-        });
-        return { db: t.pool, sent, close: () => t.drop() };
+        return { db: t.pool, sent: recordStatements(t.pool), close: () => t.drop() };
       },
     ]);
   } else {

@@ -10,6 +10,7 @@ import pg from "pg";
 import type { TestProject } from "vitest/node";
 import { maskUrl } from "../../src/cli/mask.js";
 import { bundleScripts } from "../helpers/cli.js";
+import { testPartitions } from "../helpers/partitions.js";
 import { embeddedBinaries, PgServer } from "../helpers/server.js";
 
 declare module "vitest" {
@@ -26,12 +27,14 @@ interface Server {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const partitions = testPartitions(); // a bad value fails the run here, before anything starts
   const bundle = await bundleScripts(); // half a second; a syntax error in src/ shows here
   const server = await startServer().catch(async (err: unknown) => {
     await bundle.remove();
     throw err;
   });
   console.log(`[pg] using ${server.source}`);
+  if (partitions !== undefined) console.log(`[pg] TEST_PARTITIONS=${partitions}: every schema the tests migrate is hash partitioned, ${partitions} partitions per table`);
   project.provide("pgAdminUrl", server.url);
   project.provide("scriptBundle", { dir: bundle.dir, scripts: bundle.scripts });
   return async () => {

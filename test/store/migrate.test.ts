@@ -21,12 +21,12 @@ import { STORE_TRACK } from "../../src/store/migrations.js";
 import type { DistanceMetric, VectorIndexType } from "../../src/store/vector.js";
 import { runCli } from "../helpers/cli.js";
 import { withTestDatabase } from "../helpers/db.js";
+import { tableNames } from "../helpers/partitions.js";
 import { fakeEmbeddings } from "../helpers/embeddings.js";
 
 const db = withTestDatabase("store-migrate");
 const fresh = () => `m_${randomBytes(4).toString("hex")}`;
-const tables = async (schema: string) =>
-  (await db.pool.query("SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1", [schema])).rows.map((r) => r.table_name as string);
+const tables = (schema: string) => tableNames(db.pool, schema);
 const stops: { stop(): Promise<void> | void }[] = [];
 afterAll(async () => {
   for (const s of stops) await s.stop();

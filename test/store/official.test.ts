@@ -13,6 +13,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PostgresStore } from "../../src/store/index.js";
 import { withTestDatabase } from "../helpers/db.js";
+import { tableNames } from "../helpers/partitions.js";
 
 const db = withTestDatabase("store-official");
 const stores: PostgresStore[] = [];
@@ -335,8 +336,7 @@ describe("PostgresStore TTL", () => {
 });
 
 describe("PostgresStore Migration System", () => {
-  const tables = async (schema: string) =>
-    (await db.pool.query("SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1", [schema])).rows.map((r) => r.table_name);
+  const tables = (schema: string) => tableNames(db.pool, schema);
   const versions = async (schema: string) => (await db.pool.query(`SELECT version, name FROM ${schema}.checkpointer_store_migrations ORDER BY version`)).rows;
 
   it("should properly track and apply store migrations", async () => {
