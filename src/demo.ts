@@ -187,7 +187,8 @@ async function main(argv: string[]): Promise<number> {
 
       const result = await graph.invoke({}, config);
 
-      const after = await exportThread({ pool: conn.pool, schema, threadId });
+      // Decoded views: the walkthrough prints values.
+      const after = await exportThread({ pool: conn.pool, schema, threadId, decoded: true });
       const all = walkthrough(after);
       const added = all.filter((c) => !knownIds.has(c.id));
       const state = (await graph.getState(config)).values as Record<string, unknown>;

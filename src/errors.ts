@@ -609,7 +609,7 @@ export class StoreIndexMismatchError extends CheckpointerError {
     super(
       "STORE_INDEX_MISMATCH",
       `The store's vector index in schema "${schema}" has ${show(current)}; this store is configured with ${show(wanted)}. Nothing was changed. ` +
-        `To change it: \`npx langgraph-checkpoint-pg migrate --store --schema ${JSON.stringify(schema)} --dims ${wanted.dims} --metric ${wanted.distanceMetric} ` +
+        `To change it: \`npx langgraph-checkpoint-pg migrate --store-only --schema ${JSON.stringify(schema)} --dims ${wanted.dims} --metric ${wanted.distanceMetric} ` +
         `--index-type ${wanted.indexType} --dry-run\` prints the migration, without --dry-run it runs it` +
         (current.dims !== wanted.dims ? "; the stored embeddings are dropped with the old dimensions: re-make them with `await store.reindex()`." : "."),
     );

@@ -9,9 +9,11 @@ import { migrationStatus } from "../ops/inspect.js";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, withBackoff, type AdoptOption, type MigrateResult } from "../db/migrate.js";
 import { finishAdoption } from "../ops/adopt-steps.js";
+import { compactAdopted } from "../ops/compact.js";
 import { isEncryptedSerializer, reencrypt, type ReencryptResult } from "../ops/reencrypt.js";
 import { rollbackAdoption } from "../ops/rollback.js";
 import { PostgresSaver } from "../saver/saver.js";
+import { MsgpackSerializer } from "../serde/serde.js";
 import type { Upcaster } from "../serde/upcast.js";
 import { quoteIdent } from "../validate.js";
 import { BIN } from "./args.js";
@@ -20,14 +22,17 @@ import { fields, formatTime, progress, styleFor, table } from "./format.js";
 import { json, withConnection, type Common, type Io } from "./context.js";
 import { resolveUrl, scrub } from "./mask.js";
 import { loadModule } from "./module.js";
+import { compactSummary, serdeFrom } from "./commands-write.js";
 
 export async function migrateCommand(
-  c: Common & { dryRun: boolean; wait: { text: string; ms: number }; adopt: AdoptOption | undefined; step: "finish" | "rollback" | undefined },
+  c: Common & { dryRun: boolean; wait: { text: string; ms: number }; adopt: AdoptOption | undefined; step: "finish" | "rollback" | undefined; module?: string },
   io: Io,
 ): Promise<number> {
   const { schema, dryRun } = c;
   const flag = schema === "public" ? "" : ` --schema ${schema}`;
   if (c.step) return adoptionStepCommand(c, c.step, io);
+  // The serializer that stores what an adoption copies by content: the saver's, when it is not the default.
+  const serde = c.module === undefined ? new MsgpackSerializer() : await serdeFrom(c.module);
   const print = (result: MigrateResult, label: string) => {
     const adoption = result.adoption;
     if (c.json) {
@@ -45,8 +50,10 @@ export async function migrateCommand(
       for (const m of result.applied) {
         io.out(`\n-- migration ${m.name} (recorded in ${quoteIdent(schema)}.${MIGRATIONS_TABLE})\n${m.sql.trim()}`);
       }
-      if (adoption?.adopted) io.out(`\n-- then, in the same transaction:\n${adoption.sql}`);
-      else if (adoption) io.out(`\n-- schema ${JSON.stringify(schema)} adopted ${JSON.stringify(adoption.from)} already: nothing to do for --adopt.`);
+      if (adoption?.adopted) {
+        io.out(`\n-- then, in the same transaction:\n${adoption.sql}`);
+        io.out("\n-- then, once it committed: what it copied is stored by content, as `compact` does (batches of rows, one transaction each).");
+      } else if (adoption) io.out(`\n-- schema ${JSON.stringify(schema)} adopted ${JSON.stringify(adoption.from)} already: nothing to do for --adopt.`);
     } else {
       io.out(
         result.applied.length === 0
@@ -57,8 +64,12 @@ export async function migrateCommand(
       if (adoption?.adopted) {
         io.out(
           `Adopted the official ${adoption.source === "js" ? "JS" : "Python"} saver's tables in schema ${JSON.stringify(adoption.from)} ` +
-            `(checkpoint_migrations at version ${adoption.officialVersion}): every thread is copied, and what its instances still write is copied as they write it.\n` +
-            `Next: run this package on schema ${JSON.stringify(schema)}; once no official instance runs any more: \`npx ${BIN} migrate${flag} --finish-adoption\`. ` +
+            `(checkpoint_migrations at version ${adoption.officialVersion}): every thread is copied, and what its instances still write is copied as they write it.`,
+        );
+        if (adoption.compacted) io.out(`What it copied, stored by content as compact does: ${compactSummary(adoption.compacted, `schema ${JSON.stringify(schema)}`, styleFor(process.stdout))}`);
+        io.out(
+          `Next: run this package on schema ${JSON.stringify(schema)}; once no official instance runs any more: \`npx ${BIN} migrate${flag} --finish-adoption\`, ` +
+            `then \`npx ${BIN} compact${flag}\` (what official instances write meanwhile is copied whole). ` +
             `To go back: \`npx ${BIN} migrate${flag} --rollback-adoption\`.`,
         );
       } else if (adoption) {
@@ -67,12 +78,24 @@ export async function migrateCommand(
     }
     return EXIT.OK;
   };
+  const dbOf = (conn: { pool: unknown }) => (isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool));
   const once = () =>
-    withConnection(c, !dryRun, async (conn) =>
-      print(await runMigrations(isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool), schema, { dryRun, adopt: c.adopt, retry: false }), conn.label),
-    );
+    withConnection(c, !dryRun, async (conn) => ({ result: await runMigrations(dbOf(conn), schema, { dryRun, adopt: c.adopt, retry: false }), label: conn.label }));
   try {
-    return await untilReachable(c, io, once);
+    const { result, label } = await untilReachable(c, io, once);
+    // After the adoption committed, and outside the retries: a migrate run again finds the adoption done.
+    if (result.adoption?.adopted && !dryRun) {
+      await withConnection(
+        c,
+        false,
+        async (conn) => {
+          const compacted = await compactAdopted(dbOf(conn), schema, serde);
+          if (compacted) result.adoption!.compacted = compacted;
+        },
+        { announced: true },
+      );
+    }
+    return print(result, label);
   } catch (err) {
     // A dry run never creates the embedded folder: without one, everything is pending.
     if (!(dryRun && err instanceof NoEmbeddedDatabaseError)) throw err;
@@ -248,17 +271,17 @@ export async function reencryptCommand(c: Common & { module: string; batchSize: 
         serde,
         batchSize: c.batchSize,
         dryRun: c.dryRun,
-        onProgress: (p) => bar.update(`reencrypt: ${p.lists} lists, ${p.blobs} blobs, ${p.writes} writes, ${p.checkpoints} checkpoints`),
+        onProgress: (p) => bar.update(`reencrypt: ${p.byContent} values by content, ${p.blobs} blobs, ${p.writes} writes, ${p.checkpoints} checkpoints`),
       });
     } finally {
       bar.done();
     }
     if (c.json) io.out(json({ database: conn.label, schema: c.schema, ...result }));
     else {
-      const lists = result.lists > 0 ? `re-key ${result.lists} list(s) stored by their elements and ` : "";
+      const rekey = result.byContent > 0 ? `re-key ${result.byContent} value(s) stored by content (lists by their elements, large values, objects holding lists) and ` : "";
       const counts = `${result.blobs} blob(s), ${result.writes} write(s) and the values of ${result.checkpoints} checkpoint(s)`;
       const where = `in schema ${JSON.stringify(c.schema)} of ${conn.label}`;
-      io.out(c.dryRun ? `Would ${lists}rewrite ${counts} ${where}.` : `${lists ? `Re-keyed ${result.lists} list(s) and rewrote` : "Rewrote"} ${counts} ${where}.`);
+      io.out(c.dryRun ? `Would ${rekey}rewrite ${counts} ${where}.` : `${rekey ? `Re-keyed ${result.byContent} value(s) stored by content and rewrote` : "Rewrote"} ${counts} ${where}.`);
     }
     return EXIT.OK;
   });

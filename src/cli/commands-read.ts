@@ -1,7 +1,7 @@
 /**
  * The read commands: threads, history, show and export.
  */
-import { history, listThreads, show, threadIds, type InspectOptions } from "../ops/inspect.js";
+import { history, listThreads, show, threadIds, THREAD_SIZE_MEANS, type InspectOptions } from "../ops/inspect.js";
 import { toJsonSafe } from "../ops/decode.js";
 import { EXIT, NotFoundError } from "./exit.js";
 import { fields, formatBytes, formatTime, styleFor, table, valueText } from "./format.js";
@@ -35,7 +35,7 @@ export async function threadsCommand(c: Common & { limit: number }, io: Io): Pro
           formatTime(t.lastUpdate),
         ]),
         st,
-      ),
+      ) + `\n${st.dim(THREAD_SIZE_MEANS)}`,
     );
     return EXIT.OK;
   });
@@ -149,10 +149,11 @@ export async function showCommand(c: Common & { threadId: string; checkpointId: 
   });
 }
 
-export async function exportCommand(c: Common & { threads: string[]; all: boolean; output: string | undefined }, io: Io): Promise<number> {
+export async function exportCommand(c: Common & { threads: string[]; all: boolean; output: string | undefined; decoded: boolean }, io: Io): Promise<number> {
   return withConnection(c, false, async (conn) => {
     const target: Omit<InspectOptions, "serde"> = { pool: conn.pool, schema: c.schema };
-    const done = await exportThreads(target, c.all ? () => threadIds(target) : c.threads, c.output, `schema ${JSON.stringify(c.schema)} of ${conn.label}`);
+    const where = `schema ${JSON.stringify(c.schema)} of ${conn.label}`;
+    const done = await exportThreads(target, c.all ? () => threadIds(target) : c.threads, c.output, where, { decoded: c.decoded });
     if (c.output !== undefined) io.err(`Exported ${done.threads} thread(s), ${done.records} records, to ${c.output}`);
     return EXIT.OK;
   });

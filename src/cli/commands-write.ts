@@ -3,7 +3,7 @@
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { compact, type CompactResult } from "../ops/compact.js";
-import { listThreads } from "../ops/inspect.js";
+import { listThreads, THREAD_SIZE_MEANS } from "../ops/inspect.js";
 import { prune, type PruneKept, type PruneResult } from "../ops/prune.js";
 import { DEFAULT_GRACE } from "../ops/prune-options.js";
 import { PostgresSaver } from "../saver/saver.js";
@@ -43,6 +43,7 @@ export async function deleteThreadsCommand(c: Common & { threadIds: string[]; dr
           st,
           "  ",
         ) +
+        `\n  ${st.dim(THREAD_SIZE_MEANS)}` +
         (dryRun ? "\nNothing was deleted; run it again without --dry-run to delete." : ""),
     );
     return EXIT.OK;
@@ -72,18 +73,40 @@ export async function copyThreadCommand(
   });
 }
 
-export async function importCommand(c: Common & { file: string | undefined; skipExisting: boolean }, io: Io): Promise<number> {
+export async function importCommand(
+  c: Common & { file: string | undefined; skipExisting: boolean; keepWhole: boolean; module: string | undefined },
+  io: Io,
+): Promise<number> {
+  const serde = c.module === undefined ? undefined : await serdeFrom(c.module);
   return withConnection(c, false, async (conn) => {
     const where = `schema ${JSON.stringify(c.schema)} of ${conn.label}`;
     const report = (s: ImportSummary) => {
       const sum = (k: "checkpoints" | "writes" | "blobs") => s.imported.reduce((n, r) => n + r[k], 0);
+      const compacted = s.imported.filter((r) => (r.compacted?.values ?? 0) > 0);
+      const values = compacted.reduce((n, r) => n + r.compacted!.values, 0);
       return (
         `Imported ${s.imported.length} thread(s) (${sum("checkpoints")} checkpoints, ${sum("writes")} writes, ${sum("blobs")} blobs) into ${where}` +
-        (s.skipped.length ? `; skipped ${s.skipped.length} existing: ${s.skipped.map((t) => JSON.stringify(t)).join(", ")}` : "")
+        (s.skipped.length ? `; skipped ${s.skipped.length} existing: ${s.skipped.map((t) => JSON.stringify(t)).join(", ")}` : "") +
+        (compacted.length
+          ? `; stored ${values} value(s) of ${compacted.length} thread(s) by content (` +
+            `${formatBytes(compacted.reduce((n, r) => n + r.compacted!.bytesBefore, 0))} -> ${formatBytes(compacted.reduce((n, r) => n + r.compacted!.bytesAfter, 0))})`
+          : "")
       );
     };
-    const summary = await importThreads({ pool: conn.pool, schema: c.schema }, c.file, c.skipExisting ? "skip" : "fail", (partial) => {
-      if (partial.imported.length > 0 || partial.skipped.length > 0) io.err(`${report(partial)} before the error.`);
+    const options = { ifExists: c.skipExisting ? ("skip" as const) : ("fail" as const), elementStorage: !c.keepWhole, ...(serde ? { serde } : {}) };
+    const summary = await importThreads({ pool: conn.pool, schema: c.schema }, c.file, options, {
+      onPartial: (partial) => {
+        if (partial.imported.length > 0 || partial.skipped.length > 0) io.err(`${report(partial)} before the error.`);
+      },
+      // The thread is imported and reads as in the source; only storing its whole values by content failed.
+      onThread: (r) => {
+        if (r.compactError !== undefined) {
+          io.err(
+            `Thread ${JSON.stringify(r.threadId)}: imported as exported, but its values stored whole could not be stored by content: ${r.compactError}. ` +
+              `Run \`compact --thread ${JSON.stringify(r.threadId)}\`${serde ? "" : " (with --module when your saver's serializer is not the default)"}.`,
+          );
+        }
+      },
     });
     if (c.json) io.out(json({ database: conn.label, schema: c.schema, ...summary }));
     else io.out(report(summary));
@@ -207,7 +230,7 @@ function keptText(kept: PruneKept, c: { keepLast?: number; olderThan?: string; g
   return `${total} checkpoint(s): ${parts.join(", ")}.`;
 }
 
-/** Convert lists stored whole into element storage (see src/ops/compact.ts); a custom serializer comes from a module. */
+/** Convert values stored whole into the forms element storage gives them (see src/ops/compact.ts); a custom serializer comes from a module. */
 export async function compactCommand(
   c: Common & { threadIds: string[] | undefined; dryRun: boolean; batchSize: number; module: string | undefined },
   io: Io,
@@ -225,7 +248,7 @@ export async function compactCommand(
         ...(serde ? { serde } : {}),
         ...(c.threadIds ? { threadIds: c.threadIds } : {}),
         onProgress: (p) =>
-          bar.update(`${c.dryRun ? "dry run" : "compact"}: ${p.threads} threads, ${p.lists} lists, ${p.elementRows} element rows (${formatBytes(p.bytesBefore)} -> ${formatBytes(p.bytesAfter)})`),
+          bar.update(`${c.dryRun ? "dry run" : "compact"}: ${p.threads} threads, ${p.values} values, ${p.elementRows} element rows (${formatBytes(p.bytesBefore)} -> ${formatBytes(p.bytesAfter)})`),
       });
     } finally {
       bar.done();
@@ -235,24 +258,34 @@ export async function compactCommand(
       return EXIT.OK;
     }
     const st = styleFor(process.stdout);
-    const where = `schema ${JSON.stringify(c.schema)} of ${conn.label}`;
-    const what =
-      `${result.lists} list(s) in ${result.threadsCompacted} of ${result.threads} thread(s), adding ${result.elementRows} element row(s): ` +
-      `${formatBytes(result.bytesBefore)} of list values become ${formatBytes(result.bytesAfter)}`;
-    io.out(
-      c.dryRun
-        ? `${st.yellow("Dry run")}: would rewrite ${what} in ${where}. Nothing was changed; run it again without --dry-run to convert.`
-        : `Rewrote ${what} in ${where}.` + (result.lists > 0 ? "\nA release before element storage cannot read these threads any more (see the README)." : ""),
-    );
-    if (result.listsSkipped > 0) {
-      io.out(`${st.yellow(`Left ${result.listsSkipped} list(s) whole`)}: their rows changed while compact ran (the next run converts them).`);
-    }
+    io.out(compactSummary(result, `schema ${JSON.stringify(c.schema)} of ${conn.label}`, st));
     return EXIT.OK;
   });
 }
 
+/** What compact did (or would do) in words: also what `migrate --adopt` prints after converting what it copied. */
+export function compactSummary(result: CompactResult, where: string, st: ReturnType<typeof styleFor>): string {
+  const what =
+    `${result.values} value(s) (${result.writes} of them pending writes) in ${result.threadsCompacted} of ${result.threads} thread(s), ` +
+    `adding ${result.elementRows} element row(s): ${formatBytes(result.bytesBefore)} of whole values become ${formatBytes(result.bytesAfter)}`;
+  const lines = [
+    result.dryRun
+      ? `${st.yellow("Dry run")}: would rewrite ${what} in ${where}. Nothing was changed; run it again without --dry-run to convert.`
+      : `Rewrote ${what} in ${where}.` + (result.values > 0 ? "\nA release before element storage cannot read these threads any more (see the README)." : ""),
+  ];
+  if (result.valuesSkipped > 0) {
+    lines.push(`${st.yellow(`Left ${result.valuesSkipped} value(s) whole`)}: their rows changed while compact ran (the next run converts them).`);
+  }
+  if (result.undecodable > 0) {
+    lines.push(
+      `${st.yellow(`Left ${result.undecodable} value(s) whole`)}: the serializer cannot decode them (a Python object, or encrypted: pass --module exporting your saver's serde); reads fail on them as before.`,
+    );
+  }
+  return lines.join("\n");
+}
+
 /** The serializer a `--module` exports as `serde`. */
-async function serdeFrom(module: string): Promise<SerializerProtocol> {
+export async function serdeFrom(module: string): Promise<SerializerProtocol> {
   const spec = await loadModule(module, "serializer", "serde");
   const s = spec.serde as Partial<SerializerProtocol> | undefined;
   if (typeof s?.dumpsTyped !== "function" || typeof s.loadsTyped !== "function") {

@@ -50,7 +50,7 @@ Usage: ${BIN} <command> [options]
 Commands:
   migrate               apply pending schema migrations (--dry-run prints the SQL)
   status                applied and pending migrations, row counts per table
-  threads               recent threads: checkpoints, namespaces, size, last update
+  threads               recent threads: checkpoints, namespaces, size of values, last update
   threads delete <id>   delete threads whole (--dry-run: what would go)
   threads copy <a> <b>  copy a thread's history to another thread id (--up-to: part of it)
   history <thread>      a thread's checkpoints as a tree, per namespace
@@ -60,7 +60,7 @@ Commands:
   prune                 retention: old checkpoints, idle threads (dry run unless --yes)
   upgrade-state         rewrite old checkpoints into the current state schema (upcasters)
   reencrypt             rewrite encrypted values under the current key, bound to their rows
-  compact               store lists written whole (e.g. messages) by their elements
+  compact               store values written whole (e.g. messages) by their elements
   grants --role <role>  print the GRANT statements for a least-privilege application role
 
 ${DATABASE_HELP}
@@ -143,7 +143,7 @@ function storeFlags(values: {
 const COMMANDS: Record<string, CommandSpec> = {
   migrate: {
     usage:
-      "migrate [--dry-run] [--wait <duration>] [--adopt <schema> | --no-adopt | --finish-adoption | --rollback-adoption] [--json] " +
+      "migrate [--dry-run] [--wait <duration>] [--adopt <schema> [--module <file>] | --no-adopt | --finish-adoption | --rollback-adoption] [--json] " +
       "[--store | --store-only [--dims N [--metric M] [--index-type T]] [--adopt-store <schema> | --no-adopt-store]]",
     summary:
       "Apply the pending migrations to the schema, in one transaction under an advisory lock\n" +
@@ -159,7 +159,10 @@ const COMMANDS: Record<string, CommandSpec> = {
                         0: one attempt); a wrong password or a bad URL fails at once
   --adopt <schema>      switch from the official saver whose tables are in <schema>:
                         copy its threads into --schema and keep copying what its
-                        instances still write (its tables stay as they are)
+                        instances still write (its tables stay as they are); then store
+                        what it copied by content, as compact does
+  --module <file>       with --adopt: a JS/TS module exporting serde, the serializer your
+                        saver uses, if not the default (an EncryptedSerializer seals)
   --no-adopt            start empty beside the official saver's tables
   --finish-adoption     all official instances replaced: its tables stop being copied
                         and refuse writes from now on
@@ -189,9 +192,14 @@ const COMMANDS: Record<string, CommandSpec> = {
         "no-adopt": { type: "boolean" },
         "finish-adoption": { type: "boolean" },
         "rollback-adoption": { type: "boolean" },
+        module: { type: "string" },
         ...STORE_OPTIONS,
       });
       positionals("migrate", rest, [], 0);
+      if (values.module !== undefined && values.adopt === undefined) {
+        throw new UsageError("--module goes with --adopt: the serializer that stores what the adoption copies", "migrate");
+      }
+      if (values.module === "") throw new UsageError("--module: must not be empty", "migrate");
       const store = storeFlags(values);
       const chosen = (["adopt", "no-adopt", "finish-adoption", "rollback-adoption"] as const).filter((k) => values[k] !== undefined);
       if (chosen.length > 1) throw new UsageError(`--${chosen[0]} and --${chosen[1]} exclude each other`, "migrate");
@@ -203,6 +211,7 @@ const COMMANDS: Record<string, CommandSpec> = {
         wait: { text: wait, ms: wait === "0" ? 0 : parseDuration(wait, "wait") },
         adopt: from !== undefined ? { from } : values["no-adopt"] ? false : undefined,
         step: values["finish-adoption"] ? ("finish" as const) : values["rollback-adoption"] ? ("rollback" as const) : undefined,
+        ...(values.module !== undefined ? { module: values.module } : {}),
       };
       if (from !== undefined && from === c.schema) {
         throw new UsageError(`--adopt ${from}: the official tables cannot be adopted into their own schema; choose another --schema for this package`, "migrate");
@@ -238,7 +247,10 @@ const COMMANDS: Record<string, CommandSpec> = {
       "threads [--limit <n>] [--json]  |  threads delete <thread>... [--dry-run] [--json]  |  " +
       "threads copy <from> <to> [--up-to <checkpoint>] [--overwrite] [--module <file>] [--dry-run] [--json]",
     summary:
-      "Recently updated threads: checkpoints, namespaces, writes, blobs, stored size, last update.\n" +
+      "Recently updated threads: checkpoints, namespaces, writes, blobs, size, last update. SIZE is\n" +
+      "what the thread's values take as stored (compressed where Postgres compressed them: checkpoint\n" +
+      "and metadata JSON, channel values, pending writes), each element row once however many values\n" +
+      "name it; keys, row headers and indexes are not counted, so the tables take more on disk.\n" +
       "`threads delete` deletes threads whole (every namespace: checkpoints, writes, blobs), each in\n" +
       "one transaction, as the saver's deleteThread does; with --dry-run it prints what would go.\n" +
       "A thread that does not exist is an error (exit 1) and nothing is deleted. A deleted thread\n" +
@@ -349,20 +361,32 @@ const COMMANDS: Record<string, CommandSpec> = {
   },
 
   export: {
-    usage: "export (<thread>... | --all) [-o <file>]",
+    usage: "export (<thread>... | --all) [-o <file>] [--decoded]",
     summary:
       "Every stored row of the threads (all namespaces, every column) as JSON lines: a header,\n" +
       "then per thread its checkpoints, writes and blobs, then an end record with the counts.\n" +
-      "Each value carries its exact stored bytes (base64) and type, plus a decoded, type-tagged\n" +
-      "JSON view (`decoded`, for reading; ignored by import). Each thread is read in one\n" +
-      "consistent snapshot. Progress is shown on a terminal.",
+      "Each value carries its exact stored bytes (base64) and type. A value stored by content\n" +
+      "comes as its row naming element rows by hash, and each element row comes once, so an\n" +
+      "export grows with what a thread holds, not with how many checkpoints repeat it. Each\n" +
+      "thread is read in one consistent snapshot. A file whose name ends in .gz is gzipped.\n" +
+      "Progress is shown on a terminal.",
     options: `  --all                 every thread in the schema
-  -o, --output <file>   write to a file (it appears only once the export is complete); default stdout`,
+  -o, --output <file>   write to a file (it appears only once the export is complete; gzipped
+                        when the name ends in .gz); default stdout
+  --decoded             add a decoded, type-tagged JSON view of each value (\`decoded\`, for
+                        reading; ignored by import; about 1.5x the size): element rows
+                        decoded, values stored by content as the hashes they name`,
     examples: `  ${BIN} export 12345 > thread.jsonl
-  ${BIN} export --all -o backup.jsonl
+  ${BIN} export --all -o backup.jsonl.gz
+  ${BIN} export 12345 --decoded | jq 'select(.kind == "blob" and .channel == "__elements__") | .decoded'
   ${BIN} export --all | ${BIN} import --database-url postgres://other/db`,
     async run(argv, io) {
-      const { values, positionals: rest } = parse("export", argv, { ...CONNECTION_OPTIONS, all: { type: "boolean" }, output: { type: "string", short: "o" } });
+      const { values, positionals: rest } = parse("export", argv, {
+        ...CONNECTION_OPTIONS,
+        all: { type: "boolean" },
+        output: { type: "string", short: "o" },
+        decoded: { type: "boolean" },
+      });
       if (values.all && rest.length > 0) throw new UsageError("give thread ids or --all, not both", "export");
       if (!values.all && rest.length === 0) throw new UsageError("missing argument <thread> (or --all)", "export");
       if (values.output === "") throw new UsageError("--output: must not be empty", "export");
@@ -371,29 +395,51 @@ const COMMANDS: Record<string, CommandSpec> = {
         threads: rest.map((t) => keyArg("export", { what: "<thread>", value: t, limit: "thread_id" })),
         all: values.all === true,
         output: values.output,
+        decoded: values.decoded === true,
       };
       return (await commands()).exportCommand(c, io);
     },
   },
 
   import: {
-    usage: "import [<file> | -] [--skip-existing] [--json]",
+    usage: "import [<file> | -] [--skip-existing] [--keep-whole] [--module <file>] [--json]",
     summary:
-      "Load an export (a file, or stdin) into this database and schema, one transaction per\n" +
-      "thread, byte for byte: the same rows (heads, row versions, timestamps, raw values), so\n" +
-      "the threads' state and history read exactly as in the source. A thread that already\n" +
-      "exists in the target is refused (exit 1, nothing written for it) unless --skip-existing;\n" +
-      "threads are never merged. A file is checked completely before anything is written;\n" +
-      "stdin is checked thread by thread. The target schema must be migrated first.",
+      "Load an export (a file, gzipped or not, or stdin) into this database and schema, one\n" +
+      "transaction per thread, byte for byte: the same rows (heads, row versions, timestamps,\n" +
+      "raw values), so the threads' state and history read exactly as in the source. Then, as\n" +
+      "element storage is the default, a thread whose export names no element row (written with\n" +
+      "elementStorage: false) is stored by content, as `compact` does; it reads the same.\n" +
+      "A thread that already exists in the target is refused (exit 1, nothing written for it)\n" +
+      "unless --skip-existing; threads are never merged. A file is checked completely before\n" +
+      "anything is written; stdin is checked thread by thread. The target schema must be\n" +
+      "migrated first.",
     options: `  --skip-existing       leave threads that already exist untouched and go on
+  --keep-whole          import byte for byte only: leave values stored whole as they are
+  --module <file>       a JS/TS module exporting serde: the serializer your saver uses, if not
+                        the default (to store an encrypting saver's whole values by content)
   --json                print the summary as JSON`,
     examples: `  ${BIN} import thread.jsonl --schema restored
+  ${BIN} import backup.jsonl.gz
   ${BIN} export --all | ${BIN} import --database-url postgres://other/db`,
     async run(argv, io) {
-      const { values, positionals: rest } = parse("import", argv, { ...CONNECTION_OPTIONS, ...JSON_OPTION, "skip-existing": { type: "boolean" } });
+      const { values, positionals: rest } = parse("import", argv, {
+        ...CONNECTION_OPTIONS,
+        ...JSON_OPTION,
+        "skip-existing": { type: "boolean" },
+        "keep-whole": { type: "boolean" },
+        module: { type: "string" },
+      });
       const [file] = positionals("import", rest, ["file"], 0);
       if ((file === undefined || file === "-") && process.stdin.isTTY) throw new UsageError("missing argument <file> (or pipe an export into stdin)", "import");
-      const c = { ...common("import", values), file, skipExisting: values["skip-existing"] === true };
+      if (values.module === "") throw new UsageError("--module: must not be empty", "import");
+      if (values.module !== undefined && values["keep-whole"]) throw new UsageError("--module: only to store values by content, not with --keep-whole", "import");
+      const c = {
+        ...common("import", values),
+        file,
+        skipExisting: values["skip-existing"] === true,
+        keepWhole: values["keep-whole"] === true,
+        module: values.module,
+      };
       return (await commands()).importCommand(c, io);
     },
   },
@@ -497,7 +543,9 @@ const COMMANDS: Record<string, CommandSpec> = {
       "Rewrites every stored value that is not yet encrypted under the serializer's current key\n" +
       "and bound to its row: rows written before row binding, rows under an older key (after a\n" +
       "rotation, so the old key can go), and, with allowPlaintext, rows written before encryption\n" +
-      "was turned on. The inner bytes are kept; only the encryption changes. Batches of rows,\n" +
+      "was turned on. The inner bytes are kept; only the encryption changes. Values stored by\n" +
+      "content (lists by their elements, large values, objects holding lists) are re-keyed:\n" +
+      "their elements hashed under the current key, their refs tagged with it. Batches of rows,\n" +
       "one transaction each, safe while graphs run. The module exports `serde`: the same\n" +
       "EncryptedSerializer your application's saver uses.",
     options: `  --module <file>       a JS/TS module exporting serde, an EncryptedSerializer (required)
@@ -523,17 +571,19 @@ const COMMANDS: Record<string, CommandSpec> = {
   compact: {
     usage: "compact [--thread <id>...] [--module <file>] [--batch-size <n>] [--dry-run] [--json]",
     summary:
-      "Converts threads written with whole list values (before element storage, or by a saver\n" +
-      "without elementStorage: true) into element storage: each list-valued blob (a chat's\n" +
-      "messages) is rewritten in place into the hashes of its elements, each element stored\n" +
-      "once per thread and namespace. Reads return the same values, from a saver with or\n" +
-      "without elementStorage. Batches of rows, one transaction each, safe while graphs and\n" +
-      "prune run; a second run changes nothing. A release before element storage cannot read\n" +
-      "converted threads: run it once no instance of an earlier release uses the database.",
+      "Converts values stored whole (threads written with elementStorage: false, by an earlier\n" +
+      "release, or adopted from the official saver) into the forms element storage gives them,\n" +
+      "in channel values and pending writes alike: a list (a chat's messages) by its elements,\n" +
+      "an object holding lists by its lists' elements, a large value by content; each element\n" +
+      "stored once per thread and namespace, each row rewritten in place. Values element\n" +
+      "storage keeps whole stay untouched. Reads return the same values. Batches of rows, one\n" +
+      "transaction each, safe while graphs and prune run; a second run changes nothing. A\n" +
+      "release before element storage cannot read converted threads: run it once no instance\n" +
+      "of an earlier release uses the database.",
     options: `  --thread <id>         only this thread (repeatable; default every thread)
   --module <file>       a JS/TS module exporting serde: the serializer your saver uses, if not
-                        the default (an EncryptedSerializer is refused: its values stay whole)
-  --batch-size <n>      blob rows read per batch, rewritten in one transaction (default 100)
+                        the default (an EncryptedSerializer seals the elements, as the saver does)
+  --batch-size <n>      rows read per batch, rewritten in one transaction (default 100)
   --dry-run             count what would be rewritten and added, change nothing
   --json                print the result as JSON`,
     examples: `  ${BIN} compact --dry-run

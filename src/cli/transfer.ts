@@ -1,10 +1,13 @@
 /**
  * `export` and `import` as streams of JSON lines: one thread in memory at a
- * time, progress on a TTY, a file output that appears only when complete.
+ * time, progress on a TTY, a file output that appears only when complete,
+ * gzipped when its name ends in `.gz` (and a gzipped file read as such).
  */
 import { createReadStream, createWriteStream, renameSync, rmSync } from "node:fs";
 import { createInterface } from "node:readline";
-import type { Writable } from "node:stream";
+import type { Readable, Writable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { createGunzip, createGzip } from "node:zlib";
 import { InvalidInputError } from "../errors.js";
 import type { InspectOptions } from "../ops/inspect.js";
 import {
@@ -33,42 +36,75 @@ function write(out: Writable, text: string): Promise<void> {
 /**
  * Write the header and every record of `threads` to `output` (a file path, or
  * stdout when undefined). A file is written under a temporary name and renamed
- * when complete, so a failed export leaves no partial file.
+ * when complete, so a failed export leaves no partial file; a name ending in
+ * `.gz` is gzipped as it streams.
  */
 export async function exportThreads(
   target: Omit<InspectOptions, "serde">,
   threads: string[] | (() => Promise<string[]>),
   output: string | undefined,
   where: string,
+  options: { decoded?: boolean } = {},
 ): Promise<{ threads: number; records: number }> {
   const ids = typeof threads === "function" ? await threads() : threads;
   const tmp = output === undefined ? undefined : `${output}.tmp-${process.pid}`;
-  const out: Writable = tmp === undefined ? process.stdout : createWriteStream(tmp, { flags: "wx" });
+  const file: Writable = tmp === undefined ? process.stdout : createWriteStream(tmp, { flags: "wx" });
+  const gzip = tmp !== undefined && output!.endsWith(".gz") ? createGzip() : undefined;
+  const out: Writable = gzip ?? file;
+  // The gzip stream feeds the file; a failure of either ends both, and fails the pending write.
+  const compressed = gzip ? pipeline(gzip, file) : undefined;
+  compressed?.catch(() => undefined);
   const bar = progress();
   let records = 0;
   try {
-    if (tmp !== undefined) await new Promise<void>((resolve, reject) => out.once("open", () => resolve()).once("error", reject));
+    if (tmp !== undefined) await new Promise<void>((resolve, reject) => file.once("open", () => resolve()).once("error", reject));
     await write(out, `${JSON.stringify(exportHeader())}\n`);
     for (const [i, threadId] of ids.entries()) {
       bar.update(`exporting thread ${i + 1}/${ids.length} (${records} records)`);
-      const rows = await exportThread({ ...target, threadId });
+      const rows = await exportThread({ ...target, threadId, decoded: options.decoded ?? false });
       if (rows.length === 0) throw new NotFoundError(`Thread ${JSON.stringify(threadId)} not found in ${where}`);
       await write(out, rows.map((r) => `${JSON.stringify(r)}\n`).join(""));
       records += rows.length;
     }
     if (tmp !== undefined) {
       await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
+      await compressed;
       renameSync(tmp, output!);
     }
     return { threads: ids.length, records };
   } catch (err) {
     if (tmp !== undefined) {
       out.destroy();
+      file.destroy();
       rmSync(tmp, { force: true });
     }
     throw err;
   } finally {
     bar.done();
+  }
+}
+
+/** gzip's first two bytes. */
+const GZIP_MAGIC = Buffer.from([0x1f, 0x8b]);
+
+/** The first two bytes of `stream` (fewer at its end), left in it to be read. */
+async function peek(stream: Readable): Promise<Buffer> {
+  for (;;) {
+    // read(2) gives null until two bytes are there, or what is left at the end.
+    const head = stream.read(2) as Buffer | null;
+    if (head !== null) {
+      stream.unshift(head);
+      return head;
+    }
+    if (stream.readableEnded) return Buffer.alloc(0);
+    await new Promise<void>((resolve, reject) => {
+      const done = (err?: Error) => {
+        stream.off("readable", done).off("end", done).off("error", done);
+        if (err) reject(err);
+        else resolve();
+      };
+      stream.on("readable", done).on("end", done).on("error", done);
+    });
   }
 }
 
@@ -78,9 +114,13 @@ interface ThreadChunk {
   lines: number[];
 }
 
-/** Read an export file (or stdin) and call `onThread` once per complete thread, in order. */
+/**
+ * Read an export file (or stdin) and call `onThread` once per complete thread, in order. Gzip data (by its
+ * first bytes: `export -o x.jsonl.gz` writes it; `gzip -c` on stdin too) is decompressed as it streams.
+ */
 async function scan(input: string | undefined, onThread: (chunk: ThreadChunk) => Promise<void>): Promise<void> {
-  const stream = input === undefined || input === "-" ? process.stdin : createReadStream(input);
+  const file = input === undefined || input === "-" ? undefined : input;
+  const stream = file === undefined ? process.stdin : createReadStream(file);
   const opened = new Promise<void>((resolve, reject) => {
     if (stream === process.stdin) resolve();
     else stream.once("open", () => resolve()).once("error", reject);
@@ -88,13 +128,29 @@ async function scan(input: string | undefined, onThread: (chunk: ThreadChunk) =>
   await opened.catch((err: NodeJS.ErrnoException) => {
     throw new ExportFileError(`cannot read ${input}: ${err.code === "ENOENT" ? "no such file" : err.message}`);
   });
-  const rl = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
+  const head = await peek(stream).catch((err: Error) => {
+    throw new ExportFileError(`cannot read ${input ?? "stdin"}: ${err.message}`);
+  });
+  const gunzip = head.equals(GZIP_MAGIC) ? createGunzip() : undefined;
+  // pipe() does not pass the file's errors on to gunzip, and readline throws its input's (gunzip's) as
+  // they are: a failure of either stream is kept, ends the loop, and is reported after it with the name.
+  let failed: Error | undefined;
+  const lines: Readable = gunzip ? stream.pipe(gunzip) : stream;
+  const rl = createInterface({ input: lines, crlfDelay: Number.POSITIVE_INFINITY });
+  const sources: Readable[] = gunzip ? [stream, gunzip] : [stream];
+  for (const s of sources) {
+    s.on("error", (err: Error) => {
+      failed ??= err;
+      rl.close();
+    });
+  }
   let lineNo = 0;
   let header = false;
   let chunk: ThreadChunk = { records: [], lines: [] };
   let thread: string | undefined;
   try {
     for await (const line of rl) {
+      if (failed) break;
       lineNo++;
       if (line.trim() === "") continue;
       let record: Record<string, unknown>;
@@ -125,9 +181,14 @@ async function scan(input: string | undefined, onThread: (chunk: ThreadChunk) =>
         chunk = { records: [], lines: [] };
       }
     }
+  } catch (err) {
+    if (err !== failed) throw err;
   } finally {
     rl.close();
+    if (gunzip) stream.unpipe(gunzip);
+    if (stream !== process.stdin) stream.destroy();
   }
+  if (failed) throw new ExportFileError(`cannot read ${file ?? "stdin"}${gunzip ? " (gzip)" : ""} after line ${lineNo}: ${failed.message}`);
   if (!header) throw new ExportFileError(`${input ?? "stdin"} is empty: not a langgraph-checkpoint-pg export`);
   if (chunk.records.length > 0) throw new ExportFileError(`line ${lineNo}: the file ends inside thread ${JSON.stringify(thread)} (truncated export?)`);
 }
@@ -157,8 +218,8 @@ export interface ImportSummary {
 export async function importThreads(
   target: Omit<InspectOptions, "serde">,
   input: string | undefined,
-  ifExists: "fail" | "skip",
-  onPartial: (summary: ImportSummary) => void,
+  options: Pick<Parameters<typeof importThread>[0], "ifExists" | "elementStorage" | "serde">,
+  on: { onPartial: (summary: ImportSummary) => void; onThread?: (result: ImportResult) => void },
 ): Promise<ImportSummary> {
   // Against the target's columns: every thread of a file is checked as its import will check it.
   const columns = await importColumns(target);
@@ -177,17 +238,18 @@ export async function importThreads(
     await scan(input, async (chunk) => {
       let result: ImportResult;
       try {
-        result = await importThread({ ...target, records: chunk.records, ifExists });
+        result = await importThread({ ...target, ...options, records: chunk.records });
       } catch (err) {
         throw atLines(err, chunk);
       }
       if (result.status === "skipped") summary.skipped.push(result.threadId);
       else summary.imported.push(result);
+      on.onThread?.(result);
       rows += result.checkpoints + result.writes + result.blobs;
       bar.update(`importing: ${summary.imported.length} threads${summary.skipped.length ? ` (${summary.skipped.length} skipped)` : ""}, ${rows} rows`);
     });
   } catch (err) {
-    onPartial(summary);
+    on.onPartial(summary);
     throw err;
   } finally {
     bar.done();

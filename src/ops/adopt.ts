@@ -38,6 +38,7 @@
  * triggers' SQL), adopt-steps.ts (status, finish) and rollback.ts.
  */
 import type { Queryable } from "../db/db.js";
+import type { CompactResult } from "./compact.js";
 import { quoteIdent } from "../validate.js";
 
 /** The official savers' own migrations table (one integer column `v`). */
@@ -107,6 +108,13 @@ export interface AdoptionSummary {
   adopted: boolean;
   /** The statements, as a plan a DBA can read. */
   sql: string;
+  /**
+   * What `setup({ adopt })` and `migrate --adopt` converted right after the adoption committed: the
+   * values it copied whole, stored by content as element storage stores them (see `compact`).
+   * Absent for a dry run, an adoption done before, `migrate()` (run `compact` after it), a saver
+   * with `elementStorage: false`, or a serializer that cannot store values by content.
+   */
+  compacted?: CompactResult;
 }
 
 /** What {@link planAdoption} returns: the statements to run, and the same as a readable plan. */

@@ -1,52 +1,60 @@
 /**
- * Convert threads written with whole list values into element storage
- * (saver/elements.ts, issue #21): every `checkpoint_blobs` row whose value is
- * a plain, non-empty array becomes a refs value (type `pg:refs`, same key),
- * its elements and chunks element rows of the thread and namespace. The
- * checkpoints do not change: they name their blobs by version, and the
- * version stays.
+ * Convert values stored whole into the forms element storage gives them
+ * (saver/stored.ts, issues #21 and #27): every row of `checkpoint_blobs`
+ * (a channel's value at a version) and of `checkpoint_writes` (a task's
+ * ordinary write) whose value a put or putWrites with element storage would
+ * store otherwise — a list by its elements (`pg:refs`), an object holding
+ * lists (`pg:obj:<type>`), a large value by content (`pg:val`) — is
+ * rewritten in place into that form (same key), the element rows it names
+ * added to the thread and namespace. A value element storage would store whole
+ * stays untouched; so do special writes (negative idx: an interrupt, an
+ * error, a resume), which the saver stores whole too. The checkpoints do not
+ * change: they name their blobs by version, and the version stays.
  *
  * How it stays safe while graphs run and prune runs:
- * - **Readers** see a list whole before or whole after: the blob row's update
- *   and the element rows it names commit in one transaction.
- * - **prune** decides on element rows by the lists that name them. Each
+ * - **Readers** see a value whole before or in its new form after: the row's
+ *   update and the element rows it names commit in one transaction.
+ * - **prune** decides on element rows by the values that name them. Each
  *   transaction holds prune's advisory lock of the thread
  *   ({@link pruneLockName}), so prune never runs on a thread in the middle of
  *   a batch; element rows a batch finds already stored are checked under
- *   that lock, so prune cannot delete them before the batch's lists commit.
- * - **puts** never change a blob row. A put with element storage may insert
- *   the same element rows at the same time (same bytes, same hash):
- *   `ON CONFLICT DO NOTHING` on both sides. Rows are inserted in the order
- *   a put inserts them (a list's elements by position, then its chunks), so
- *   the two wait for each other rather than deadlock; a batch that still meets
- *   a deadlock or serialization failure is retried.
- * - **Concurrent rewrites** (`reencrypt`, `deleteThread`): a row is updated
- *   only if its row_version and type are still those it was read with;
- *   otherwise it is left for the next run (counted as `listsSkipped`), and
- *   its element rows are not inserted.
+ *   that lock, so prune cannot delete them before the batch's values commit.
+ * - **puts and putWrites** never change a blob row, nor an ordinary write's
+ *   row. They may insert the same element rows at the same time (same bytes,
+ *   same hash). Every statement that inserts element rows sends them in key
+ *   order (namespace, hash) and, meeting one stored already, touches it
+ *   (`ON CONFLICT ... row_version + 1`): two such statements wait for each
+ *   other rather than deadlock; a batch that still meets a deadlock or
+ *   serialization failure is retried.
+ * - **Concurrent rewrites** (`reencrypt`, `deleteThread`, a special write
+ *   replaced): a row is updated only if its row_version and type are still
+ *   those it was read with; otherwise it is left for the next run (counted as
+ *   `valuesSkipped`), and its element rows are not inserted.
  * - **deleteThread** takes the thread's deletion lock exclusively before it
  *   reads what to delete; each transaction here holds it shared (as every
  *   write does, saver/tombstones.ts), so a deletion either comes first (the
- *   lists are gone, nothing is inserted) or waits and deletes the element
+ *   values are gone, nothing is inserted) or waits and deletes the element
  *   rows this transaction added too (issue #26, row 6).
  *
  * Serialization happens before a transaction starts: a transaction holds
- * only SQL. Decoding uses the serializer the saver uses; values are decoded
- * and their elements serialized again, exactly as a put with element storage
- * serializes them.
+ * only SQL. Values are decoded with the serializer the saver uses and encoded
+ * by `encodeStored` (stored.ts), exactly as a put with element storage
+ * encodes them. A value the serializer cannot decode (a Python object copied
+ * by an adoption, a key that is not configured) is left whole and counted.
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { dbOf, poolDb, type Db, type PGliteLike, type Queryable } from "../db/db.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
-import { CHECKPOINT_BLOBS as B } from "../db/names.js";
-import { CheckpointerError, DatabaseOperationError, InvalidOptionsError } from "../errors.js";
+import { CHECKPOINT_BLOBS as B, CHECKPOINT_WRITES as W } from "../db/names.js";
+import { CheckpointerError, DatabaseOperationError, DeserializationError, InvalidOptionsError, MigrationError, failureText } from "../errors.js";
 import { guard, type HandlerErrorHandler } from "../events.js";
 import { elementCodec, type ElementCodec } from "../saver/element-codec.js";
-import { ELEMENTS_CHANNEL, REFS_TYPE, encodeList, isElementList, type ElementRow } from "../saver/elements.js";
+import { ELEMENTS_CHANNEL, REFS_TYPE, type ElementRow } from "../saver/elements.js";
 import { pack } from "../saver/encode.js";
+import { BY_CONTENT_MIN_BYTES, OBJECT_TYPE_PREFIX, VALUE_TYPE, encodeStored, namesElements } from "../saver/stored.js";
 import { lockForWrite } from "../saver/tombstones.js";
-import { loadsForRow } from "../serde/rowserde.js";
+import { loadsForRow, type ValueRow } from "../serde/rowserde.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { checkConnection, checkThreadId } from "./prune-options.js";
@@ -62,15 +70,15 @@ export interface CompactOptions {
   schema?: string;
   /**
    * The serializer your saver uses (default: `MsgpackSerializer`). Values are
-   * decoded with it and their elements serialized with it (an
-   * `EncryptedSerializer` seals each element for its row and keys its hash,
-   * as a saver with `elementStorage` does). One that binds values to their
-   * rows but cannot seal elements is refused: its values stay whole.
+   * decoded with it and encoded with it as a saver with element storage
+   * encodes them (an `EncryptedSerializer` seals each element for its row and
+   * keys its hash). One that binds values to their rows but cannot seal
+   * elements is refused: its values stay whole.
    */
   serde?: SerializerProtocol;
   /** Only these threads. Default: every thread in the schema. */
   threadIds?: readonly string[];
-  /** Blob rows read per batch; the lists among them are rewritten in one transaction. Default 100. */
+  /** Rows read per batch (blobs and writes apart); those converted among them are rewritten in one transaction. Default 100. */
   batchSize?: number;
   /** Count what would be rewritten and added, change nothing. */
   dryRun?: boolean;
@@ -84,18 +92,22 @@ export interface CompactOptions {
 export interface CompactCounts {
   /** Threads visited. */
   threads: number;
-  /** Threads with at least one list rewritten. */
+  /** Threads with at least one value rewritten. */
   threadsCompacted: number;
-  /** Blob rows rewritten from a whole list into its refs value. */
-  lists: number;
+  /** Rows rewritten from a whole value into a form stored by content (`pg:refs`, `pg:obj:...`, `pg:val`): blobs and writes. */
+  values: number;
+  /** Of {@link values}, pending writes (`checkpoint_writes` rows). */
+  writes: number;
   /** Element rows added (elements and chunks, under the channel `__elements__`). */
   elementRows: number;
   /** `octet_length` of the rewritten rows' values before. */
   bytesBefore: number;
-  /** `octet_length` of the refs values that replaced them, plus that of the element rows added. */
+  /** `octet_length` of the values that replaced them, plus that of the element rows added. */
   bytesAfter: number;
-  /** Lists left whole because their row changed or went while compact ran (a later run converts them). */
-  listsSkipped: number;
+  /** Values left whole because their row changed or went while compact ran (a later run converts them). */
+  valuesSkipped: number;
+  /** Values left whole because the serializer cannot decode them (a Python object, a key that is not configured: reads fail on them as before). */
+  undecodable: number;
 }
 
 export interface CompactProgress extends CompactCounts {
@@ -113,29 +125,75 @@ export interface CompactResult extends CompactCounts {
 /** A batch that met these (deadlock, serialization failure, lock timeout) is tried again this many times. */
 const ATTEMPTS = 4;
 const TRANSIENT = new Set(["40P01", "40001", "55P03"]);
-/** First bytes of a non-empty msgpack array (fixarray 1-15, array 16, array 32): other msgpack values are not lists. */
+/** First bytes of a non-empty msgpack array (fixarray 1-15, array 16, array 32). */
 const MSGPACK_ARRAY_STARTS = [...Array.from({ length: 15 }, (_, i) => 0x91 + i), 0xdc, 0xdd].map((b) => Buffer.from([b]));
 
+/** What {@link compactWith} needs: the options, checked. */
+interface Settings {
+  schema: string;
+  serde: SerializerProtocol;
+  codec: ElementCodec;
+  threadIds: string[] | undefined;
+  batchSize: number;
+  dryRun: boolean;
+  onProgress: ((p: CompactProgress) => void) | undefined;
+}
+
 /**
- * Convert the lists stored whole (threads written before element storage, or
- * by a saver without it) into element storage, thread by thread. Reads return
- * the same values before and after, from a saver with or without
- * `elementStorage`; a second run changes nothing. A release before element
- * storage cannot read converted lists (see README "Lists stored by their
- * elements"). Bad options throw {@link InvalidOptionsError} before any SQL.
+ * Convert the values stored whole (threads written with `elementStorage:
+ * false`, by an earlier commit, or adopted from the official saver) into the
+ * forms element storage gives them, thread by thread: lists by their
+ * elements, objects holding lists, large values by content; in blobs and in
+ * pending writes. Reads return the same values before and after; a second
+ * run changes nothing. A release before element storage cannot read
+ * converted values (see README "Lists stored by their elements"). Bad
+ * options throw {@link InvalidOptionsError} before any SQL.
  *
  * @example
  * ```ts
  * import { compact } from "langgraph-checkpoint-pg";
  * const preview = await compact({ pool, dryRun: true });
- * console.log(`${preview.lists} lists, ${preview.bytesBefore} -> ${preview.bytesAfter} bytes`);
- * const done = await compact({ pool, onProgress: (p) => console.log(`${p.threads} threads, ${p.lists} lists`) });
+ * console.log(`${preview.values} values, ${preview.bytesBefore} -> ${preview.bytesAfter} bytes`);
+ * const done = await compact({ pool, onProgress: (p) => console.log(`${p.threads} threads, ${p.values} values`) });
  * ```
  */
 export async function compact(options: CompactOptions): Promise<CompactResult> {
   if (options === null || typeof options !== "object") throw new InvalidOptionsError("options", "expected { pool, serde?, threadIds?, ... }");
   const o = options;
   checkConnection(o);
+  const settings = readSettings(o);
+  const owned = o.pool === undefined ? new pg.Pool({ connectionString: o.connectionString, application_name: "langgraph-checkpoint-pg:compact", max: 1 }) : undefined;
+  // An idle client dying must not crash the process; the next query reports it.
+  owned?.on("error", () => undefined);
+  try {
+    return await compactWith(owned ? poolDb(owned) : dbOf(o.pool!), settings);
+  } finally {
+    await owned?.end();
+  }
+}
+
+/**
+ * Compact every thread of `schema` through `db` (a saver's own connection): what `setup({ adopt })`
+ * and `migrate --adopt` run right after an adoption committed, on what it copied whole (the official
+ * saver's values, issue #27). Undefined when `serde` cannot store values by content (a saver with it
+ * stores them whole too). A failure is a {@link MigrationError} saying the adoption is done and
+ * what to run: a retried `setup` finds the adoption done and would not convert again.
+ */
+export async function compactAdopted(db: Db, schema: string, serde: SerializerProtocol): Promise<CompactResult | undefined> {
+  if (!elementCodec(serde)) return undefined;
+  const settings = readSettings({ schema, serde });
+  try {
+    return await compactWith(db, settings);
+  } catch (err) {
+    throw new MigrationError(
+      `The adoption into schema "${schema}" is done, but storing what it copied by content failed ${failureText(err)}; ` +
+        `those values stay whole and read as they are: run compact on schema "${schema}" to convert them`,
+      { cause: err, migration: "adoption" },
+    );
+  }
+}
+
+function readSettings(o: Omit<CompactOptions, "pool" | "connectionString">): Settings {
   const schema = checkSchemaName(o.schema ?? "public");
   const serde = o.serde ?? new MsgpackSerializer();
   if (serde === null || typeof serde !== "object" || typeof serde.dumpsTyped !== "function" || typeof serde.loadsTyped !== "function") {
@@ -143,7 +201,7 @@ export async function compact(options: CompactOptions): Promise<CompactResult> {
   }
   const codec = elementCodec(serde);
   if (!codec) {
-    throw new InvalidOptionsError("serde", "binds each value to its row but cannot seal an element for its own row: its lists stay whole");
+    throw new InvalidOptionsError("serde", "binds each value to its row but cannot seal an element for its own row: its values stay whole");
   }
   let threadIds: string[] | undefined;
   if (o.threadIds !== undefined) {
@@ -160,30 +218,27 @@ export async function compact(options: CompactOptions): Promise<CompactResult> {
   if (o.dryRun !== undefined && typeof o.dryRun !== "boolean") throw new InvalidOptionsError("dryRun", "expected true or false");
   if (o.onProgress !== undefined && typeof o.onProgress !== "function") throw new InvalidOptionsError("onProgress", "expected a function");
   if (o.onHandlerError !== undefined && typeof o.onHandlerError !== "function") throw new InvalidOptionsError("onHandlerError", "expected a function");
-  const onProgress = guard(o.onProgress, "onProgress", o.onHandlerError);
-  const dryRun = o.dryRun ?? false;
+  return { schema, serde, codec, threadIds, batchSize, dryRun: o.dryRun ?? false, onProgress: guard(o.onProgress, "onProgress", o.onHandlerError) };
+}
 
+async function compactWith(db: Db, s: Settings): Promise<CompactResult> {
   const started = performance.now();
-  const owned = o.pool === undefined ? new pg.Pool({ connectionString: o.connectionString, application_name: "langgraph-checkpoint-pg:compact", max: 1 }) : undefined;
-  // An idle client dying must not crash the process; the next query reports it.
-  owned?.on("error", () => undefined);
-  const db: Db = owned ? poolDb(owned) : dbOf(o.pool!);
-  const counts: CompactCounts = { threads: 0, threadsCompacted: 0, lists: 0, elementRows: 0, bytesBefore: 0, bytesAfter: 0, listsSkipped: 0 };
-  // The default serializer's lists are msgpack arrays: other msgpack values need not be read and decoded.
-  const arrayStarts = serde instanceof MsgpackSerializer ? MSGPACK_ARRAY_STARTS : null;
-  const job: Job = { db, sql: buildSql(schema), lock: pruneLockName(schema), serde, codec, batchSize, dryRun, counts, arrayStarts };
-  try {
-    await assertSchemaCurrent(db, schema, "compact");
-    for await (const threadId of threads(job, threadIds)) {
-      counts.threads += 1;
-      const before = counts.lists;
-      await compactThread(job, threadId, () => onProgress?.({ ...counts, dryRun, threadId, elapsedMs: performance.now() - started }));
-      if (counts.lists > before) counts.threadsCompacted += 1;
-    }
-  } finally {
-    await owned?.end();
+  const counts: CompactCounts = { threads: 0, threadsCompacted: 0, values: 0, writes: 0, elementRows: 0, bytesBefore: 0, bytesAfter: 0, valuesSkipped: 0, undecodable: 0 };
+  // The default serializer's values that can only stay whole (neither a list nor large enough) need not be read and decoded.
+  const arrayStarts = s.serde instanceof MsgpackSerializer ? MSGPACK_ARRAY_STARTS : null;
+  const sql = buildSql(s.schema);
+  const job: Job = { db, sql, lock: pruneLockName(s.schema), serde: s.serde, codec: s.codec, batchSize: s.batchSize, dryRun: s.dryRun, counts, arrayStarts };
+  await assertSchemaCurrent(db, s.schema, "compact");
+  for await (const threadId of threads(job, s.threadIds)) {
+    counts.threads += 1;
+    const before = counts.values;
+    const progress = () => s.onProgress?.({ ...counts, dryRun: s.dryRun, threadId, elapsedMs: performance.now() - started });
+    /** Dry run: element rows already counted as added (the real run would have inserted them by now). */
+    const counted = new Set<string>();
+    for (const table of [sql.blobs, sql.writes]) await compactTable(job, table, threadId, counted, progress);
+    if (counts.values > before) counts.threadsCompacted += 1;
   }
-  return { ...counts, dryRun, durationMs: performance.now() - started };
+  return { ...counts, dryRun: s.dryRun, durationMs: performance.now() - started };
 }
 
 interface Job {
@@ -195,53 +250,59 @@ interface Job {
   batchSize: number;
   dryRun: boolean;
   counts: CompactCounts;
-  /** First bytes a msgpack value can start with to be a list (null: decode every value). */
+  /** First bytes a msgpack value under the by-content size can start with to be a list (null: decode every value). */
   arrayStarts: Buffer[] | null;
 }
 
-/** A blob row as read. */
-type BlobRow = {
-  checkpoint_ns: string;
-  channel: string;
-  version: string;
-  type: string;
-  value: Uint8Array;
-  row_version: string;
-};
+/** A row as read: its key columns (`k0`...), type, value and row version. */
+type StoredRow = Record<string, unknown> & { checkpoint_ns: string; type: string; value: Uint8Array; row_version: string };
 
-/** A list to rewrite: its row, what it was, its refs value and every hash it names. */
-interface List {
-  row: BlobRow;
-  refs: Buffer;
+/** A value to rewrite: its row as read, its new type and bytes, every hash it names. */
+interface Conversion {
+  row: StoredRow;
+  type: string;
+  bytes: Uint8Array;
   hashes: string[];
 }
 
 const rowKey = (ns: string, hash: string) => `${ns}\u0000${hash}`;
 
+/** Types whose value names element rows already (stored.ts `namesElements`), as SQL. */
+const notByContent = (type: string) => `${type} NOT IN ('${REFS_TYPE}', '${VALUE_TYPE}') AND NOT pg_catalog.starts_with(${type}, '${OBJECT_TYPE_PREFIX}')`;
+
 function buildSql(schema: string) {
   const bl = `${quoteIdent(schema)}.${B.table}`;
-  const key = `${B.checkpointNs}, ${B.channel}, ${B.version}`;
-  /** Keyset page of the thread ids in checkpoint_blobs (a loose index scan on its primary key). $1 after, $2 limit. */
+  const wr = `${quoteIdent(schema)}.${W.table}`;
+  /** The next thread id after `after` (an SQL expression, or none) in either table: a loose index scan on each primary key. */
+  const next = (after: string | undefined) =>
+    `LEAST((SELECT ${B.threadId} FROM ${bl}${after ? ` WHERE ${B.threadId} > ${after}` : ""} ORDER BY ${B.threadId} LIMIT 1),
+               (SELECT ${W.threadId} FROM ${wr}${after ? ` WHERE ${W.threadId} > ${after}` : ""} ORDER BY ${W.threadId} LIMIT 1))`;
+  /** Keyset page of the thread ids in checkpoint_blobs and checkpoint_writes. $1 after (NULL: from the first), $2 limit. */
   const threadPage = (first: boolean) => `/* langgraph-checkpoint-pg compact: threads */
 WITH RECURSIVE t AS (
-  SELECT (SELECT ${B.threadId} FROM ${bl} WHERE ${first ? "$1::text IS NULL" : `${B.threadId} > $1`} ORDER BY ${B.threadId} LIMIT 1) AS id
+  SELECT ${first ? `${next(undefined)} AS id WHERE $1::text IS NULL` : `${next("$1::text")} AS id`}
   UNION ALL
-  SELECT (SELECT ${B.threadId} FROM ${bl} WHERE ${B.threadId} > t.id ORDER BY ${B.threadId} LIMIT 1) FROM t WHERE t.id IS NOT NULL
+  SELECT ${next("t.id")} FROM t WHERE t.id IS NOT NULL
 )
 SELECT id FROM t WHERE id IS NOT NULL LIMIT $2`;
-  /**
-   * A page of a thread's blob rows that may hold a whole list: $1 thread, $2 limit, $3 first
-   * bytes a msgpack value must start with (NULL: any), $4-$6 the key after which to go on.
-   */
-  const blobPage = (first: boolean) => `/* langgraph-checkpoint-pg compact: blobs */
-SELECT ${key}, ${B.type} AS type, ${B.value} AS value, ${B.rowVersion}::text AS row_version FROM ${bl}
- WHERE ${B.threadId} = $1 AND ${B.channel} <> '${ELEMENTS_CHANNEL}' AND ${B.type} NOT IN ('empty', '${REFS_TYPE}') AND ${B.value} IS NOT NULL
-   AND ($3::bytea[] IS NULL OR ${B.type} <> 'msgpack' OR pg_catalog.substring(${B.value}, 1, 1) = ANY ($3::bytea[]))
-   ${first ? "AND $4::text IS NULL AND $5::text IS NULL AND $6::text IS NULL" : `AND (${key}) > ($4::text, $5::text, $6::text)`}
- ORDER BY ${key} LIMIT $2`;
   return {
     threadPage,
-    blobPage,
+    blobs: tableSql(B.table, bl, [[B.channel, "text"], [B.version, "text"]], `${B.channel} <> '${ELEMENTS_CHANNEL}'`, (threadId, r) => ({
+      table: B.table,
+      threadId,
+      checkpointNs: r.checkpoint_ns,
+      channel: String(r.k0),
+      version: String(r.k1),
+    })),
+    // Special writes (negative idx) stay whole, as the saver stores them: they are replaced, and read on their own.
+    writes: tableSql(W.table, wr, [[W.checkpointId, "text"], [W.taskId, "text"], [W.idx, "int"]], `${W.idx} >= 0`, (threadId, r) => ({
+      table: W.table,
+      threadId,
+      checkpointNs: r.checkpoint_ns,
+      checkpointId: String(r.k0),
+      taskId: String(r.k1),
+      idx: Number(r.k2),
+    })),
     /**
      * Wait for thread $2's deletion lock, shared (a deletion in progress finishes first; one that
      * comes later waits for this transaction, then deletes what it wrote), then for prune's advisory
@@ -250,35 +311,79 @@ SELECT ${key}, ${B.type} AS type, ${B.value} AS value, ${B.rowVersion}::text AS 
     lock: `/* langgraph-checkpoint-pg compact: lock */
 SELECT x.locked FROM (SELECT ${lockForWrite(schema, "$2::text")} AS locked) x
  CROSS JOIN LATERAL (SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1::text), pg_catalog.hashtext($2::text)) OFFSET 0) y`,
-    /**
-     * Rewrite lists of thread $1 in place, each only if still as read ($5 row version, $6 type).
-     * $2-$4 keys; the refs values packed in $9 at offsets $7, lengths $8.
-     */
-    update: `/* langgraph-checkpoint-pg compact: rewrite */
-UPDATE ${bl} x SET ${B.type} = '${REFS_TYPE}', ${B.value} = pg_catalog.substring($9::bytea, u.off + 1, u.len), ${B.rowVersion} = x.${B.rowVersion} + 1
-  FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::bigint[]),
-                  pg_catalog.unnest($6::text[]), pg_catalog.unnest($7::int[]), pg_catalog.unnest($8::int[])) AS u(ns, channel, version, rv, type, off, len)
- WHERE x.${B.threadId} = $1 AND x.${B.checkpointNs} = u.ns AND x.${B.channel} = u.channel AND x.${B.version} = u.version
-   AND x.${B.rowVersion} = u.rv AND x.${B.type} = u.type
-RETURNING x.${B.checkpointNs} AS checkpoint_ns, x.${B.channel} AS channel, x.${B.version} AS version`,
     /** Which element rows of thread $1 exist: namespaces $2, hashes $3. */
     existing: `/* langgraph-checkpoint-pg compact: existing elements */
 SELECT e.${B.checkpointNs} AS checkpoint_ns, e.${B.version} AS hash
   FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(ns, h)
   JOIN ${bl} e ON e.${B.threadId} = $1 AND e.${B.checkpointNs} = u.ns AND e.${B.channel} = '${ELEMENTS_CHANNEL}' AND e.${B.version} = u.h`,
-    /** Insert element rows of thread $1 in the given order: namespaces $2, hashes $3, types $4, values packed in $7 ($5 offsets, $6 lengths). */
+    /**
+     * Insert element rows of thread $1 in the given (key) order: namespaces $2, hashes $3, types $4,
+     * values packed in $7 ($5 offsets, $6 lengths). One stored meanwhile (by a put) is touched, as
+     * every statement that inserts element rows does. Returns whether each row was inserted, and its size.
+     */
     insert: `/* langgraph-checkpoint-pg compact: elements */
-INSERT INTO ${bl} (${B.threadId}, ${B.checkpointNs}, ${B.channel}, ${B.version}, ${B.type}, ${B.value})
+INSERT INTO ${bl} AS b (${B.threadId}, ${B.checkpointNs}, ${B.channel}, ${B.version}, ${B.type}, ${B.value})
 SELECT $1, u.ns, '${ELEMENTS_CHANNEL}', u.h, u.type, pg_catalog.substring($7::bytea, u.off + 1, u.len)
   FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]),
                   pg_catalog.unnest($5::int[]), pg_catalog.unnest($6::int[])) WITH ORDINALITY AS u(ns, h, type, off, len, n)
  ORDER BY u.n
-ON CONFLICT (${B.threadId}, ${B.checkpointNs}, ${B.channel}, ${B.version}) DO NOTHING
-RETURNING pg_catalog.octet_length(${B.value})::bigint AS bytes`,
+ON CONFLICT (${B.threadId}, ${B.checkpointNs}, ${B.channel}, ${B.version}) DO UPDATE SET ${B.rowVersion} = b.${B.rowVersion} + 1
+RETURNING b.xmax = 0 AS inserted, pg_catalog.octet_length(b.${B.value})::bigint AS bytes`,
   };
 }
 
 type Sql = ReturnType<typeof buildSql>;
+
+/** One table's statements, and how its rows map to {@link ValueRow}s. */
+interface TableSql {
+  table: typeof B.table | typeof W.table;
+  /**
+   * A page of a thread's rows whose value may be stored otherwise: $1 thread, $2 limit, $3 first
+   * bytes of a msgpack list (NULL: read every value), $4 the size from which any value may be stored
+   * by content, $5... the key after which to go on (namespace, then `k0`...).
+   */
+  page(first: boolean): string;
+  /**
+   * Rewrite rows of thread $1 in place, each only if its row version and type are still as read:
+   * the keys (namespace, `k0`...), then row versions, types read, new types, offsets and lengths
+   * of the new values packed in the last parameter. Returns the keys of the rows rewritten.
+   */
+  update: string;
+  /** The key columns' count (namespace included): parameters of {@link update} before the row versions. */
+  keyCount: number;
+  row(threadId: string, r: StoredRow): ValueRow;
+}
+
+function tableSql(name: typeof B.table | typeof W.table, t: string, key: [string, string][], where: string, row: TableSql["row"]): TableSql {
+  // The two tables name these columns alike.
+  const [ns, type, value, rowVersion, threadId] = [B.checkpointNs, B.type, B.value, B.rowVersion, B.threadId];
+  const cols = [ns, ...key.map(([c]) => c)];
+  const types = ["text", ...key.map(([, ty]) => ty)];
+  const aliases = cols.map((_, i) => (i === 0 ? "checkpoint_ns" : `k${i - 1}`));
+  const n = cols.length;
+  const after = cols.map((_, i) => `$${i + 5}::${types[i]}`);
+  const arrays = [...types.map((ty, i) => `pg_catalog.unnest($${i + 2}::${ty}[])`), ...["bigint", "text", "text", "int", "int"].map((ty, i) => `pg_catalog.unnest($${n + 2 + i}::${ty}[])`)];
+  return {
+    table: name,
+    keyCount: n,
+    page: (first) => `/* langgraph-checkpoint-pg compact: read ${name} */
+SELECT ${cols.map((c, i) => `${c} AS ${aliases[i]}`).join(", ")}, ${type} AS type, ${value} AS value, ${rowVersion}::text AS row_version FROM ${t}
+ WHERE ${threadId} = $1 AND ${where} AND ${type} <> 'empty' AND ${notByContent(type)} AND ${value} IS NOT NULL
+   AND ($3::bytea[] IS NULL OR ${type} <> 'msgpack' OR pg_catalog.octet_length(${value}) >= $4::int OR pg_catalog.substring(${value}, 1, 1) = ANY ($3::bytea[]))
+   AND ${first ? after.map((a) => `${a} IS NULL`).join(" AND ") : `(${cols.join(", ")}) > (${after.join(", ")})`}
+ ORDER BY ${cols.join(", ")} LIMIT $2`,
+    update: `/* langgraph-checkpoint-pg compact: rewrite ${name} */
+UPDATE ${t} x SET ${type} = u.new_type, ${value} = pg_catalog.substring($${n + 7}::bytea, u.off + 1, u.len), ${rowVersion} = x.${rowVersion} + 1
+  FROM ROWS FROM (${arrays.join(", ")}) AS u(${aliases.join(", ")}, rv, type, new_type, off, len)
+ WHERE x.${threadId} = $1 AND ${cols.map((c, i) => `x.${c} = u.${aliases[i]}`).join(" AND ")}
+   AND x.${rowVersion} = u.rv AND x.${type} = u.type
+RETURNING ${cols.map((c, i) => `x.${c} AS ${aliases[i]}`).join(", ")}`,
+    row,
+  };
+}
+
+/** A row's key as one string (namespace, then `k0`...), to match what an update returns. */
+const keyOf = (r: Record<string, unknown>, n: number) => Array.from({ length: n }, (_, i) => String(i === 0 ? r.checkpoint_ns : r[`k${i - 1}`])).join("\u0000");
 
 async function* threads(job: Job, given: string[] | undefined): AsyncGenerator<string> {
   if (given) {
@@ -294,59 +399,59 @@ async function* threads(job: Job, given: string[] | undefined): AsyncGenerator<s
   }
 }
 
-async function compactThread(job: Job, threadId: string, progress: () => void): Promise<void> {
-  const { db, sql, serde, batchSize, dryRun } = job;
-  /** Dry run: element rows already counted as added (the real run would have inserted them by now). */
-  const counted = new Set<string>();
-  let cursor: [string, string, string] | undefined;
+async function compactTable(job: Job, table: TableSql, threadId: string, counted: Set<string>, progress: () => void): Promise<void> {
+  const { db, serde, codec, batchSize, dryRun, counts } = job;
+  let cursor: unknown[] | undefined;
   for (;;) {
-    const { rows } = await run<BlobRow>(db, "compact (reading blobs)", sql.blobPage(cursor === undefined), [
+    const { rows } = await run<StoredRow>(db, `compact (reading ${table.table})`, table.page(cursor === undefined), [
       threadId,
       batchSize,
       job.arrayStarts,
-      ...(cursor ?? [null, null, null]),
+      BY_CONTENT_MIN_BYTES,
+      ...(cursor ?? Array.from({ length: table.keyCount }, () => null)),
     ]);
     if (rows.length === 0) return;
     const last = rows[rows.length - 1]!;
-    cursor = [last.checkpoint_ns, last.channel, last.version];
+    cursor = Array.from({ length: table.keyCount }, (_, i) => (i === 0 ? last.checkpoint_ns : last[`k${i - 1}`]));
 
-    // Decode, then serialize the elements list by list, in key order: a put inserts the element rows
-    // of its list in this order too (see the file comment). No transaction is open.
-    const values = await Promise.all(
-      rows.map((r) =>
-        loadsForRow(serde, r.type, r.value, { table: "checkpoint_blobs", threadId, checkpointNs: r.checkpoint_ns, channel: r.channel, version: r.version }),
-      ),
-    );
-    const lists: List[] = [];
+    // Decode, then encode as a put with element storage would, in key order. No transaction is open.
+    const conversions: Conversion[] = [];
     const elementRows = new Map<string, { ns: string; row: ElementRow }>();
+    /** Per namespace, the hashes an earlier value of the batch sends already. */
     const sending = new Map<string, Set<string>>();
-    for (let i = 0; i < rows.length; i++) {
-      const value = values[i];
-      if (!isElementList(value)) continue;
-      const r = rows[i]!;
+    for (const r of rows) {
+      const row = table.row(threadId, r);
+      let value: unknown;
+      try {
+        value = await loadsForRow(serde, r.type, r.value, row);
+      } catch (err) {
+        // Left as it is: reading it fails the same way before and after.
+        if (!(err instanceof DeserializationError)) throw err;
+        counts.undecodable += 1;
+        continue;
+      }
       let seen = sending.get(r.checkpoint_ns);
       if (!seen) sending.set(r.checkpoint_ns, (seen = new Set()));
-      const list = { table: "checkpoint_blobs", threadId, checkpointNs: r.checkpoint_ns, channel: r.channel, version: r.version } as const;
-      const encoded = await encodeList(job.codec, value, list, undefined, seen);
-      if (!encoded) continue;
-      for (const row of encoded.rows) elementRows.set(rowKey(r.checkpoint_ns, row.hash), { ns: r.checkpoint_ns, row });
-      lists.push({ row: r, refs: encoded.refs, hashes: encoded.hashes });
+      const stored = await encodeStored({ serde, codec }, value, row, undefined, seen);
+      // A value element storage keeps whole stays as it is (its bytes untouched).
+      if (!namesElements(stored.type)) continue;
+      for (const e of stored.rows) elementRows.set(rowKey(r.checkpoint_ns, e.hash), { ns: r.checkpoint_ns, row: e });
+      conversions.push({ row: r, type: stored.type, bytes: stored.bytes ?? new Uint8Array(), hashes: stored.hashes });
     }
-    if (lists.length > 0) {
-      if (dryRun) await countBatch(job, threadId, lists, elementRows, counted);
-      else await writeBatch(job, threadId, lists, elementRows);
+    if (conversions.length > 0) {
+      if (dryRun) await countBatch(job, table, threadId, conversions, elementRows, counted);
+      else await writeBatch(job, table, threadId, conversions, elementRows);
     }
     progress();
     if (rows.length < batchSize) return;
   }
 }
 
-/** The hashes `lists` name, each once, per namespace, in the order their rows are inserted. */
-function needed(lists: List[], elementRows: Map<string, { ns: string; row: ElementRow }>): string[] {
+/** The element rows `conversions` name, each once, in key order (namespace, hash): as every statement inserts them. */
+function needed(conversions: Conversion[], elementRows: Map<string, { ns: string; row: ElementRow }>): string[] {
   const keys = new Set<string>();
-  for (const l of lists) for (const h of l.hashes) keys.add(rowKey(l.row.checkpoint_ns, h));
-  // elementRows is in insertion order (list by list, a list's elements by position, then its chunks).
-  return [...elementRows.keys()].filter((k) => keys.has(k));
+  for (const c of conversions) for (const h of c.hashes) keys.add(rowKey(c.row.checkpoint_ns, h));
+  return [...keys].filter((k) => elementRows.has(k)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
 async function existingRows(tx: Queryable, sql: Sql, threadId: string, keys: string[]): Promise<Set<string>> {
@@ -356,15 +461,26 @@ async function existingRows(tx: Queryable, sql: Sql, threadId: string, keys: str
   return new Set(rows.map((r) => rowKey(r.checkpoint_ns, r.hash)));
 }
 
-async function countBatch(job: Job, threadId: string, lists: List[], elementRows: Map<string, { ns: string; row: ElementRow }>, counted: Set<string>): Promise<void> {
+function countValue(job: Job, table: TableSql, c: Conversion): void {
   const { counts } = job;
-  const keys = needed(lists, elementRows).filter((k) => !counted.has(k));
+  counts.values += 1;
+  if (table.table === W.table) counts.writes += 1;
+  counts.bytesBefore += c.row.value.byteLength;
+  counts.bytesAfter += c.bytes.byteLength;
+}
+
+async function countBatch(
+  job: Job,
+  table: TableSql,
+  threadId: string,
+  conversions: Conversion[],
+  elementRows: Map<string, { ns: string; row: ElementRow }>,
+  counted: Set<string>,
+): Promise<void> {
+  const { counts } = job;
+  const keys = needed(conversions, elementRows).filter((k) => !counted.has(k));
   const existing = await withErrors("compact (dry run)", () => existingRows(job.db, job.sql, threadId, keys));
-  for (const l of lists) {
-    counts.lists += 1;
-    counts.bytesBefore += l.row.value.byteLength;
-    counts.bytesAfter += l.refs.byteLength;
-  }
+  for (const c of conversions) countValue(job, table, c);
   for (const k of keys) {
     if (existing.has(k)) continue;
     counted.add(k);
@@ -373,56 +489,52 @@ async function countBatch(job: Job, threadId: string, lists: List[], elementRows
   }
 }
 
-async function writeBatch(job: Job, threadId: string, lists: List[], elementRows: Map<string, { ns: string; row: ElementRow }>): Promise<void> {
+async function writeBatch(job: Job, table: TableSql, threadId: string, conversions: Conversion[], elementRows: Map<string, { ns: string; row: ElementRow }>): Promise<void> {
   const { db, sql, counts } = job;
-  const refs = pack(lists.map((l) => l.refs));
+  const n = table.keyCount;
+  const values = pack(conversions.map((c) => c.bytes));
   const updateParams = [
     threadId,
-    lists.map((l) => l.row.checkpoint_ns),
-    lists.map((l) => l.row.channel),
-    lists.map((l) => l.row.version),
-    lists.map((l) => l.row.row_version),
-    lists.map((l) => l.row.type),
-    refs.offsets,
-    refs.lengths,
-    refs.bytes,
+    ...Array.from({ length: n }, (_, i) => conversions.map((c) => (i === 0 ? c.row.checkpoint_ns : c.row[`k${i - 1}`]))),
+    conversions.map((c) => c.row.row_version),
+    conversions.map((c) => c.row.type),
+    conversions.map((c) => c.type),
+    values.offsets,
+    values.lengths,
+    values.bytes,
   ];
-  const byKey = new Map(lists.map((l) => [`${l.row.checkpoint_ns}\u0000${l.row.channel}\u0000${l.row.version}`, l]));
+  const byKey = new Map(conversions.map((c) => [keyOf(c.row, n), c]));
   for (let attempt = 1; ; attempt++) {
     try {
-      const done = await withErrors("compact (rewriting lists)", () =>
+      const done = await withErrors(`compact (rewriting ${table.table})`, () =>
         db.transaction(async (tx) => {
           await tx.query(sql.lock, [job.lock, threadId]);
-          const { rows } = await tx.query<{ checkpoint_ns: string; channel: string; version: string }>(sql.update, updateParams);
-          const rewritten = rows.map((r) => byKey.get(`${r.checkpoint_ns}\u0000${r.channel}\u0000${r.version}`)!);
-          // Element rows only for the lists rewritten; those already stored stay (prune waits for this transaction).
+          const { rows } = await tx.query(table.update, updateParams);
+          const rewritten = rows.map((r) => byKey.get(keyOf(r, n))!);
+          // Element rows only for the values rewritten; those already stored stay (prune waits for this transaction).
           const keys = needed(rewritten, elementRows);
           const existing = await existingRows(tx, sql, threadId, keys);
           const missing = keys.filter((k) => !existing.has(k)).map((k) => elementRows.get(k)!);
-          let added: { bytes: string }[] = [];
+          let added: { inserted: boolean; bytes: string }[] = [];
           if (missing.length > 0) {
-            const values = pack(missing.map((m) => m.row.bytes));
+            const packed = pack(missing.map((m) => m.row.bytes));
             added = (
-              await tx.query<{ bytes: string }>(sql.insert, [
+              await tx.query<{ inserted: boolean; bytes: string }>(sql.insert, [
                 threadId,
                 missing.map((m) => m.ns),
                 missing.map((m) => m.row.hash),
                 missing.map((m) => m.row.type),
-                values.offsets,
-                values.lengths,
-                values.bytes,
+                packed.offsets,
+                packed.lengths,
+                packed.bytes,
               ])
             ).rows;
           }
-          return { rewritten, added };
+          return { rewritten, added: added.filter((a) => a.inserted) };
         }),
       );
-      counts.lists += done.rewritten.length;
-      counts.listsSkipped += lists.length - done.rewritten.length;
-      for (const l of done.rewritten) {
-        counts.bytesBefore += l.row.value.byteLength;
-        counts.bytesAfter += l.refs.byteLength;
-      }
+      for (const c of done.rewritten) countValue(job, table, c);
+      counts.valuesSkipped += conversions.length - done.rewritten.length;
       counts.elementRows += done.added.length;
       for (const a of done.added) counts.bytesAfter += Number(a.bytes);
       return;

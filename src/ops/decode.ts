@@ -8,7 +8,7 @@ import type { Row } from "../db/db.js";
 import { COL } from "../db/names.js";
 import { elementCodec } from "../saver/element-codec.js";
 import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE, elementKey, refsOf, type StoredElement } from "../saver/elements.js";
-import { decodeStoredValue, refsAreaOf } from "../saver/stored.js";
+import { decodeStoredValue, namesElements, outlineStoredValue, refsAreaOf, VALUE_TYPE } from "../saver/stored.js";
 import { decodeMetadata } from "../serde/metadata.js";
 import type { ValueRow } from "../serde/rowserde.js";
 
@@ -171,6 +171,33 @@ export async function decodeSafe(serde: SerializerProtocol, type: string, value:
   const d = await decodeStored(serde, type, value, row, elements);
   if (d.ok && isChunk(type, row)) return { $type: REFS_TYPE, hashes: d.value };
   return d.ok ? toJsonSafe(d.value) : { $type: "undecodable", error: d.error };
+}
+
+/**
+ * A value as an export shows it, each element once: a value stored by content
+ * as what it names instead of put back together (a list is
+ * `{"$type":"pg:refs","hashes":[...]}`, a large value `{"$type":"pg:val","hashes":[hash]}`,
+ * an object stored by content its fields with such a list in place of each
+ * list field), decoded and tagged as {@link decodeSafe} does otherwise (element
+ * rows hold values whole; a chunk is its hashes). Hashes name element rows of
+ * the row's thread and namespace (channel `__elements__`, version the hash).
+ * Refs are authenticated as a read would (an encrypting serializer's tag).
+ */
+export async function outlineSafe(serde: SerializerProtocol, type: string, value: Uint8Array | null, row: ValueRow): Promise<unknown> {
+  if (!namesElements(type) || isChunk(type, row)) return decodeSafe(serde, type, value, row);
+  try {
+    const outline = await outlineStoredValue({ serde, codec: elementCodec(serde) }, type, value, row);
+    if (outline.form === "refs") return { $type: REFS_TYPE, hashes: outline.hashes };
+    if (outline.form === "val") return { $type: VALUE_TYPE, hashes: [outline.hash] };
+    // The other fields tagged as a whole object's would be (with a `$type` key of its own: wrapped), then the lists' hashes in place.
+    const plain = Object.fromEntries(outline.keys.map((k, i) => [k, outline.lists.has(i) ? null : outline.rest[k]]));
+    const safe = toJsonSafe(plain) as Record<string, unknown>;
+    const fields = Object.prototype.hasOwnProperty.call(plain, "$type") ? (safe.value as Record<string, unknown>) : safe;
+    for (const [i, hashes] of outline.lists) Object.defineProperty(fields, outline.keys[i]!, { value: { $type: REFS_TYPE, hashes }, enumerable: true, writable: true, configurable: true });
+    return safe;
+  } catch (err) {
+    return { $type: "undecodable", error: err instanceof Error ? err.message : String(err) };
+  }
 }
 
 /** `metadata_raw` is plain msgpack whatever the serializer (metadata is never encrypted): decoded as the saver does. */

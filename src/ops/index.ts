@@ -5,7 +5,7 @@
  * (inspect.ts, decode.ts), export and import of threads (transfer.ts),
  * switching from the official saver (adopt*.ts, rollback.ts), least-privilege
  * grants (grants.ts), re-encryption (reencrypt.ts) and the conversion of
- * lists stored whole into element storage (compact.ts). This file is what the
+ * values stored whole into element storage (compact.ts). This file is what the
  * package exports from the folder.
  */
 export { finishAdoption, adoptionStatus, type FinishAdoptionOptions, type FinishAdoptionResult } from "./adopt-steps.js";

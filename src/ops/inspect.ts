@@ -4,11 +4,11 @@
  * {@link migrationStatus}, {@link listThreads}, {@link history}, {@link show},
  * {@link exportThread} and {@link importThread}.
  *
- * The export format is JSON lines, one record per stored row. Each value is
- * carried twice: `value` (base64 of the exact stored bytes, with its `type`)
- * is what {@link importThread} writes back, byte for byte; `decoded` is the
- * same value decoded into JSON with type-preserving tags (see
- * {@link toJsonSafe}), for people and tools, and is ignored on import.
+ * The export format is JSON lines, one record per stored row: `value`
+ * (base64 of the exact stored bytes, with its `type`) is what
+ * {@link importThread} writes back; on request (`decoded: true`), `decoded`
+ * shows the value as JSON with type-preserving tags (see {@link toJsonSafe}),
+ * for people and tools, and is ignored on import.
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
@@ -163,6 +163,11 @@ export async function migrationStatus(options: Omit<InspectOptions, "serde">): P
 // threads
 // ---------------------------------------------------------------------------
 
+/** What {@link ThreadSummary.bytes} (the CLI's SIZE column) counts, in one line for people. */
+export const THREAD_SIZE_MEANS =
+  "SIZE: the thread's values as stored (compressed where Postgres compressed them; each element row once, however many values name it); " +
+  "keys, row headers and indexes not counted";
+
 /** One line of {@link listThreads}. */
 export interface ThreadSummary {
   threadId: string;
@@ -171,7 +176,12 @@ export interface ThreadSummary {
   writes: number;
   /** Rows in `checkpoint_blobs`, element rows of list channels included (saver/elements.ts). */
   blobs: number;
-  /** Approximate stored size in bytes: checkpoint and metadata columns, blob and write values. */
+  /**
+   * Bytes the thread's values take as stored (`pg_column_size`: compressed where Postgres compressed
+   * them): checkpoint and metadata JSON, values without a version, channel values and pending writes,
+   * and element rows each once, however many values name them. Not counted: keys, row headers and
+   * indexes, so the tables take more on disk ({@link THREAD_SIZE_MEANS}).
+   */
   bytes: number;
   /** When the newest checkpoint of the thread was stored (ISO 8601). */
   lastUpdate: string;
@@ -212,15 +222,16 @@ export async function listThreads(options: InspectOptions & { limit?: number; th
     "listing threads",
     `WITH c AS (
        SELECT ${COL.threadId} AS thread_id, pg_catalog.count(*) AS checkpoints, pg_catalog.count(DISTINCT ${COL.checkpointNs}) AS namespaces, pg_catalog.max(${COL.createdAt}) AS last_update,
-              pg_catalog.sum(pg_catalog.pg_column_size(${COL.checkpoint}) + pg_catalog.pg_column_size(${COL.metadata}) + coalesce(pg_catalog.octet_length(${COL.metadataRaw}), 0)) AS bytes
+              pg_catalog.sum(pg_catalog.pg_column_size(${COL.checkpoint}) + pg_catalog.pg_column_size(${COL.metadata})
+                             + coalesce(pg_catalog.pg_column_size(${COL.metadataRaw}), 0) + coalesce(pg_catalog.pg_column_size(${COL.unversionedValues}), 0)) AS bytes
          FROM ${t.checkpoints} WHERE $2::text[] IS NULL OR ${COL.threadId} = ANY($2::text[])
         GROUP BY ${COL.threadId} ORDER BY pg_catalog.max(${COL.createdAt}) DESC, ${COL.threadId} LIMIT $1
      )
      SELECT c.thread_id, c.checkpoints::text, c.namespaces::text, pg_catalog.to_json(c.last_update) #>> '{}' AS last_update,
             w.n::text AS writes, b.n::text AS blobs, (c.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0))::text AS bytes
        FROM c
-       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.octet_length(${COL.value}), 0)) AS bytes FROM ${t.writes} WHERE ${COL.threadId} = c.thread_id) w ON true
-       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.octet_length(${COL.value}), 0)) AS bytes FROM ${t.blobs} WHERE ${COL.threadId} = c.thread_id) b ON true
+       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.pg_column_size(${COL.value}), 0)) AS bytes FROM ${t.writes} WHERE ${COL.threadId} = c.thread_id) w ON true
+       LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.sum(coalesce(pg_catalog.pg_column_size(${COL.value}), 0)) AS bytes FROM ${t.blobs} WHERE ${COL.threadId} = c.thread_id) b ON true
       ORDER BY c.last_update DESC, c.thread_id`,
     [ids === undefined ? limit : Math.max(limit, ids.length), ids ?? null],
   );
@@ -363,12 +374,12 @@ export interface StoredCheckpoint {
   metadata: unknown;
   /**
    * One per `channel_versions` entry: the blob it points at. `type` is `empty` for a channel without a value, `missing` if no blob row exists,
-   * `pg:refs` for a list stored by its elements (saver/elements.ts; `value` is the whole list, put back together).
+   * `pg:refs`, `pg:val` or `pg:obj:<type>` for a value stored by content (saver/stored.ts; `value` is the whole value, put back together).
    */
   channels: { channel: string; version: string; type: string; value: unknown }[];
   /** Channel values the checkpoint holds without a version (e.g. `__pregel_tasks: []`), stored with its row. */
   unversioned: { channel: string; value: unknown }[];
-  /** The writes tasks produced from this checkpoint, in `(task_path, task_id, idx)` order. */
+  /** The writes tasks produced from this checkpoint, in `(task_path, task_id, idx)` order; `value` decoded whole, also when stored by content. */
   pendingWrites: { taskId: string; idx: number; channel: string; type: string; taskPath: string; value: unknown }[];
 }
 
@@ -430,10 +441,11 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
     [threadId, ns, cp.checkpoint_id],
   );
   const blobOf = new Map(blobs.map((b) => [b.channel, b]));
+  // Channel values and pending writes alike may be stored by content: the element rows of both, in one go.
   const elements = await loadElements(
     (text, values) => run(db, "reading list elements", text, values),
     t.blobs,
-    blobs.map((b) => ({ threadId, checkpointNs: ns, type: b.type, value: b.value })),
+    [...blobs, ...writes].map((v) => ({ threadId, checkpointNs: ns, type: v.type, value: v.value })),
   );
   const decode = async (type: string, value: Uint8Array | null, row: ValueRow, list?: Elements) => {
     const d = await decodeStored(serde, type, value, row, list);
@@ -479,7 +491,7 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
         channel: w.channel,
         type: w.type,
         taskPath: w.task_path,
-        value: await decode(w.type, w.value, { table: "checkpoint_writes", ...key, checkpointId: cp.checkpoint_id, taskId: w.task_id, idx: w.idx }),
+        value: await decode(w.type, w.value, { table: "checkpoint_writes", ...key, checkpointId: cp.checkpoint_id, taskId: w.task_id, idx: w.idx }, elements),
       })),
     ),
   };

@@ -11,12 +11,15 @@
  * never changed by the saver, writes only by a retried special write, which
  * waits for the batch).
  *
- * Lists stored by their elements (saver/elements.ts) are re-keyed first
- * (reencrypt-lists.ts): their hashes are keyed under the key that tags them,
- * so a list under an old key, or written before encryption, gets new element
- * rows and a new refs value. Element rows are then rewritten like any blob
- * row (the old ones, which only old lists named, too); refs values and
- * chunks (type `pg:refs`: hashes, not serializer output) never are.
+ * Values stored by content (saver/stored.ts: `pg:refs`, `pg:val`,
+ * `pg:obj:<type>`, in blobs and pending writes) are re-keyed first
+ * (reencrypt-refs.ts): their hashes are keyed under the key that tags them,
+ * so a value under an old key, or written before encryption, gets new element
+ * rows and a new refs area (an object's outline re-encrypted with it). Element
+ * rows are then rewritten like any blob row (the old ones, which only old
+ * values named, too); values stored by content and chunks (hashes, not
+ * serializer output) never are: rewrapped whole, they would stop naming
+ * their element rows.
  */
 import pg from "pg";
 import { dbOf, poolDb, type Db, type PGliteLike, type Queryable } from "../db/db.js";
@@ -27,8 +30,7 @@ import { assertSchemaCurrent } from "../db/migrate.js";
 import { isSealing, type SealingSerializer, type ValueRow } from "../serde/rowserde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
-import { REFS_TYPE } from "../saver/elements.js";
-import { rekeyLists } from "./reencrypt-lists.js";
+import { byContentSql, rekeyStored, type Rekeying } from "./reencrypt-refs.js";
 
 /** Options of {@link reencrypt}. */
 export interface ReencryptOptions {
@@ -52,8 +54,11 @@ export interface ReencryptOptions {
 
 /** Values rewritten (or, for a dry run, to rewrite), per table. */
 export interface ReencryptCounts {
-  /** Lists stored by their elements re-keyed (new element rows, chunks and refs value under the current key). */
-  lists: number;
+  /**
+   * Values stored by content re-keyed (blobs and writes: lists by their elements, large values,
+   * objects holding lists): new element rows, chunks and refs area under the current key.
+   */
+  byContent: number;
   blobs: number;
   writes: number;
   /** Checkpoints whose values without a version were rewritten. */
@@ -73,7 +78,7 @@ interface Table {
   keyTypes: string[];
   type: string;
   value: string;
-  /** Values of these types are not serializer output: never rewritten. */
+  /** Values that are not serializer output (an SQL condition on the row's type): never rewritten. */
   keep?: string;
   row(r: Record<string, unknown>): ValueRow;
 }
@@ -98,7 +103,7 @@ const TABLES: Table[] = [
     keyTypes: ["text", "text", "text", "text"],
     type: B.type,
     value: B.value,
-    keep: REFS_TYPE,
+    keep: byContentSql(B.type),
     row: (r) => ({ table: B.table, threadId: String(r[B.threadId]), checkpointNs: String(r[B.checkpointNs]), channel: String(r[B.channel]), version: String(r[B.version]) }),
   },
   {
@@ -108,6 +113,7 @@ const TABLES: Table[] = [
     keyTypes: ["text", "text", "text", "text", "int"],
     type: W.type,
     value: W.value,
+    keep: byContentSql(W.type),
     row: (r) => ({
       table: W.table,
       threadId: String(r[W.threadId]),
@@ -132,8 +138,8 @@ const TABLES: Table[] = [
  * Rewrite every value not yet in `serde`'s current form (encrypted under its
  * current key, bound to its row): `checkpoint_blobs.value`,
  * `checkpoint_writes.value`, and `checkpoints.unversioned_values`; and
- * re-key lists stored by their elements whose hashes are keyed under another
- * key, or not at all (written before encryption: only with `allowPlaintext`). Values
+ * re-key values stored by content whose hashes are keyed under another key, or
+ * not at all (written before encryption: only with `allowPlaintext`). Values
  * that are not encrypted are rewritten only when `serde` has
  * `allowPlaintext`; otherwise they are left alone (the saver refuses them).
  * A value that does not decrypt stops the run with a `DeserializationError`
@@ -143,7 +149,7 @@ const TABLES: Table[] = [
  * ```ts
  * import { EncryptedSerializer, reencrypt } from "langgraph-checkpoint-pg";
  * const serde = new EncryptedSerializer({ keys: { "2025-06": newKey, "2025-01": oldKey }, current: "2025-06" });
- * const { lists, blobs, writes, checkpoints } = await reencrypt({ pool, serde });
+ * const { byContent, blobs, writes, checkpoints } = await reencrypt({ pool, serde });
  * // Now no row needs "2025-01", and every value is bound to its row.
  * ```
  */
@@ -164,12 +170,12 @@ export async function reencrypt(options: ReencryptOptions): Promise<ReencryptRes
   const owned = options.pool === undefined ? new pg.Pool({ connectionString: options.connectionString, application_name: "langgraph-checkpoint-pg:reencrypt", max: 1 }) : undefined;
   owned?.on("error", () => undefined);
   const db: Db = owned ? poolDb(owned) : dbOf(options.pool!);
-  const counts: ReencryptCounts = { lists: 0, blobs: 0, writes: 0, checkpoints: 0 };
+  const counts: ReencryptCounts = { byContent: 0, blobs: 0, writes: 0, checkpoints: 0 };
   try {
     await assertSchemaCurrent(db, schema, "reencrypt");
     if (isSealing(serde as SealingSerializer)) {
-      await rekeyLists(db, schema, serde as SealingSerializer, { batchSize, dryRun: options.dryRun ?? false }, (lists) => {
-        counts.lists = lists;
+      await rekeyStored(db, schema, serde as Rekeying, { batchSize, dryRun: options.dryRun ?? false }, (n) => {
+        counts.byContent = n;
         if (!options.dryRun) onProgress?.({ ...counts });
       });
     }
@@ -179,7 +185,7 @@ export async function reencrypt(options: ReencryptOptions): Promise<ReencryptRes
       // Not yet current: another key, or not bound (format byte), or not encrypted at all (only with allowPlaintext).
       const stale = `${table.value} IS NOT NULL AND ${table.type} <> 'empty'
          AND NOT (pg_catalog.starts_with(${table.type}, $1) AND pg_catalog.substring(${table.value}, 1, 1) = $2::bytea)
-         AND (pg_catalog.starts_with(${table.type}, 'enc:') OR $3::boolean)${table.keep ? ` AND ${table.type} <> '${table.keep}'` : ""}`;
+         AND (pg_catalog.starts_with(${table.type}, 'enc:') OR $3::boolean)${table.keep ? ` AND NOT ${table.keep}` : ""}`;
       const staleParams = [typePrefix, Buffer.from([format]), serde.allowsPlaintext];
       if (options.dryRun) {
         const { rows } = await run(db, `counting ${table.name} to rewrite`, `SELECT pg_catalog.count(*)::int AS n FROM ${t} WHERE ${stale}`, staleParams);

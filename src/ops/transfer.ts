@@ -1,19 +1,28 @@
 /**
  * Export and import of whole threads (`export` / `import` in the CLI, see
- * cli/transfer.ts): every row of a thread as JSON records, bytes as base64,
- * decoded values alongside for reading, and back, validated before any SQL
+ * cli/transfer.ts): every row of a thread as JSON records, bytes as base64
+ * (decoded views alongside on request), and back, validated before any SQL
  * and written in one transaction. Moves threads between schemas, databases
  * and releases.
+ *
+ * Rows are exported as stored, so a value stored by content (saver/stored.ts)
+ * comes as its own row, which names element rows by hash, and each element
+ * row comes once per thread and namespace: an export grows with what the
+ * thread holds, as its tables do, not with how many versions repeat it
+ * (issue #27: before, every list version was decoded whole, and a 200-turn
+ * chat exported to 8.7x its size on disk).
  */
 import type { Db } from "../db/db.js";
 import { CheckpointerError, DatabaseOperationError, InvalidInputError, sqlStateOf } from "../errors.js";
 import { latestVersion } from "../db/migrate.js";
 import type { ValueRow } from "../serde/rowserde.js";
 import { checkKey, LIMITS, quoteIdent } from "../validate.js";
-import { ELEMENTS_CHANNEL, elementKey } from "../saver/elements.js";
-import { decodeMetadataRaw, decodeSafe, toJsonSafe, type Elements } from "./decode.js";
+import { decodeMetadataRaw, decodeSafe, outlineSafe, toJsonSafe } from "./decode.js";
 import { open, run, type InspectOptions } from "./inspect.js";
 import { COL } from "../db/names.js";
+import { compact, type CompactResult } from "./compact.js";
+import { ELEMENTS_CHANNEL } from "../saver/elements.js";
+import { namesElements } from "../saver/stored.js";
 import { NOT_COLUMNS, TABLES, validateRecords, type Column, type Columns, type TableKind } from "./transfer-check.js";
 
 /** Name and version of the export format (the first line of an export file). */
@@ -35,7 +44,7 @@ export interface ExportHeader {
  * later migrations appear as further fields), and `is_head`: whether the
  * lineage's `checkpoint_heads` row names it. `checkpoint` and `metadata` are
  * the stored JSON; `metadata_raw` (base64) is set when the metadata needed
- * exact msgpack, and then `metadata_decoded` shows it (ignored on import).
+ * exact msgpack. With `decoded: true`, `metadata_decoded` shows it (ignored on import).
  */
 export interface CheckpointRecord {
   kind: "checkpoint";
@@ -55,7 +64,7 @@ export interface CheckpointRecord {
   unversioned_decoded?: unknown;
 }
 
-/** A row of `checkpoint_writes`: `value` is base64 of the stored bytes, `decoded` the tagged JSON (ignored on import). */
+/** A row of `checkpoint_writes`: `value` is base64 of the stored bytes; with `decoded: true`, `decoded` shows it as {@link BlobRecord}'s does (ignored on import). */
 export interface WriteRecord {
   kind: "write";
   thread_id: string;
@@ -72,10 +81,14 @@ export interface WriteRecord {
 }
 
 /**
- * A row of `checkpoint_blobs`: `value` is base64 of the stored bytes (null for `type: "empty"`), `decoded` the tagged JSON.
- * Lists stored by their elements (saver/elements.ts) come as their rows: element rows (channel `__elements__`, version
- * the hash), and the list's own row of type `pg:refs`, whose `decoded` is the whole list; a chunk's `decoded` is
- * `{"$type":"pg:refs","hashes":[...]}`.
+ * A row of `checkpoint_blobs`: `value` is base64 of the stored bytes (null for `type: "empty"`). Values stored by content
+ * (saver/stored.ts) come as their rows: element rows (channel `__elements__`, version the hash), each once, and the
+ * value's own row (type `pg:refs`, `pg:val` or `pg:obj:<type>`), which names them.
+ *
+ * With `decoded: true`, `decoded` shows the value as tagged JSON (decode.ts `toJsonSafe`, ignored on import), each
+ * element once (decode.ts `outlineSafe`): an element row's is its value; a chunk's `{"$type":"pg:refs","hashes":[...]}`;
+ * a list's the same (hashes of chunks and elements, in order), a large value's `{"$type":"pg:val","hashes":[hash]}`, an
+ * object's its fields with such a list in place of each list field.
  */
 export interface BlobRecord {
   kind: "blob";
@@ -161,13 +174,23 @@ const hexToBase64 = (hex: unknown): string | null => (typeof hex === "string" ? 
  * consistent snapshot: checkpoints, then writes, then blobs, then an `end`
  * record. Empty (no records at all) when the thread does not exist.
  *
+ * `decoded: true` adds a readable view of each value (`decoded`,
+ * `metadata_decoded`, `unversioned_decoded`; ignored on import), decoded
+ * with `serde`. Off by default: an import needs only the stored bytes, and
+ * the views make an export about 1.5 times as large (with them, a long
+ * chat's export is larger than its tables: README "CLI"); `show` reads a
+ * checkpoint decoded.
+ *
  * @example
  * ```ts
  * for (const record of await exportThread({ pool, threadId: "12345" })) out.write(JSON.stringify(record) + "\n");
+ * const readable = await exportThread({ pool, threadId: "12345", decoded: true });
  * ```
  */
-export async function exportThread(options: InspectOptions & { threadId: string }): Promise<ExportRecord[]> {
+export async function exportThread(options: InspectOptions & { threadId: string; decoded?: boolean }): Promise<ExportRecord[]> {
   const threadId = checkKey("threadId", options.threadId, LIMITS.thread_id);
+  const decoded = options.decoded ?? false;
+  if (typeof decoded !== "boolean") throw new InvalidInputError("decoded", "expected true or false");
   const { db, t, schema, serde } = await open(options);
   const [columns, cps, writes, blobs] = await db
     .transaction(async (tx) => {
@@ -199,14 +222,10 @@ export async function exportThread(options: InspectOptions & { threadId: string 
     return record;
   };
   const records: ExportRecord[] = [];
-  // Every element row of the thread is exported: lists are decoded from them.
-  const elements: Elements = new Map();
-  for (const { r } of blobs) {
-    if (r.channel !== ELEMENTS_CHANNEL) continue;
-    elements.set(elementKey(threadId, String(r.checkpoint_ns), String(r.version)), { type: String(r.type), value: typeof r.value === "string" ? hexToBytes(r.value) : null });
-  }
   for (const { r } of cps) {
     const record = toRecord("checkpoint", r) as unknown as CheckpointRecord;
+    records.push(record);
+    if (!decoded) continue;
     if (typeof r.metadata_raw === "string") {
       const d = await decodeMetadataRaw(r.metadata, hexToBytes(r.metadata_raw));
       record.metadata_decoded = d.ok ? toJsonSafe(d.value) : { $type: "undecodable", error: d.error };
@@ -215,18 +234,18 @@ export async function exportThread(options: InspectOptions & { threadId: string 
       const row: ValueRow = { table: "checkpoints", threadId, checkpointNs: String(r.checkpoint_ns), checkpointId: String(r.checkpoint_id) };
       record.unversioned_decoded = await decodeSafe(serde, String(r.unversioned_type), hexToBytes(r.unversioned_values), row);
     }
-    records.push(record);
   }
   for (const [kind, rows] of [["write", writes] as const, ["blob", blobs] as const]) {
     for (const { r } of rows) {
       const record = toRecord(kind, r) as unknown as WriteRecord | BlobRecord;
+      records.push(record);
       const type = String(r.type);
+      if (!decoded || type === "empty") continue;
       const row: ValueRow =
         kind === "blob"
           ? { table: "checkpoint_blobs", threadId, checkpointNs: String(r.checkpoint_ns), channel: String(r.channel), version: String(r.version) }
           : { table: "checkpoint_writes", threadId, checkpointNs: String(r.checkpoint_ns), checkpointId: String(r.checkpoint_id), taskId: String(r.task_id), idx: Number(r.idx) };
-      if (type !== "empty") record.decoded = await decodeSafe(serde, type, typeof r.value === "string" ? hexToBytes(r.value) : null, row, elements);
-      records.push(record);
+      record.decoded = await outlineSafe(serde, type, typeof r.value === "string" ? hexToBytes(r.value) : null, row);
     }
   }
   records.push({ kind: "end", thread_id: threadId, checkpoints: cps.length, writes: writes.length, blobs: blobs.length });
@@ -261,9 +280,19 @@ export interface ImportResult {
   threadId: string;
   /** `imported`, or `skipped` (the thread existed and `ifExists: "skip"`). */
   status: "imported" | "skipped";
+  /** Rows written, as the records held them. */
   checkpoints: number;
   writes: number;
   blobs: number;
+  /** What {@link compact} then stored by content, when it ran: element storage on (the default), and records that named no element row. */
+  compacted?: CompactResult;
+  /**
+   * Why the imported thread's values stored whole could not be stored by content (the thread is
+   * imported all the same, and reads as in the source): e.g. they are encrypted and `serde` is not
+   * the saver's (then `compacted.undecodable` counts them). `compact` with the saver's serializer
+   * finishes the job.
+   */
+  compactError?: string;
 }
 
 /**
@@ -273,6 +302,17 @@ export interface ImportResult {
  * so `getState` / `getStateHistory` read exactly as in the source. The
  * records are checked before anything is written; a record field that is not
  * a column of the target table is refused (never silently dropped).
+ *
+ * Element storage is the default wherever values are written (issue #27):
+ * a thread whose records name no element row (written with
+ * `elementStorage: false`) is compacted ({@link compact}) once that
+ * transaction has committed, so its values are stored by content as a put
+ * would store them, and read the same. A thread whose records name element
+ * rows was written with element storage, which chose each value's form: it
+ * stays byte for byte as exported. Compacting decodes values with `serde`
+ * (default `MsgpackSerializer`: pass the saver's when it encrypts); if it
+ * fails the import stands, whole, and `compactError` says why.
+ * `elementStorage: false` imports byte for byte only.
  *
  * A thread that already has rows in the target is refused
  * ({@link ThreadExistsError}, nothing written) unless `ifExists: "skip"`;
@@ -286,16 +326,19 @@ export interface ImportResult {
  * ```
  */
 export async function importThread(
-  options: Omit<InspectOptions, "serde"> & { records: readonly (ExportRecord | ExportHeader)[]; ifExists?: "fail" | "skip" },
+  options: InspectOptions & { records: readonly (ExportRecord | ExportHeader)[]; ifExists?: "fail" | "skip"; elementStorage?: boolean },
 ): Promise<ImportResult> {
   const ifExists = options.ifExists ?? "fail";
   if (ifExists !== "fail" && ifExists !== "skip") throw new InvalidInputError("ifExists", 'expected "fail" or "skip"');
+  const elementStorage = options.elementStorage ?? true;
+  if (typeof elementStorage !== "boolean") throw new InvalidInputError("elementStorage", "expected true or false");
   // Checked before any SQL (this release's columns), then against the target's, before anything is written.
   const { threadId } = validateRecords(options.records);
   const { db, t, schema } = await open(options);
   const tables = { checkpoint: t.checkpoints, write: t.writes, blob: t.blobs };
+  let result: ImportResult;
   try {
-    return await db.transaction(async (tx) => {
+    result = await db.transaction(async (tx) => {
       const columns = await tableColumns(tx, schema);
       const { rows } = validateRecords(options.records, columns);
       // Map each record onto the target's columns: bytes from base64 to bytea's `\x` text, everything else as is.
@@ -367,6 +410,23 @@ export async function importThread(
     if (sqlStateOf(err) === "23505") throw new ThreadExistsError(threadId, { cause: err });
     throw new DatabaseOperationError("importing a thread", err);
   }
+  // A writer with element storage chose each value's form (small values whole, lists by their elements...): its
+  // thread is imported as it was. Only a thread stored whole throughout is converted.
+  const byContent = options.records.some((r) => (r.kind === "blob" || r.kind === "write") && (namesElements(r.type) || (r.kind === "blob" && r.channel === ELEMENTS_CHANNEL)));
+  if (result.status !== "imported" || !elementStorage || byContent) return result;
+  // After the commit, in compact's own transactions: it holds prune's and the deletion lock of the
+  // thread as it rewrites, so graphs, prune and deletes may run on the imported thread meanwhile.
+  try {
+    result.compacted = await compact({ pool: options.pool, schema, threadIds: [threadId], ...(options.serde ? { serde: options.serde } : {}) });
+    if (result.compacted.undecodable > 0) {
+      result.compactError =
+        `${result.compacted.undecodable} value(s) could not be decoded with the serializer given and stay whole ` +
+        `(encrypted: pass the saver's serde)`;
+    }
+  } catch (err) {
+    result.compactError = err instanceof Error ? err.message : String(err);
+  }
+  return result;
 }
 
 /** Rows per INSERT statement, and bytes of values (keeps each statement bounded on long threads). */

@@ -112,13 +112,25 @@ export interface Hasher {
 
 /** `type`, NUL: what precedes an element's bytes in its hash (one buffer per type). */
 const prefixes = new Map<string, Buffer>();
-function prefixed(type: string, bytes: Uint8Array): Buffer {
+/**
+ * A scratch buffer the hashed bytes are laid out in (reused: a read checks every element of a list, and a
+ * new buffer per element was a good part of a long list's read, in garbage collection). Synchronous use only.
+ */
+let scratch = Buffer.allocUnsafe(64 * 1024);
+function prefixed(type: string, bytes: Uint8Array): Uint8Array {
   let prefix = prefixes.get(type);
   if (!prefix) {
     prefix = Buffer.from(`${type}\u0000`);
     if (prefixes.size < 64) prefixes.set(type, prefix);
   }
-  return Buffer.concat([prefix, bytes]);
+  const n = prefix.byteLength + bytes.byteLength;
+  if (n > scratch.byteLength) {
+    if (n > 4 * 1024 * 1024) return Buffer.concat([prefix, bytes]);
+    scratch = Buffer.allocUnsafe(2 ** Math.ceil(Math.log2(n)));
+  }
+  prefix.copy(scratch, 0);
+  scratch.set(bytes, prefix.byteLength);
+  return scratch.subarray(0, n);
 }
 
 /** SHA-256, one call per value (node:crypto `hash` where the runtime has it: a hash object per element costs more than hashing it). */
@@ -130,7 +142,7 @@ const sha256 = (data: Uint8Array, encoding: "hex" | "buffer"): string | Buffer =
 export const UNKEYED: Hasher = {
   keyId: undefined,
   hash: (type, bytes) => (sha256(prefixed(type, bytes), "buffer") as Buffer).subarray(0, HASH_BYTES),
-  matches: (type, bytes, hex) => hex.length === 2 * HASH_BYTES && (sha256(prefixed(type, bytes), "hex") as string).startsWith(hex),
+  matches: (type, bytes, hex) => hex.length === 2 * HASH_BYTES && (sha256(prefixed(type, bytes), "buffer") as Buffer).toString("hex", 0, HASH_BYTES) === hex,
   tag: () => undefined,
 };
 
@@ -165,6 +177,49 @@ function mismatch(where: () => string, what: string, hash: string): Deserializat
 }
 
 /**
+ * Elements this process has checked against their hashes, with their bytes: a read that finds the same
+ * bytes under the same hash again compares them (memcmp) instead of hashing them (a long list's read
+ * hashed every element, most of its decoding time). Bytes that differ in any way are hashed and
+ * checked as before, so a row altered since is still caught. Least recently used first out, within
+ * {@link VERIFIED_BYTES} of bytes.
+ */
+class VerifiedElements {
+  readonly #byKey = new Map<string, { type: string; bytes: Buffer }>();
+  #bytes = 0;
+
+  constructor(private readonly budget: number) {}
+
+  has(keyId: string | undefined, hash: string, type: string, bytes: Uint8Array): boolean {
+    const key = `${keyId ?? ""}\u0000${hash}`;
+    const hit = this.#byKey.get(key);
+    if (!hit || hit.type !== type || !hit.bytes.equals(bytes)) return false;
+    this.#byKey.delete(key);
+    this.#byKey.set(key, hit);
+    return true;
+  }
+
+  add(keyId: string | undefined, hash: string, type: string, bytes: Uint8Array): void {
+    if (bytes.byteLength > this.budget / 64) return;
+    const key = `${keyId ?? ""}\u0000${hash}`;
+    const old = this.#byKey.get(key);
+    if (old) this.#bytes -= old.bytes.byteLength;
+    // A copy: the caller's buffer is a slice of a driver's message, which it may reuse.
+    this.#byKey.delete(key);
+    this.#byKey.set(key, { type, bytes: Buffer.from(bytes) });
+    this.#bytes += bytes.byteLength;
+    for (const [k, v] of this.#byKey) {
+      if (this.#bytes <= this.budget) break;
+      this.#byKey.delete(k);
+      this.#bytes -= v.bytes.byteLength;
+    }
+  }
+}
+
+/** How many bytes of checked elements a process keeps (see {@link VerifiedElements}). */
+const VERIFIED_BYTES = 16 * 1024 * 1024;
+const VERIFIED = new VerifiedElements(VERIFIED_BYTES);
+
+/**
  * Check lists' rows against `hasher`: chunks and elements. `load` decodes an
  * element's checked bytes; `open` gives an element row's inner type and bytes.
  */
@@ -178,7 +233,10 @@ function reader(
 ): OpenedRefs {
   const checked = (hash: string, type: string, bytes: Uint8Array, row: BlobRow): [string, Uint8Array] => {
     const [innerType, innerBytes] = open(type, bytes, row);
-    if (!hasher.matches(innerType, innerBytes, hash)) throw mismatch(where, "element", hash);
+    if (!VERIFIED.has(hasher.keyId, hash, innerType, innerBytes)) {
+      if (!hasher.matches(innerType, innerBytes, hash)) throw mismatch(where, "element", hash);
+      VERIFIED.add(hasher.keyId, hash, innerType, innerBytes);
+    }
     return [innerType, innerBytes];
   };
   return {

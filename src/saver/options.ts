@@ -145,6 +145,9 @@ export interface SetupOptions {
    * "<schema>" }`), or start empty beside them (`false`). Without it, setup()
    * on a database holding them stops with `AdoptionRequiredError` and changes
    * nothing. See README, "Switching from @langchain/langgraph-checkpoint-postgres".
+   * Once the adoption commits, what it copied whole is stored by content with
+   * this saver's serializer, as `compact` does (with `elementStorage` on, the
+   * default): reported in the result's `adoption.compacted`.
    */
   adopt?: AdoptOption;
   /**

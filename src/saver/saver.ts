@@ -24,6 +24,7 @@ import { runMigrations, type MigrateResult } from "../db/migrate.js";
 import { openOn } from "../db/open.js";
 import { InvalidInputError, InvalidOptionsError, ThreadDeletedError } from "../errors.js";
 import { emit, guard } from "../events.js";
+import { compactAdopted } from "../ops/compact.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 import { LIMITS, checkKey, readConfig, threadIdOf, withStringThreadId } from "../validate.js";
 import { Coalescer } from "./coalesce.js";
@@ -232,7 +233,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * Waits for a database that is not reachable yet (see {@link SetupOptions.retry}).
    * On a database holding the official LangGraph saver's tables it changes
    * nothing and throws `AdoptionRequiredError` unless told what to do with
-   * them ({@link SetupOptions.adopt}).
+   * them ({@link SetupOptions.adopt}); an adoption's copy is then stored by
+   * content with this saver's serializer (`adoption.compacted` in the result).
    *
    * @example
    * ```ts
@@ -245,6 +247,11 @@ export class PostgresSaver extends BaseCheckpointSaver {
     for (const key of Object.keys(options)) if (key !== "adopt" && key !== "retry") throw new InvalidOptionsError(key, "is not a setup() option (adopt, retry)");
     const result = await runMigrations(this.#ctx.db, this.schema, { onEvent: this.#ctx.onEvent, adopt: options.adopt, retry: options.retry, operation: "setup" });
     await this.#runner.recheck();
+    // The adoption copied the official saver's values whole: store them as this saver stores values (issue 27).
+    if (result.adoption?.adopted && this.#ctx.elements) {
+      const compacted = await compactAdopted(this.#ctx.db, this.schema, this.#ctx.serde);
+      if (compacted) result.adoption.compacted = compacted;
+    }
     return result;
   }
 

@@ -197,6 +197,69 @@ async function encodeObject(
 }
 
 /**
+ * What a value stored by content names, read without its element rows (export shows values so,
+ * each element once): a list's hashes (its chunks' and elements', in order: a chunk's element row
+ * lists its elements' hashes in turn), the one element row of a large value, or an object's keys
+ * in order, the hashes of each list field (by the key's index) and its other fields, decoded.
+ */
+export type StoredOutline =
+  | { form: "refs"; hashes: string[] }
+  | { form: "val"; hash: string }
+  | { form: "obj"; keys: string[]; lists: Map<number, string[]>; rest: Record<string, unknown> };
+
+/** A value stored by content, authenticated and its outline read (element rows not needed yet). */
+async function openStored(ctx: StoreContext, type: string, bytes: Uint8Array, row: ValueRow): Promise<{ opened: OpenedRefs; outline: StoredOutline }> {
+  const where = () => `${describeRow(row)}`;
+  const { codec } = ctx;
+  if (!codec) {
+    throw new DeserializationError(`${where()}: a value stored by content cannot be read with this serializer (it binds values to their rows but cannot check element rows)`);
+  }
+  if (type === REFS_TYPE) {
+    const opened = codec.open(bytes, row, where);
+    return { opened, outline: { form: "refs", hashes: opened.hashes } };
+  }
+  if (type === VALUE_TYPE) {
+    const opened = codec.open(bytes, row, where);
+    if (opened.hashes.length !== 1) throw new DeserializationError(`${where()}: a value stored by content names ${opened.hashes.length} element rows, not one`);
+    return { opened, outline: { form: "val", hash: opened.hashes[0]! } };
+  }
+  const area = refsAreaOf(type, bytes);
+  if (area === undefined || 4 + area.byteLength > bytes.byteLength) throw new DeserializationError(`${where()}: an object stored by content is cut short`);
+  const opened = codec.open(area, row, where);
+  const skeleton = (await loadsForRow(ctx.serde, type.slice(OBJECT_TYPE_PREFIX.length), bytes.subarray(4 + area.byteLength), row)) as {
+    k?: unknown;
+    l?: unknown;
+    r?: unknown;
+  };
+  const keys = skeleton?.k;
+  const lists = skeleton?.l;
+  const rest = skeleton?.r;
+  if (!Array.isArray(keys) || !Array.isArray(lists) || !isPlainObject(rest)) throw new DeserializationError(`${where()}: an object stored by content has no valid outline`);
+  const byIndex = new Map<number, string[]>();
+  let at = 0;
+  for (const entry of lists) {
+    const [index, count] = Array.isArray(entry) ? entry : [];
+    if (!Number.isSafeInteger(index) || !Number.isSafeInteger(count) || count < 1 || at + count > opened.hashes.length) {
+      throw new DeserializationError(`${where()}: an object stored by content names more element rows than it holds`);
+    }
+    byIndex.set(index as number, opened.hashes.slice(at, at + (count as number)));
+    at += count as number;
+  }
+  if (at !== opened.hashes.length) throw new DeserializationError(`${where()}: an object stored by content holds element rows it does not name`);
+  return { opened, outline: { form: "obj", keys: keys.map(String), lists: byIndex, rest } };
+}
+
+/**
+ * The outline of a value stored by content in `row` ({@link StoredOutline}): authenticated like a
+ * read (an encrypting serializer's tag checked), its element rows neither needed nor read. Throws
+ * a `DeserializationError` as {@link decodeStoredValue} would; `type` must name elements.
+ */
+export async function outlineStoredValue(ctx: StoreContext, type: string, value: Uint8Array | null, row: ValueRow): Promise<StoredOutline> {
+  if (!namesElements(type)) throw new DeserializationError(`${describeRow(row)}: a value of type ${JSON.stringify(type)} is stored whole, not by content`);
+  return (await openStored(ctx, type, value ?? new Uint8Array(), row)).outline;
+}
+
+/**
  * Decode a value stored in `row` in any form. `find` looks an element row up
  * by hash (a missing one is a `DeserializationError` naming it, never a
  * shorter list); `onHash` sees each element and chunk hash the value names.
@@ -212,11 +275,8 @@ export async function decodeStoredValue(
   const bytes = value ?? new Uint8Array();
   if (!namesElements(type)) return loadsForRow(ctx.serde, type, bytes, row);
   const where = () => `${describeRow(row)}`;
-  const { codec } = ctx;
-  if (!codec) {
-    throw new DeserializationError(`${where()}: a value stored by content cannot be read with this serializer (it binds values to their rows but cannot check element rows)`);
-  }
-  const elements = (opened: OpenedRefs, hashes: string[]) =>
+  const { opened, outline } = await openStored(ctx, type, bytes, row);
+  const elements = (hashes: string[]) =>
     opened.elements(
       leavesOf({ ...opened, hashes }, find, where, onHash).map(([hash, leaf]) => ({
         hash,
@@ -225,41 +285,15 @@ export async function decodeStoredValue(
         row: elementRow(row.threadId, row.checkpointNs, hash),
       })),
     );
-  if (type === REFS_TYPE) {
-    const opened = codec.open(bytes, row, where);
-    return elements(opened, opened.hashes);
-  }
-  if (type === VALUE_TYPE) {
-    const opened = codec.open(bytes, row, where);
-    if (opened.hashes.length !== 1) throw new DeserializationError(`${where()}: a value stored by content names ${opened.hashes.length} element rows, not one`);
-    const [one] = await elements(opened, opened.hashes);
+  if (outline.form === "refs") return elements(outline.hashes);
+  if (outline.form === "val") {
+    const [one] = await elements([outline.hash]);
     return one;
   }
-  const area = refsAreaOf(type, bytes);
-  if (area === undefined || 4 + area.byteLength > bytes.byteLength) throw new DeserializationError(`${where()}: an object stored by content is cut short`);
-  const opened = codec.open(area, row, where);
-  const skeleton = (await loadsForRow(ctx.serde, type.slice(OBJECT_TYPE_PREFIX.length), bytes.subarray(4 + area.byteLength), row)) as {
-    k?: unknown;
-    l?: unknown;
-    r?: unknown;
-  };
-  const keys = skeleton?.k;
-  const lists = skeleton?.l;
-  const rest = skeleton?.r;
-  if (!Array.isArray(keys) || !Array.isArray(lists) || !isPlainObject(rest)) throw new DeserializationError(`${where()}: an object stored by content has no valid outline`);
   const byIndex = new Map<number, unknown[]>();
-  let at = 0;
-  for (const entry of lists) {
-    const [index, count] = Array.isArray(entry) ? entry : [];
-    if (!Number.isSafeInteger(index) || !Number.isSafeInteger(count) || count < 1 || at + count > opened.hashes.length) {
-      throw new DeserializationError(`${where()}: an object stored by content names more element rows than it holds`);
-    }
-    byIndex.set(index as number, await elements(opened, opened.hashes.slice(at, at + (count as number))));
-    at += count as number;
-  }
-  if (at !== opened.hashes.length) throw new DeserializationError(`${where()}: an object stored by content holds element rows it does not name`);
+  for (const [index, hashes] of outline.lists) byIndex.set(index, await elements(hashes));
   // Own properties in their order (`__proto__` among them, as JSON.parse would make it).
-  return Object.fromEntries(keys.map((k, i) => [String(k), byIndex.has(i) ? byIndex.get(i) : (rest as Record<string, unknown>)[String(k)]]));
+  return Object.fromEntries(outline.keys.map((k, i) => [k, byIndex.has(i) ? byIndex.get(i) : outline.rest[k]]));
 }
 
 /** A row in words, for errors (ids only, never values). */

@@ -163,7 +163,7 @@ async function vectorExtension(tx: Queryable, create: boolean): Promise<string |
 }
 
 /** The vector table as it is: dimensions, metric, index type (undefined: no table). */
-async function currentShape(tx: Queryable, schema: string): Promise<VectorIndexShape | undefined> {
+export async function currentShape(tx: Queryable, schema: string): Promise<VectorIndexShape | undefined> {
   const { rows } = await tx.query<{ dims: number; method: string | null; opclass: string | null }>(
     `SELECT a.atttypmod AS dims, am.amname AS method, opc.opcname AS opclass
        FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace

@@ -14,10 +14,10 @@ import pg from "pg";
 import { isPGlite, pgliteDb, poolDb, type Db, type PGliteLike } from "../db/db.js";
 import { openOn } from "../db/open.js";
 import { assertSchemaCurrent, schemaLevel, latestVersion } from "../db/migrate.js";
-import { CheckpointerError, DatabaseOperationError, InvalidInputError, InvalidOptionsError, SchemaNotMigratedError, sqlStateOf } from "../errors.js";
+import { CheckpointerError, DatabaseOperationError, InvalidInputError, InvalidOptionsError, SchemaNotMigratedError, sqlStateOf, StoreIndexMismatchError } from "../errors.js";
 import { emit, guard, type EventHandler } from "../events.js";
 import { checkItemKey, checkNamespace, checkTtl, encodeValue, nsKey } from "./input.js";
-import { runStoreMigrations, type MigrateStoreResult } from "./migrate.js";
+import { currentShape, runStoreMigrations, type MigrateStoreResult } from "./migrate.js";
 import { STORE_TRACK } from "./migrations.js";
 import {
   checkStoreOptions,
@@ -225,7 +225,7 @@ export class PostgresStore extends BaseStore {
     this.#sweeper.start(minutes, () => this.#sweep(false), (err) => emit(this.#onEvent, { type: "connectionError", message: `TTL sweep failed: ${err instanceof Error ? err.message : String(err)}` }));
   }
 
-  /** Once per store: set up (ensureTables) or check that the schema is migrated; find pgvector. */
+  /** Once per store: set up (ensureTables) or check that the schema is migrated; find pgvector; the vector table's shape is the configured one. */
   #ensureReady(): Promise<void> {
     if (!this.#ready) {
       this.#ready = this.#opts.ensureTables ? this.setup().then(() => undefined) : this.#check();
@@ -242,6 +242,13 @@ export class PostgresStore extends BaseStore {
            FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'`,
       );
       if (!rows[0]) throw new SchemaNotMigratedError(this.schema, 0, latestVersion(STORE_TRACK), { track: "store" });
+      // A store that is not set up (the migration ran elsewhere, e.g. `migrate --store-only --dims` in CI) is refused as setup()
+      // refuses it when the vector table has another shape: never a pgvector error at each put, nor a search by another metric.
+      const { dims, distanceMetric, indexType } = this.#opts.index;
+      const current = await currentShape(this.#db, this.schema);
+      if (current && (current.dims !== dims || current.distanceMetric !== distanceMetric || current.indexType !== indexType)) {
+        throw new StoreIndexMismatchError(this.schema, current, { dims, distanceMetric, indexType });
+      }
       this.#extSchema = rows[0].schema;
       this.#iterativeScan = rows[0].iterative;
     }

@@ -175,6 +175,7 @@ describe("CLI against Postgres", () => {
       [["status", "--database-url", "mysql://x"], /--database-url: expected a postgres:\/\/ or postgresql:\/\/ URL/],
       [["history", ...pg("src"), "x".repeat(600)], /<thread>: is 600 bytes long; the limit is 512 bytes/],
       [["import", ...pg("bad_3"), "a.jsonl", "b.jsonl"], /unexpected argument "b.jsonl"/],
+      [["import", ...pg("bad_3"), "a.jsonl", "--keep-whole", "--module", "m.mjs"], /--module: only to store values by content, not with --keep-whole/],
       [["prune", ...pg("src")], /no retention rule: give --keep-last, --older-than, --idle-for, or --ttl/],
       [["prune", ...pg("src"), "--older-than", "3x", "--yes"], /--older-than: cannot parse "3x"/],
       [["prune", ...pg("src"), "--keep-last", "0", "--yes"], /--keep-last: expected a positive integer/],
@@ -301,12 +302,12 @@ describe("CLI against Postgres", () => {
 
   it("export -> import into another schema and into PGlite: identical rows, state and history; the copy resumes", async () => {
     const file = join(tempDir(), "all.jsonl");
-    const exported = await runCli(["export", "--all", ...pg("src"), "-o", file]);
+    const exported = await runCli(["export", "--all", ...pg("src"), "-o", file, "--decoded"]);
     expect(exported.code).toBe(0);
     const lines = readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l));
     expect(lines[0]).toMatchObject({ kind: "header", format: "langgraph-checkpoint-pg/export", version: 1 });
     expect(lines.filter((l) => l.kind === "end").map((l) => l.thread_id).sort()).toEqual(["12345", "nested", "odd"]);
-    // Decoded values ride along with the exact bytes.
+    // With --decoded, decoded values ride along with the exact bytes (and an import ignores them).
     expect(lines.find((l) => l.kind === "blob" && l.thread_id === "12345" && l.channel === "address")).toMatchObject({
       type: "msgpack",
       value: Buffer.from("\xb3Hyderabad residency", "latin1").toString("base64"),
@@ -459,9 +460,9 @@ describe("CLI against Postgres", () => {
     expect(json.kept).toEqual({ keepLast: 20, head: 0, olderThan: 0, grace: 1, delta: 0 });
   });
 
-  it("compact: --dry-run --json counts and changes nothing; then lists are stored by their elements and the state reads the same", async () => {
+  it("compact: --dry-run --json counts and changes nothing; then lists are stored by their elements, in blobs and writes, and the state reads the same", async () => {
     await migrate({ pool: db.pool, schema: "compactable" });
-    const saver = new PostgresSaver(db.pool, { schema: "compactable" });
+    const saver = new PostgresSaver(db.pool, { schema: "compactable", elementStorage: false });
     const graph = new StateGraph(MessagesAnnotation)
       .addNode("ai", (s) => ({ messages: [new AIMessage({ content: `reply ${s.messages.length}`, id: `ai-${s.messages.length}` })] }))
       .addEdge(START, "ai")
@@ -469,28 +470,34 @@ describe("CLI against Postgres", () => {
       .compile({ checkpointer: saver });
     for (let i = 0; i < 3; i++) await graph.invoke({ messages: [new HumanMessage({ content: `hello ${i}`, id: `h-${i}` })] }, cfg("c"));
     const state = await graph.getState(cfg("c"));
-    const blobs = async () =>
-      (await db.pool.query("SELECT channel, version, type, value FROM compactable.checkpoint_blobs ORDER BY thread_id, checkpoint_ns, channel, version")).rows;
-    const before = await blobs();
-    const lists = before.filter((b) => b.channel === "messages" && b.type !== "empty").length;
+    const rows = async (table: string) =>
+      (await db.pool.query(`SELECT channel, type, value FROM compactable.${table} ORDER BY to_jsonb(${table})::text`)).rows;
+    const [blobsBefore, writesBefore] = [await rows("checkpoint_blobs"), await rows("checkpoint_writes")];
+    // The messages channel's versions, and the tasks' writes to it (small values stay whole: the input objects, the branch).
+    const lists = blobsBefore.filter((b) => b.channel === "messages" && b.type !== "empty").length;
+    const writes = writesBefore.filter((w) => w.channel === "messages").length;
+    expect(writes).toBe(6);
 
     const dry = await runCli(["compact", ...pg("compactable"), "--dry-run", "--json"]);
     expect(dry.code, dry.stderr).toBe(0);
-    expect(JSON.parse(dry.stdout) as CompactResult).toMatchObject({ dryRun: true, threads: 1, threadsCompacted: 1, lists, elementRows: 6, listsSkipped: 0 });
-    expect(await blobs()).toEqual(before);
+    expect(JSON.parse(dry.stdout) as CompactResult).toMatchObject({ dryRun: true, threads: 1, threadsCompacted: 1, values: lists + writes, writes, elementRows: 6, valuesSkipped: 0 });
+    expect([await rows("checkpoint_blobs"), await rows("checkpoint_writes")]).toEqual([blobsBefore, writesBefore]);
 
     const real = await runCli(["compact", ...pg("compactable"), "--thread", "c"]);
     expect(real.code, real.stderr).toBe(0);
-    expect(real.stdout).toMatch(new RegExp(`^Rewrote ${lists} list\\(s\\) in 1 of 1 thread\\(s\\), adding 6 element row\\(s\\): \\S+ \\S* ?of list values become \\S+ \\S* ?in schema "compactable" of `));
+    expect(real.stdout).toMatch(
+      new RegExp(`^Rewrote ${lists + writes} value\\(s\\) \\(${writes} of them pending writes\\) in 1 of 1 thread\\(s\\), adding 6 element row\\(s\\): \\S+ \\S* ?of whole values become \\S+ \\S* ?in schema "compactable" of `),
+    );
     expect(real.stdout).toMatch(/A release before element storage cannot read these threads/);
-    const after = await blobs();
+    const after = await rows("checkpoint_blobs");
     expect(after.filter((b) => b.channel === "messages" && b.type === "pg:refs")).toHaveLength(lists);
     expect(after.filter((b) => b.channel === "__elements__")).toHaveLength(6);
+    expect((await rows("checkpoint_writes")).filter((w) => w.type === "pg:refs")).toHaveLength(writes);
     expect((await graph.getState(cfg("c"))).values).toStrictEqual(state.values);
 
     const again = await runCli(["compact", ...pg("compactable"), "--json"]);
     expect(again.code).toBe(0);
-    expect(JSON.parse(again.stdout) as CompactResult).toMatchObject({ dryRun: false, threads: 1, lists: 0, elementRows: 0 });
+    expect(JSON.parse(again.stdout) as CompactResult).toMatchObject({ dryRun: false, threads: 1, values: 0, elementRows: 0 });
   });
 
   it("threads delete: --dry-run lists what would go; an unknown thread deletes nothing; then the thread is gone, others stay", async () => {

@@ -39,7 +39,7 @@ export interface RunOptions {
   /** Extra environment; DATABASE_URL is removed from the inherited one unless given here. */
   env?: Record<string, string>;
   /** Written to stdin, then stdin is closed (stdin is always a pipe, never a TTY). */
-  input?: string;
+  input?: string | Uint8Array;
   cwd?: string;
 }
 

@@ -21,6 +21,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   AdoptionRequiredError,
+  compact,
   DeserializationError,
   latestVersion,
   loadMigrations,
@@ -528,6 +529,96 @@ describe("adopting a schema laid out by the Python saver (migrations 0..9)", () 
       expect(w.type).toBe("json");
       expect(w.task_path).not.toBe("");
     }
+  });
+});
+
+// ---------------------------------------------------------------------------
+// What an adoption copied, stored by content (issue 27)
+// ---------------------------------------------------------------------------
+
+describe("an adoption stores what it copied by content, as compact does", () => {
+  /** How a schema's rows are stored: each form per table and channel, with its count (element rows apart). */
+  async function forms(schema: string, thread: string): Promise<Record<string, number>> {
+    const { rows } = await db.pool.query(
+      `SELECT 'blob ' || channel || ' ' || type AS f, count(*)::int AS n FROM ${pg.escapeIdentifier(schema)}.checkpoint_blobs WHERE thread_id = $1 GROUP BY 1
+       UNION ALL SELECT 'write ' || channel || ' ' || type, count(*)::int FROM ${pg.escapeIdentifier(schema)}.checkpoint_writes WHERE thread_id = $1 GROUP BY 1`,
+      [thread],
+    );
+    return Object.fromEntries(rows.map((r) => [r.f as string, r.n as number]));
+  }
+
+  it("setup({ adopt }): an adopted chat thread ends up stored by elements and reads back identical; an interrupt stays whole", async () => {
+    const from = "chat_src";
+    const schema = "chat_ours";
+    const official = await officialSchema(from);
+    const chat = tid("adopted-chat");
+    const approval = tid("adopted-approval");
+    for (const text of ["hi", "how are you?", "bye"]) await chatGraph(official).invoke({ messages: [new HumanMessage({ id: `h-${text}`, content: text })] }, cfg(chat));
+    await approvalGraph(official).invoke({}, cfg(approval)); // left at its interrupt: a special write
+    const want = { chat: await tuples(official, cfg(chat)), approval: await tuples(official, cfg(approval)) };
+    const state = await chatGraph(official).getState(cfg(chat));
+    const steps = await history(chatGraph(official), cfg(chat));
+
+    const saver = new PostgresSaver(db.pool, { schema });
+    const result = await saver.setup({ adopt: { from } });
+    expect(result.adoption).toMatchObject({ from, adopted: true, compacted: { dryRun: false, threads: 2, valuesSkipped: 0, undecodable: 0 } });
+    const compacted = result.adoption!.compacted!;
+    expect(compacted.writes).toBeGreaterThan(0);
+    // Every messages version and every task's messages write names its elements: six messages, each stored once.
+    const stored = await forms(schema, chat);
+    expect(Object.keys(stored).filter((f) => f.startsWith("blob messages ") || f.startsWith("write messages ")).sort()).toEqual(["blob messages pg:refs", "write messages pg:refs"]);
+    expect(stored["blob __elements__ msgpack"]).toBe(6);
+    const { rows: byContent } = await db.pool.query(
+      `SELECT (SELECT count(*) FROM ${schema}.checkpoint_blobs WHERE type IN ('pg:refs', 'pg:val') AND channel <> '__elements__' OR type LIKE 'pg:obj:%')
+            + (SELECT count(*) FROM ${schema}.checkpoint_writes WHERE type IN ('pg:refs', 'pg:val') OR type LIKE 'pg:obj:%') AS n`,
+    );
+    expect(compacted.values).toBe(Number(byContent[0].n));
+    // The interrupt (a special write) stays as the official saver wrote it.
+    expect(await forms(schema, approval)).toMatchObject({ "write __interrupt__ json": 1 });
+
+    // Read back exactly as the official saver reads them, by a saver that remembers nothing.
+    const fresh = new PostgresSaver(db.pool, { schema });
+    for (const [name, thread] of [["chat", chat], ["approval", approval]] as const) {
+      const ours = await tuples(fresh, cfg(thread));
+      expect([...ours.keys()].sort(), name).toEqual([...want[name].keys()].sort());
+      for (const [key, t] of want[name]) expect(ours.get(key), `${name} ${key}`).toEqual(t);
+    }
+    expect(await chatGraph(fresh).getState(cfg(chat))).toEqual(state);
+    expect(await history(chatGraph(fresh), cfg(chat))).toEqual(steps);
+    // Adopted already: nothing more to convert.
+    expect((await saver.setup({ adopt: { from } })).adoption).toEqual(expect.not.objectContaining({ compacted: expect.anything() }));
+    expect(await compact({ pool: db.pool, schema, dryRun: true })).toMatchObject({ values: 0 });
+    // The thread goes on; the interrupted run resumes.
+    await chatGraph(fresh).invoke({ messages: [new HumanMessage({ id: "h-again", content: "again" })] }, cfg(chat));
+    expect((await chatGraph(fresh).getState(cfg(chat))).values.messages).toHaveLength(8);
+    expect(await approvalGraph(fresh).invoke(new Command({ resume: "yes" }), cfg(approval))).toMatchObject({ approved: "yes", published: true });
+  });
+
+  it("migrate --adopt (CLI): what decodes is stored by content and reads the same; a Python object is left whole, still a typed error; --module only with --adopt", async () => {
+    const from = "py_compact_src";
+    const schema = "py_compact_ours";
+    await pythonSchema(from, fixture);
+    const usage = await runCli(["migrate", "--schema", schema, "--module", "./serde.mjs", "--database-url", db.url]);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toMatch(/--module goes with --adopt/);
+    const cli = await runCli(["migrate", "--schema", schema, "--adopt", from, "--database-url", db.url, "--json"]);
+    expect(cli.code, cli.stderr).toBe(0);
+    const out = JSON.parse(cli.stdout) as { adoption: { adopted: boolean; compacted: Record<string, number> } };
+    expect(out.adoption.adopted).toBe(true);
+    expect(out.adoption.compacted.values).toBeGreaterThan(0);
+    expect(out.adoption.compacted.undecodable).toBe(1);
+    // The log lists (a blob and the task's writes) by their elements; the pydantic messages as they were.
+    expect(await forms(schema, "py-log")).toMatchObject({ "blob log pg:refs": 2, "write log pg:refs": 2 });
+    expect(await forms(schema, "py-messages")).toMatchObject({ "blob messages msgpack-py": 1 });
+    const saver = new PostgresSaver(db.pool, { schema });
+    const ours = [...(await tuples(saver, cfg("py-log"))).values()];
+    expect(ours.map((t) => ({ checkpoint_id: t.checkpoint.id, channel_values: t.checkpoint.channel_values, pending_writes: t.pendingWrites }))).toEqual(fixture.expected);
+    const err = await saver.getTuple(cfg("py-messages")).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DeserializationError);
+    // The text output says what it converted and what it left.
+    const again = await runCli(["compact", "--schema", schema, "--database-url", db.url]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(/^Rewrote 0 value\(s\).*\nLeft 1 value\(s\) whole: the serializer cannot decode them/s);
   });
 });
 

@@ -15,7 +15,7 @@ import { describe, expect, it } from "vitest";
 import { EncryptedSerializer, exportThread, importThread, migrate, PostgresSaver, prune, reencrypt, rollbackAdoption, show, type BlobRecord } from "../../src/index.js";
 import { ELEMENTS_CHANNEL, REFS_TYPE } from "../../src/saver/elements.js";
 import { runCli } from "../helpers/cli.js";
-import { withTestDatabase } from "../helpers/db.js";
+import { queryKnowingElements, withTestDatabase } from "../helpers/db.js";
 import { chatGraph, tid } from "../helpers/graphs.js";
 
 const db = withTestDatabase("elements");
@@ -75,14 +75,42 @@ describe("operations tools on lists stored by their elements", () => {
     expect(printed.map((c) => c.channel)).not.toContain(ELEMENTS_CHANNEL);
     expect(printed.find((c) => c.channel === "messages")!.value.map((m) => m.kwargs.content)).toEqual(messages.map((m) => m.content));
 
-    // A missing element makes the list undecodable, never shorter.
-    await db.pool.query(`DELETE FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel = $2 AND type <> $3 AND version = (
+    // A missing element makes the list undecodable, never shorter (deleted as a corruption would: migration 0008's guard
+    // refuses a delete that does not say it knows element rows).
+    await queryKnowingElements(db.pool, `DELETE FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel = $2 AND type <> $3 AND version = (
                            SELECT min(version) FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel = $2 AND type <> $3)`, [thread, ELEMENTS_CHANNEL, REFS_TYPE]);
     const broken = (await show({ pool: db.pool, schema, threadId: thread }))!;
     expect(broken.channels.find((c) => c.channel === "messages")!.value).toMatchObject({ $type: "undecodable", error: expect.stringMatching(/element [0-9a-f]{32} is not stored/) });
   });
 
-  it("export carries the element rows (lists decoded whole, chunks marked); export -> delete -> import reads back identical", async () => {
+  it("show: pending writes stored by content are decoded whole (the element rows they name loaded)", async () => {
+    const schema = "el_show_writes";
+    await migrate({ pool: db.pool, schema });
+    const saver = new PostgresSaver(db.pool, { schema });
+    const thread = tid("show-writes");
+    await longChat(saver, thread);
+    // Every checkpoint whose tasks wrote something: the input's `__start__` task writes the question
+    // list (as `pg:refs`), the bot's task its answer; each names element rows, none is stored whole.
+    const all = await listAll(saver, thread);
+    const withWrites = all.filter((t) => (t.pendingWrites ?? []).some(([, channel]) => channel === "messages"));
+    expect(withWrites.length).toBeGreaterThanOrEqual(2);
+    for (const tuple of withWrites) {
+      const shown = (await show({ pool: db.pool, schema, threadId: thread, checkpointId: tuple.checkpoint.id }))!;
+      const writes = shown.pendingWrites.filter((w) => w.channel === "messages");
+      expect(writes.length).toBeGreaterThan(0);
+      expect(writes.every((w) => w.type === REFS_TYPE)).toBe(true);
+      // The values LangGraph reads back for these writes, in the same order.
+      expect(writes.map((w) => w.value)).toEqual(tuple.pendingWrites!.filter(([, channel]) => channel === "messages").map(([, , value]) => value));
+    }
+    // The 39 questions of the first run, through the CLI too.
+    const first = withWrites.find((t) => (t.pendingWrites!.find(([, c]) => c === "messages")![2] as unknown[]).length === 39)!;
+    const cli = await runCli(["show", thread, first.checkpoint.id, "--database-url", db.url, "--schema", schema, "--json"]);
+    expect(cli.code, cli.stderr).toBe(0);
+    const printed = (JSON.parse(cli.stdout) as { pendingWrites: { channel: string; value: { kwargs: { content: string } }[] }[] }).pendingWrites;
+    expect(printed.find((w) => w.channel === "messages")!.value.map((m) => m.kwargs.content)).toEqual(humans(39).map((m) => m.content));
+  });
+
+  it("export carries each element once (element rows decoded, values stored by content as the hashes they name); export -> delete -> import reads back identical", async () => {
     const schema = "el_export";
     await migrate({ pool: db.pool, schema });
     const saver = new PostgresSaver(db.pool, { schema, elementStorage: true });
@@ -91,23 +119,45 @@ describe("operations tools on lists stored by their elements", () => {
     const before = await listAll(saver, thread);
     const head = before[0]!;
 
-    const records = await exportThread({ pool: db.pool, schema, threadId: thread });
+    // Without `decoded: true`, no decoded views: what an import needs.
+    const lean = await exportThread({ pool: db.pool, schema, threadId: thread });
+    expect(lean.some((r) => "decoded" in r || "unversioned_decoded" in r || "metadata_decoded" in r)).toBe(false);
+    const records = await exportThread({ pool: db.pool, schema, threadId: thread, decoded: true });
+    const withoutViews = (r: object) => {
+      const { decoded: _d, unversioned_decoded: _u, metadata_decoded: _m, ...rest } = r as Record<string, unknown>;
+      return rest;
+    };
+    expect(records.map(withoutViews)).toEqual(lean);
     const blobs = records.filter((r): r is BlobRecord => r.kind === "blob");
     const elements = blobs.filter((b) => b.channel === ELEMENTS_CHANNEL);
     expect({ elements: elements.filter((b) => b.type !== REFS_TYPE).length, chunks: elements.filter((b) => b.type === REFS_TYPE).length }).toEqual(
       await elementRows(schema, thread),
     );
-    // An element decodes to its message; a chunk to its 32 hashes, marked; the list to the whole list.
+    // An element decodes to its message; a chunk to its 32 hashes, marked; the list to its hashes (a chunk's and
+    // its last 10 elements'): each message is in the export once, in its element row, however many lists hold it.
     expect(elements.find((b) => b.type !== REFS_TYPE)!.decoded).toMatchObject({ $type: "lc", kwargs: { content: expect.stringMatching(/^(question|echo)/) } });
     const chunk = elements.find((b) => b.type === REFS_TYPE)!;
     expect(chunk.decoded).toEqual({ $type: REFS_TYPE, hashes: expect.arrayContaining([expect.stringMatching(/^[0-9a-f]{32}$/)]) });
     expect((chunk.decoded as { hashes: string[] }).hashes).toHaveLength(32);
     const list = blobs.find((b) => b.channel === "messages" && b.version === String(head.checkpoint.channel_versions.messages))!;
     expect(list.type).toBe(REFS_TYPE);
-    expect(list.decoded).toHaveLength(42);
-    expect((list.decoded as { kwargs: { content: string } }[]).map((m) => m.kwargs.content)).toEqual(
+    const named = (list.decoded as { $type: string; hashes: string[] }).hashes;
+    expect(list.decoded).toEqual({ $type: REFS_TYPE, hashes: named });
+    expect(named).toHaveLength(1 + 10);
+    const byHash = new Map(elements.map((e) => [e.version, e]));
+    const contents = named.flatMap((h) => (byHash.get(h)!.type === REFS_TYPE ? (byHash.get(h)!.decoded as { hashes: string[] }).hashes : [h]));
+    expect(contents.map((h) => (byHash.get(h)!.decoded as { kwargs: { content: string } }).kwargs.content)).toEqual(
       (head.checkpoint.channel_values.messages as BaseMessage[]).map((m) => m.content),
     );
+    // Each message in exactly one element row; no value stored by content repeats one (a small value stored whole,
+    // such as the second run's one-question input, holds its own copy, as its row does).
+    const count = (rs: object[], message: BaseMessage) => JSON.stringify(rs).split(JSON.stringify(message.content)).length - 1;
+    const byContent = [...blobs, ...records.filter((r) => r.kind === "write")].filter((r) => /^pg:(refs|val|obj:)/.test((r as BlobRecord).type));
+    expect(byContent.length).toBeGreaterThan(4);
+    for (const message of head.checkpoint.channel_values.messages as BaseMessage[]) {
+      expect(count(elements, message), String(message.content)).toBe(1);
+      expect(count(byContent, message), String(message.content)).toBe(0);
+    }
     expect(records.at(-1)).toMatchObject({ kind: "end", blobs: blobs.length });
 
     await saver.deleteThread(thread);
@@ -121,7 +171,7 @@ describe("operations tools on lists stored by their elements", () => {
     expect((await saver.getTuple(cfg(thread)))!.checkpoint.channel_values.messages).toHaveLength(44);
   });
 
-  it("reencrypt: lists written before encryption get sealed element rows under keyed hashes and authenticated refs values", async () => {
+  it("reencrypt: values stored by content before encryption (lists, the input object, the tasks' writes) get sealed element rows under keyed hashes and authenticated refs", async () => {
     const schema = "el_reencrypt";
     await migrate({ pool: db.pool, schema });
     const thread = tid("reencrypt");
@@ -138,24 +188,29 @@ describe("operations tools on lists stored by their elements", () => {
       ).rows as { channel: string; version: string; value: Buffer }[];
     const before = await lists();
     expect(before.length).toBeGreaterThan(1);
+    // Every value stored by content (blobs and writes), and the blobs stored whole (element rows among them).
+    const byContent = "(type IN ('pg:refs', 'pg:val') OR type LIKE 'pg:obj:%')";
     const { rows: valued } = await db.pool.query(
-      `SELECT count(*)::int AS n FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND type NOT IN ('empty', $2) AND value IS NOT NULL`,
-      [thread, REFS_TYPE],
+      `SELECT (SELECT count(*) FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND type <> 'empty' AND NOT ${byContent} AND value IS NOT NULL)::int AS n,
+              (SELECT count(*) FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel <> $2 AND ${byContent})::int
+            + (SELECT count(*) FROM ${schema}.checkpoint_writes WHERE thread_id = $1 AND ${byContent})::int AS refs`,
+      [thread, ELEMENTS_CHANNEL],
     );
 
     const k1 = randomBytes(32);
     const migrating = new EncryptedSerializer({ keys: { k1 }, current: "k1", allowPlaintext: true });
     const dry = await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true });
-    expect({ lists: dry.lists, blobs: dry.blobs }).toEqual({ lists: before.length, blobs: valued[0].n });
+    expect({ byContent: dry.byContent, blobs: dry.blobs }).toEqual({ byContent: valued[0].refs, blobs: valued[0].n });
     const done = await reencrypt({ pool: db.pool, schema, serde: migrating });
-    // Each list re-keyed; every value rewritten (the plain element rows too, which only the old lists named).
-    expect({ lists: done.lists, blobs: done.blobs }).toEqual({ lists: before.length, blobs: valued[0].n });
+    // Each value stored by content re-keyed; every whole value rewritten (the plain element rows too, which only the old refs named).
+    expect({ byContent: done.byContent, blobs: done.blobs }).toEqual({ byContent: valued[0].refs, blobs: valued[0].n });
     const { rows: types } = await db.pool.query(
       `SELECT DISTINCT channel = $2 AS element, type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL ORDER BY 1, 2`,
       [thread, ELEMENTS_CHANNEL],
     );
     expect(types).toEqual([
       { element: false, type: "enc:k1:msgpack" },
+      { element: false, type: "pg:obj:enc:k1:msgpack" },
       { element: false, type: REFS_TYPE },
       { element: true, type: "enc:k1:msgpack" },
       { element: true, type: REFS_TYPE },
@@ -175,7 +230,7 @@ describe("operations tools on lists stored by their elements", () => {
     expect(shown.channels.find((c) => c.channel === "messages")!.value).toEqual(plain[0]!.checkpoint.channel_values.messages);
     const records = await exportThread({ pool: db.pool, schema, threadId: thread, serde: strict });
     expect(JSON.stringify(records)).not.toContain("undecodable");
-    expect(await reencrypt({ pool: db.pool, schema, serde: strict })).toMatchObject({ lists: 0, blobs: 0, writes: 0, checkpoints: 0 });
+    expect(await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true })).toMatchObject({ byContent: 0, blobs: 0, writes: 0, checkpoints: 0 });
   });
   // Last: the official tables it makes stand in the way of migrating another schema without `adopt`.
   it("rollback: a chat continued by this package (elements) is whole again in the official tables, and the official saver goes on", async () => {

@@ -4,17 +4,32 @@
  * accepts, the checkpoint's shape), naming the line or record and the field;
  * a file whose second thread is bad writes nothing, through the CLI and
  * through importThread. And one malformed checkpoint row (written with SQL)
- * never makes `list()` over all threads fail.
+ * never makes `list()` over all threads fail. Issue 27: a thread written with
+ * whole values is stored by content once imported (compact), unless asked not to.
  */
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import type { BaseCheckpointSaver, CheckpointTuple } from "@langchain/langgraph-checkpoint";
+import { HumanMessage } from "@langchain/core/messages";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { exportThread, importColumns, importThread, InvalidInputError, migrate, PostgresSaver, type ExportRecord, type ImportColumns } from "../../src/index.js";
+import {
+  EncryptedSerializer,
+  exportThread,
+  importColumns,
+  importThread,
+  InvalidInputError,
+  migrate,
+  PostgresSaver,
+  type ExportRecord,
+  type ImportColumns,
+} from "../../src/index.js";
+import { REFS_TYPE } from "../../src/saver/elements.js";
 import { SCHEMA_COLUMNS } from "../../src/ops/transfer-check.js";
 import { runCli, type Run } from "../helpers/cli.js";
 import { withTestDatabase } from "../helpers/db.js";
-import { addressGraph } from "../helpers/graphs.js";
+import { addressGraph, chatGraph } from "../helpers/graphs.js";
 
 const db = withTestDatabase("import_check");
 const dir = mkdtempSync(join(tmpdir(), "lgpg-import-"));
@@ -132,5 +147,64 @@ describe("a malformed checkpoint row", () => {
     expect(seen.filter((t) => t === "b")).toHaveLength(3);
     // Thread a reads as before.
     expect((await saver.getTuple({ configurable: { thread_id: "a" } }))!.checkpoint.channel_values).toMatchObject({ name: "pavaneeshwar" });
+  });
+});
+
+describe("import stores a thread written with whole values by content (issue 27)", () => {
+  const cfg = (thread_id: string) => ({ configurable: { thread_id, checkpoint_ns: "" } });
+  async function listAll(saver: BaseCheckpointSaver, thread: string): Promise<CheckpointTuple[]> {
+    const out: CheckpointTuple[] = [];
+    for await (const t of saver.list(cfg(thread))) out.push(t);
+    return out;
+  }
+  const types = async (schema: string) =>
+    (await db.pool.query(`SELECT DISTINCT type FROM "${schema}".checkpoint_blobs WHERE channel = 'messages' ORDER BY type`)).rows.map((r) => r.type as string);
+  const chat = async (saver: BaseCheckpointSaver, thread: string) => {
+    for (let i = 0; i < 3; i++) await chatGraph(saver).invoke({ messages: [new HumanMessage({ id: `h${i}`, content: `question ${i}` })] }, cfg(thread));
+  };
+
+  it("after the commit, compacted: lists by their elements, reading the same; elementStorage: false imports byte for byte", async () => {
+    await Promise.all(["whole", "whole_api", "whole_kept"].map((schema) => migrate({ pool: db.pool, schema })));
+    const source = new PostgresSaver(db.pool, { schema: "whole", elementStorage: false });
+    await chat(source, "w");
+    const before = await listAll(source, "w");
+    const records = await exportThread({ pool: db.pool, schema: "whole", threadId: "w" });
+    expect(await types("whole")).toEqual(["msgpack"]);
+
+    const noSql = { query: () => Promise.reject(new Error("no SQL may run")), connect: () => Promise.reject(new Error("no SQL may run")) } as never;
+    await expect(importThread({ pool: noSql, records, elementStorage: "yes" as never })).rejects.toThrow(/Invalid elementStorage: expected true or false/);
+
+    const [converted, kept] = await Promise.all([
+      importThread({ pool: db.pool, schema: "whole_api", records }),
+      importThread({ pool: db.pool, schema: "whole_kept", records, elementStorage: false }),
+    ]);
+    expect(converted).toMatchObject({ status: "imported", compacted: { dryRun: false, values: 12, writes: 6, undecodable: 0, threadsCompacted: 1 } });
+    expect(converted.compactError).toBeUndefined();
+    expect(kept.compacted).toBeUndefined();
+    expect(await types("whole_api")).toEqual([REFS_TYPE]);
+    expect(await types("whole_kept")).toEqual(["msgpack"]);
+    expect(await listAll(new PostgresSaver(db.pool, { schema: "whole_api" }), "w")).toEqual(before);
+    expect(await listAll(new PostgresSaver(db.pool, { schema: "whole_kept" }), "w")).toEqual(before);
+  });
+
+  it("encrypted whole values: without the saver's serializer the import stands whole and compactError says why; with it, they are stored by content", async () => {
+    await Promise.all(["enc", "enc_plain", "enc_keyed"].map((schema) => migrate({ pool: db.pool, schema })));
+    const serde = new EncryptedSerializer({ keys: { k1: randomBytes(32) }, current: "k1" });
+    const source = new PostgresSaver(db.pool, { schema: "enc", serde, elementStorage: false });
+    await chat(source, "e");
+    const before = await listAll(source, "e");
+    const records = await exportThread({ pool: db.pool, schema: "enc", threadId: "e" });
+    const [plain, keyed] = await Promise.all([
+      importThread({ pool: db.pool, schema: "enc_plain", records }),
+      importThread({ pool: db.pool, schema: "enc_keyed", records, serde }),
+    ]);
+    expect(plain).toMatchObject({ status: "imported" });
+    expect(plain.compacted).toMatchObject({ values: 0, threadsCompacted: 0 });
+    expect(plain.compacted!.undecodable).toBeGreaterThan(0);
+    expect(plain.compactError).toMatch(/could not be decoded .*pass the saver's serde/);
+    expect(keyed.compacted).toMatchObject({ values: 12, writes: 6, undecodable: 0 });
+    expect(keyed.compactError).toBeUndefined();
+    expect(await types("enc_keyed")).toEqual([REFS_TYPE]);
+    for (const schema of ["enc_plain", "enc_keyed"]) expect(await listAll(new PostgresSaver(db.pool, { schema, serde }), "e")).toEqual(before);
   });
 });

@@ -126,19 +126,39 @@ describe("an encrypting serializer stores lists by their elements", () => {
     expect(history.messages!.seed).toHaveLength(43);
   });
 
-  it("compact converts an encrypted thread's whole lists into sealed elements that read back the same", async () => {
+  it("compact converts an encrypted thread's whole values into sealed elements that read back the same", async () => {
     const schema = "trust_compact";
     await migrate({ pool: db.pool, schema });
     const serde = new EncryptedSerializer({ keys: { k1 }, current: "k1" });
-    const whole = new PostgresSaver(db.pool, { schema, serde });
+    const whole = new PostgresSaver(db.pool, { schema, serde, elementStorage: false });
     const thread = tid("compact");
     await chatGraph(whole).invoke({ messages: humans(35) }, cfg(thread));
-    const before = (await whole.getTuple(cfg(thread)))!;
+    const before = [];
+    for await (const t of whole.list(cfg(thread))) before.push(t);
+    expect(before.some((t) => (t.pendingWrites?.length ?? 0) > 0)).toBe(true);
+    // Without the saver's serializer nothing decodes: everything is left whole, and said so.
+    expect(await compact({ pool: db.pool, schema, dryRun: true })).toMatchObject({ values: 0, undecodable: expect.any(Number) });
     const result = await compact({ pool: db.pool, schema, serde });
-    expect(result.lists).toBeGreaterThan(0);
+    expect(result.values).toBeGreaterThan(0);
+    expect(result.writes).toBeGreaterThan(0);
     const { rows } = await db.pool.query(`SELECT DISTINCT type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel = $2 ORDER BY 1`, [thread, ELEMENTS_CHANNEL]);
     expect(rows.map((r) => r.type)).toEqual(["enc:k1:msgpack", REFS_TYPE]);
-    expect((await new PostgresSaver(db.pool, { schema, serde }).getTuple(cfg(thread)))!.checkpoint).toEqual(before.checkpoint);
+    // Values by content: refs tagged for their row; an object's outline sealed for its row; nothing in plaintext.
+    const { rows: values } = await db.pool.query(
+      `SELECT DISTINCT type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel <> $2
+       UNION SELECT DISTINCT type FROM ${schema}.checkpoint_writes WHERE thread_id = $1 ORDER BY 1`,
+      [thread, ELEMENTS_CHANNEL],
+    );
+    expect(values.map((r) => r.type)).toEqual(["empty", "enc:k1:msgpack", "pg:obj:enc:k1:msgpack", REFS_TYPE]);
+    const { rows: all } = await db.pool.query(
+      `SELECT value FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL UNION ALL SELECT value FROM ${schema}.checkpoint_writes WHERE thread_id = $1`,
+      [thread],
+    );
+    for (const r of all) expect(Buffer.from(r.value).includes(Buffer.from(SECRET))).toBe(false);
+    const after = [];
+    for await (const t of new PostgresSaver(db.pool, { schema, serde }).list(cfg(thread))) after.push(t);
+    expect(after).toEqual(before);
+    expect(after[0]!.checkpoint.channel_values.messages).toHaveLength(36);
   });
 
   it("whole values, said once, with a serializer that cannot seal elements, or whose inner bytes change each time", async () => {
@@ -266,12 +286,18 @@ describe("reencrypt and lists stored by their elements", () => {
     const thread = tid("rekey");
     await chatGraph(new PostgresSaver(db.pool, { schema, ...ON })).invoke({ messages: humans(35) }, cfg(thread));
     const want = (await new PostgresSaver(db.pool, { schema }).getTuple(cfg(thread)))!;
-    const { rows: lists } = await db.pool.query(`SELECT count(*)::int AS n FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND type = $2 AND channel <> $3`, [
-      thread,
-      REFS_TYPE,
-      ELEMENTS_CHANNEL,
-    ]);
+    // Values stored by content, in blobs and writes: lists by their elements, the input object by its list.
+    const byContent = "(type IN ('pg:refs', 'pg:val') OR type LIKE 'pg:obj:%')";
+    const { rows: lists } = await db.pool.query(
+      `SELECT (SELECT count(*) FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel <> $2 AND ${byContent})::int
+            + (SELECT count(*) FROM ${schema}.checkpoint_writes WHERE thread_id = $1 AND ${byContent})::int AS n,
+              (SELECT count(*) FROM ${schema}.checkpoint_writes WHERE thread_id = $1 AND ${byContent})::int AS writes,
+              (SELECT count(*) FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND type LIKE 'pg:obj:%')::int AS objects`,
+      [thread, ELEMENTS_CHANNEL],
+    );
     expect(lists[0].n).toBeGreaterThan(1);
+    expect(lists[0].writes).toBeGreaterThan(0);
+    expect(lists[0].objects).toBeGreaterThan(0);
     const strict1 = new EncryptedSerializer({ keys: { k1 }, current: "k1" });
     // Plaintext rows and plain refs are refused by a strict saver until reencrypt rewrites them.
     await fails(new PostgresSaver(db.pool, { schema, serde: strict1 }).getTuple(cfg(thread)), /Refusing an unencrypted value|not authenticated/);
@@ -279,7 +305,7 @@ describe("reencrypt and lists stored by their elements", () => {
     const migrating = new EncryptedSerializer({ keys: { k1 }, current: "k1", allowPlaintext: true });
     expect((await new PostgresSaver(db.pool, { schema, serde: migrating }).getTuple(cfg(thread)))!.checkpoint).toEqual(want.checkpoint);
     const dry = await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true });
-    expect(dry.lists).toBe(lists[0].n);
+    expect(dry.byContent).toBe(lists[0].n);
     // The CLI says so too.
     const module = join(mkdtempSync(join(tmpdir(), "rekey-")), "serde.ts");
     writeFileSync(
@@ -290,27 +316,37 @@ describe("reencrypt and lists stored by their elements", () => {
     const cli = await runCli(["reencrypt", "--module", module, "--database-url", db.url, "--schema", schema, "--dry-run"]);
     rmSync(dirname(module), { recursive: true, force: true });
     expect(cli.code, cli.stderr).toBe(0);
-    expect(cli.stdout).toMatch(new RegExp(`^Would re-key ${lists[0].n} list\\(s\\) stored by their elements and rewrite ${dry.blobs} blob\\(s\\)`));
+    expect(cli.stdout).toMatch(new RegExp(`^Would re-key ${lists[0].n} value\\(s\\) stored by content \\(lists by their elements, large values, objects holding lists\\) and rewrite ${dry.blobs} blob\\(s\\)`));
     const done = await reencrypt({ pool: db.pool, schema, serde: migrating, batchSize: 2 });
-    expect(done.lists).toBe(lists[0].n);
+    expect(done.byContent).toBe(lists[0].n);
     const read = async (serde: EncryptedSerializer) => (await new PostgresSaver(db.pool, { schema, serde }).getTuple(cfg(thread)))!.checkpoint;
     expect(await read(strict1)).toEqual(want.checkpoint);
-    expect(await reencrypt({ pool: db.pool, schema, serde: strict1 })).toMatchObject({ lists: 0, blobs: 0, writes: 0, checkpoints: 0 });
+    expect(await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true })).toMatchObject({ byContent: 0, blobs: 0, writes: 0, checkpoints: 0 });
 
     // Rotation: k2 current, k1 kept; new turns use k2; reencrypt moves every list and row to k2.
     const rotating = new EncryptedSerializer({ keys: { k2, k1 }, current: "k2" });
     await chatGraph(new PostgresSaver(db.pool, { schema, ...ON, serde: rotating })).invoke({ messages: humans(1, 35) }, cfg(thread));
     const after = await read(rotating);
     const rotated = await reencrypt({ pool: db.pool, schema, serde: rotating });
-    expect(rotated.lists).toBeGreaterThan(0);
+    expect(rotated.byContent).toBeGreaterThan(0);
     const only2 = new EncryptedSerializer({ keys: { k2 }, current: "k2", allowUnbound: false });
     expect(await read(only2)).toEqual(after);
     const all = await new PostgresSaver(db.pool, { schema, serde: only2 }).list(cfg(thread));
     let n = 0;
     for await (const t of all) n += t.checkpoint.channel_values.messages ? 1 : 0;
     expect(n).toBeGreaterThan(3);
-    const { rows: keys } = await db.pool.query(`SELECT DISTINCT type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND type LIKE 'enc:%'`, [thread]);
-    expect(keys.map((r) => r.type)).toEqual(["enc:k2:msgpack"]);
+    // No row needs k1: values, element rows and objects' outlines in both tables are under k2 (reading
+    // every checkpoint and its writes with k2 alone, above, checked every refs tag and hash).
+    const { rows: keys } = await db.pool.query(
+      `SELECT DISTINCT type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND type LIKE '%enc:%'
+       UNION SELECT DISTINCT type FROM ${schema}.checkpoint_writes WHERE thread_id = $1 AND type LIKE '%enc:%' ORDER BY 1`,
+      [thread],
+    );
+    expect(keys.map((r) => r.type)).toEqual(["enc:k2:msgpack", "pg:obj:enc:k2:msgpack"]);
+    let writes = 0;
+    for await (const t of new PostgresSaver(db.pool, { schema, serde: only2 }).list(cfg(thread))) writes += t.pendingWrites?.length ?? 0;
+    expect(writes).toBeGreaterThan(0);
+    expect(await reencrypt({ pool: db.pool, schema, serde: rotating, dryRun: true })).toMatchObject({ byContent: 0, blobs: 0, writes: 0, checkpoints: 0 });
     // The re-keyed list's refs value is authenticated: reordering it fails.
     const saver = new PostgresSaver(db.pool, { schema, serde: only2 });
     const version = String((await saver.getTuple(cfg(thread)))!.checkpoint.channel_versions.messages);
@@ -328,6 +364,41 @@ describe("reencrypt and lists stored by their elements", () => {
     await prune({ pool: db.pool, schema, keepLast: 100, grace: 0, threadIds: [thread] });
     expect(await elementRows(thread, schema)).toHaveLength(38);
     expect(await read(only2)).toEqual(after);
+  });
+
+  it("large values by content and objects holding lists, in blobs and writes: re-keyed from before encryption, then from an old key", async () => {
+    const schema = "trust_rekey_values";
+    await migrate({ pool: db.pool, schema });
+    const thread = tid("rekey-values");
+    const big = (tag: string) => `${SECRET} ${tag} ${"a long tool result ".repeat(30)}`;
+    const plain = new PostgresSaver(db.pool, { schema });
+    const config = await putValues(plain, thread, { doc: big("doc"), input: { messages: humans(10), n: 1 } }, 1);
+    await plain.putWrites(config, [["doc", big("write")], ["input", { messages: humans(10, 10) }]], "task");
+    const want = (await plain.getTuple(config))!;
+    expect(want.pendingWrites).toHaveLength(2);
+    const forms = async () =>
+      (
+        await db.pool.query(
+          `SELECT 'blob ' || channel || ' ' || type AS f FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel <> $2
+           UNION ALL SELECT 'write ' || channel || ' ' || type FROM ${schema}.checkpoint_writes WHERE thread_id = $1
+           UNION ALL SELECT DISTINCT 'element ' || type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND channel = $2 ORDER BY 1`,
+          [thread, ELEMENTS_CHANNEL],
+        )
+      ).rows.map((r) => r.f as string);
+    expect(await forms()).toEqual(["blob doc pg:val", "blob input pg:obj:msgpack", "element msgpack", "write doc pg:val", "write input pg:obj:msgpack"]);
+    const read = (serde: EncryptedSerializer) => new PostgresSaver(db.pool, { schema, serde }).getTuple(config);
+
+    const migrating = new EncryptedSerializer({ keys: { k1 }, current: "k1", allowPlaintext: true });
+    expect(await reencrypt({ pool: db.pool, schema, serde: migrating })).toMatchObject({ byContent: 4 });
+    expect(await forms()).toEqual(["blob doc pg:val", "blob input pg:obj:enc:k1:msgpack", "element enc:k1:msgpack", "write doc pg:val", "write input pg:obj:enc:k1:msgpack"]);
+    expect(await read(new EncryptedSerializer({ keys: { k1 }, current: "k1" }))).toEqual(want);
+
+    const rotating = new EncryptedSerializer({ keys: { k2, k1 }, current: "k2" });
+    expect(await reencrypt({ pool: db.pool, schema, serde: rotating, dryRun: true })).toMatchObject({ byContent: 4 });
+    expect(await reencrypt({ pool: db.pool, schema, serde: rotating })).toMatchObject({ byContent: 4 });
+    expect(await forms()).toEqual(["blob doc pg:val", "blob input pg:obj:enc:k2:msgpack", "element enc:k2:msgpack", "write doc pg:val", "write input pg:obj:enc:k2:msgpack"]);
+    expect(await read(new EncryptedSerializer({ keys: { k2 }, current: "k2" }))).toEqual(want);
+    expect(await reencrypt({ pool: db.pool, schema, serde: rotating, dryRun: true })).toMatchObject({ byContent: 0, blobs: 0, writes: 0, checkpoints: 0 });
   });
 
   it("re-keying while a graph keeps writing and prune keeps collecting loses nothing", async () => {

@@ -1,13 +1,15 @@
 /**
- * List channels stored by their elements (src/saver/elements.ts, issue #21):
- * each message once per thread, reads exactly what was written, a put sends
- * only what its parent does not refer to, prune keeps what remaining lists
- * name. Compared with MemorySaver where a graph runs.
+ * Values stored by content (src/saver/stored.ts, src/saver/elements.ts,
+ * issues #21 and #27): each message once per thread, whatever holds it (a
+ * list version, a task's write, LangGraph's input object), a large value once
+ * however many rows hold it; reads exactly what was written, a put sends only
+ * what its parent does not refer to, prune keeps what remaining values and
+ * writes name. Compared with MemorySaver where a graph runs.
  */
 import { randomBytes } from "node:crypto";
 import { AIMessage, HumanMessage, RemoveMessage, type BaseMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
-import { END, MemorySaver, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
+import { Annotation, END, MemorySaver, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
 import { type BaseCheckpointSaver, type Checkpoint, emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -16,7 +18,7 @@ import { queryKnowingElements, withTestDatabase } from "../helpers/db.js";
 import { tid } from "../helpers/graphs.js";
 
 const db = withTestDatabase("elements");
-/** Opt-in (see README "Lists stored by their elements"). */
+/** The default since issue 27, spelled out. */
 const ON = { elementStorage: true } as const;
 let saver: PostgresSaver;
 
@@ -141,6 +143,54 @@ describe("a conversation stores each message once", () => {
     }
     const state = await graph.getState(cfg(thread));
     expect(state.values.messages).toHaveLength(10);
+  });
+});
+
+describe("other values stored by content (issue 27)", () => {
+  it("a large value a task writes and its channel then holds is one element row, read back exactly, as on MemorySaver", async () => {
+    const State = Annotation.Root({ result: Annotation<string>, n: Annotation<number> });
+    const graph = (checkpointer: BaseCheckpointSaver) =>
+      new StateGraph(State)
+        .addNode("tool", (s) => ({ result: `${"tool output ".repeat(4000)}#${s.n}`, n: s.n + 1 }))
+        .addEdge(START, "tool")
+        .addEdge("tool", END)
+        .compile({ checkpointer });
+    const thread = tid("large");
+    const ours = graph(saver);
+    const theirs = graph(new MemorySaver());
+    for (let i = 0; i < 3; i++) {
+      const a = await ours.invoke({ n: i }, cfg(thread));
+      expect(a).toEqual(await theirs.invoke({ n: i }, cfg(thread)));
+    }
+    for (let i = 0; i < 3; i++) {
+      const marker = `#${i}`;
+      const { rows } = await db.pool.query(
+        `SELECT 'blob ' || channel || ' ' || type AS at FROM checkpoint_blobs WHERE thread_id = $1 AND position(convert_to($2, 'UTF8') in value) > 0
+         UNION ALL SELECT 'write ' || channel FROM checkpoint_writes WHERE thread_id = $1 AND position(convert_to($2, 'UTF8') in value) > 0`,
+        [thread, `output tool output ${marker}`],
+      );
+      expect(rows.map((r) => r.at)).toEqual(["blob __elements__ msgpack"]);
+    }
+    const types = await db.pool.query("SELECT DISTINCT type FROM checkpoint_writes WHERE thread_id = $1 AND channel = 'result' UNION SELECT DISTINCT type FROM checkpoint_blobs WHERE thread_id = $1 AND channel = 'result'", [thread]);
+    expect(types.rows.map((r) => r.type)).toEqual(["pg:val"]);
+    expect((await ours.getState(cfg(thread))).values).toEqual((await theirs.getState(cfg(thread))).values);
+  });
+
+  it("an object holding lists comes back with its keys in order, its other fields and a __proto__ key as its own", async () => {
+    const thread = tid("object");
+    const messages = Array.from({ length: 3 }, (_, i) => new HumanMessage({ id: `m${i}`, content: `message ${i} ${"text ".repeat(30)}` }));
+    const value = JSON.parse(`{"first": 1, "messages": [], "__proto__": {"x": 1}, "tags": ["a"], "last": "end"}`) as Record<string, unknown>;
+    value.messages = messages;
+    const cp: Checkpoint = { ...emptyCheckpoint(), id: uuid6(-1), channel_values: { input: value }, channel_versions: { input: 1 } };
+    const put = await saver.put(cfg(thread), cp, { source: "input", step: -1, parents: {} }, { input: 1 });
+    const { rows } = await db.pool.query("SELECT type FROM checkpoint_blobs WHERE thread_id = $1 AND channel = 'input'", [thread]);
+    expect(rows[0].type).toBe("pg:obj:msgpack");
+    const back = (await new PostgresSaver(db.pool, ON).getTuple(put))!.checkpoint.channel_values.input as Record<string, unknown>;
+    expect(Object.keys(back)).toEqual(["first", "messages", "__proto__", "tags", "last"]);
+    expect(Object.getPrototypeOf(back)).toBe(Object.prototype);
+    expect(Object.getOwnPropertyDescriptor(back, "__proto__")?.value).toEqual({ x: 1 });
+    expect(back.tags).toEqual(["a"]);
+    expect(plain(back.messages as BaseMessage[])).toEqual(plain(messages));
   });
 });
 

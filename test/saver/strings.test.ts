@@ -214,13 +214,16 @@ describe("through the saver", () => {
     dirs.push(dir);
     const file = join(dir, "thread.jsonl");
     const flags = (schema: string) => ["--database-url", db.url, "--schema", schema];
-    const exported = await runCli(["export", threadId, ...flags("public"), "-o", file]);
+    const exported = await runCli(["export", threadId, ...flags("public"), "-o", file, "--decoded"]);
     expect(exported.code, exported.stderr).toBe(0);
-    // The decoded values shown alongside the bytes are exact too.
+    // The decoded values shown alongside the bytes (--decoded) are exact too.
     const records = readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
     const shown = records.filter((r) => r.kind === "write" && r.checkpoint_id === ids[0]).sort((a, b) => Number(a.idx) - Number(b.idx));
     expectSame(shown.map((r) => r.decoded), groups[0]!);
-    expect(records.find((r) => r.kind === "write" && r.task_id === "task-2")!.decoded === big).toBe(true);
+    // The 4 MiB string is stored by content: its write names its element row, which holds it (once).
+    const named = records.find((r) => r.kind === "write" && r.task_id === "task-2")!.decoded as { $type: string; hashes: string[] };
+    expect(named).toEqual({ $type: "pg:val", hashes: [expect.stringMatching(/^[0-9a-f]{32}$/)] });
+    expect(records.find((r) => r.kind === "blob" && r.channel === "__elements__" && r.version === named.hashes[0])!.decoded === big).toBe(true);
     const imported = await runCli(["import", file, ...flags("copy")]);
     expect(imported.code, imported.stderr).toBe(0);
     const copy = new PostgresSaver(db.pool, { schema: "copy" });

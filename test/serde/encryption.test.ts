@@ -487,14 +487,32 @@ describe("EncryptedSerializer bound to its row (issue #15, row 5)", () => {
     const config = { configurable: { thread_id: thread } };
     const strict = new EncryptedSerializer({ keys: { k1 }, current: "k1" });
     const skipped = await reencrypt({ pool: db.pool, schema, serde: strict, dryRun: true });
-    expect(skipped).toMatchObject({ blobs: 0, writes: 0, checkpoints: 0 });
+    expect(skipped).toMatchObject({ byContent: 0, blobs: 0, writes: 0, checkpoints: 0 });
     const migrating = new EncryptedSerializer({ keys: { k1 }, current: "k1", allowPlaintext: true });
     const planned = await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true });
     expect(planned.blobs).toBeGreaterThan(0);
+    // The messages lists (channel values and the tasks' writes) are stored by their elements: unkeyed hashes, no tag.
+    expect(planned.byContent).toBeGreaterThan(0);
     await reencrypt({ pool: db.pool, schema, serde: migrating });
-    const { rows } = await db.pool.query(`SELECT DISTINCT type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL`, [thread]);
-    expect(rows).toEqual([{ type: "enc:k1:msgpack" }]);
-    expect((await new PostgresSaver(db.pool, { schema, serde: strict }).getTuple(config))?.checkpoint.channel_values.messages).toHaveLength(4);
+    // Nothing is left in plaintext or under no key: every value is encrypted under k1, or names its
+    // elements by k1's keyed hashes under a k1 tag (the strict reads below refuse anything else).
+    const { rows } = await db.pool.query(
+      `SELECT DISTINCT type FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL
+       UNION SELECT DISTINCT type FROM ${schema}.checkpoint_writes WHERE thread_id = $1 ORDER BY 1`,
+      [thread],
+    );
+    expect(rows).toEqual([{ type: "enc:k1:msgpack" }, { type: "pg:refs" }]);
+    const { rows: values } = await db.pool.query(
+      `SELECT value FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL UNION ALL SELECT value FROM ${schema}.checkpoint_writes WHERE thread_id = $1`,
+      [thread],
+    );
+    for (const v of values) expect(Buffer.from(v.value).includes(Buffer.from(SECRET))).toBe(false);
+    const strictSaver = new PostgresSaver(db.pool, { schema, serde: strict });
+    expect((await strictSaver.getTuple(config))?.checkpoint.channel_values.messages).toHaveLength(4);
+    let writes = 0;
+    for await (const t of strictSaver.list(config)) writes += t.pendingWrites?.length ?? 0;
+    expect(writes).toBeGreaterThan(0);
+    expect(await reencrypt({ pool: db.pool, schema, serde: migrating, dryRun: true })).toMatchObject({ byContent: 0, blobs: 0, writes: 0, checkpoints: 0 });
   });
 
   it("delta history, show and export decrypt bound values", async () => {
@@ -506,7 +524,8 @@ describe("EncryptedSerializer bound to its row (issue #15, row 5)", () => {
     expect(history.messages?.seed).toHaveLength(3);
     const shown = await show({ pool: db.pool, threadId: thread, serde });
     expect(shown?.channels.find((c) => c.channel === "messages")?.value).toHaveLength(4);
-    const records = await exportThread({ pool: db.pool, threadId: thread, serde });
+    const records = await exportThread({ pool: db.pool, threadId: thread, serde, decoded: true });
+    expect(JSON.stringify(records)).toContain('"decoded"');
     expect(JSON.stringify(records)).not.toContain("undecodable");
   });
 });
