@@ -34,6 +34,10 @@ let inQuery = 0;
 let queries = 0;
 const captured: { text: string; values: unknown[] }[] = [];
 let capture = false;
+/** While set: when each `put` of the saver under study was called, until its statement is sent (see `putWait`). */
+let putCalls: number[] | undefined;
+/** From a put's call to its statement being sent (ms), one per put. */
+const putWait: number[] = [];
 /** Per statement text: calls and client-side latency (query start -> result), while `perText` is set. */
 let perText: Map<string, { n: number; ms: number }> | undefined;
 const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
@@ -46,6 +50,10 @@ proto.query = function (this: unknown, ...a: unknown[]) {
   const text = typeof q === "string" ? q : (q.text ?? "");
   if (capture) captured.push(typeof q === "string" ? { text: q, values: (Array.isArray(a[1]) ? a[1] : []) as unknown[] } : { text: q.text ?? "", values: q.values ?? [] });
   const byText = perText;
+  if (putCalls && text.includes("INSERT INTO") && text.includes("checkpoint_heads")) {
+    const called = putCalls.shift();
+    if (called !== undefined) putWait.push(t - called);
+  }
   const done = () => {
     const ms = performance.now() - t;
     inQuery += ms;
@@ -254,10 +262,22 @@ async function profiled(fn: () => Promise<void>): Promise<Map<string, number>> {
   return ms;
 }
 
-/** A statement's label: its name in queries.ts, else its first words. */
+/**
+ * A statement's text with what pg_stat_statements replaces by `$n` (string and number constants)
+ * and the parameters themselves as `?`, whitespace collapsed: the same for our text and its entry.
+ */
+function signature(text: string): string {
+  return text
+    .replace(/'(?:[^']|'')*'/g, "?")
+    .replace(/\$\d+|\b\d+(?:\.\d+)?\b/g, "?")
+    .replace(/\s+/g, " ")
+    .trim();
+}
+
+/** A statement's label: its name in queries.ts (`names`: by signature), else its first words. */
 function statementLabel(text: string, names: Map<string, string>): string {
   const t = text.trim();
-  return names.get(t) ?? (t.startsWith("WITH page") ? "listPage" : t.replace(/\s+/g, " ").slice(0, 48));
+  return names.get(signature(t)) ?? (t.startsWith("WITH page") ? "listPage" : t.replace(/\s+/g, " ").slice(0, 48));
 }
 
 interface ServerStat {
@@ -306,7 +326,7 @@ async function serverStats(pool: pg.Pool, names: Map<string, string>): Promise<M
  */
 async function breakdownSection(adminUrl: string, invokes: number): Promise<void> {
   const names = new Map<string, string>();
-  for (const [name, text] of Object.entries(buildQueries("public"))) if (typeof text === "string") names.set(text.trim(), name);
+  for (const [name, text] of Object.entries(buildQueries("public"))) if (typeof text === "string") names.set(signature(text), name);
   const h = await createPgSaver("ours", adminUrl, "breakdown");
   let stats: pg.Pool | undefined = h.db.pool({ max: 1 });
   try {
@@ -318,6 +338,11 @@ async function breakdownSection(adminUrl: string, invokes: number): Promise<void
   // Planning time is tracked only when asked for (a superuser setting): on the saver's own connections.
   // Idle connections are kept (no idle timeout), so the backends whose CPU is counted stay the same.
   const tracked = saverOn("ours", h.db.pool({ max: 10, idleTimeoutMillis: 0, options: "-c pg_stat_statements.track_planning=on" }));
+  const put = tracked.put.bind(tracked);
+  tracked.put = (...a) => {
+    putCalls?.push(performance.now());
+    return put(...a);
+  };
   const noFlush = saverOn("ours", h.db.pool({ max: 10, idleTimeoutMillis: 0, options: "-c synchronous_commit=off" }));
   const graphs = {
     memory: tenNodeGraph(memorySaver()),
@@ -330,7 +355,7 @@ async function breakdownSection(adminUrl: string, invokes: number): Promise<void
     const out = await graphs[g].invoke(`bd-${g}-${d}-${thread++}`, d);
     if (out.items.length !== 10) throw new Error(`${g} ${d}: ${out.items.length} items`);
   };
-  type Column = { label: string; wall: number; ratio?: Ratio; noFlush: number; none: number; memory: number; cpu: Map<string, number>; nodeCpu: number; backendCpu: number; idle: number; profiledWall: number; statements?: Map<string, { n: number; ms: number }>; server?: Map<string, ServerStat> };
+  type Column = { label: string; wall: number; ratio?: Ratio; noFlush: number; none: number; memory: number; cpu: Map<string, number>; nodeCpu: number; backendCpu: number; idle: number; putWaited: number; profiledWall: number; statements?: Map<string, { n: number; ms: number }>; server?: Map<string, ServerStat> };
   const columns: Column[] = [];
   for (const d of ["async", "sync"] as const) {
     const paired = await compare(
@@ -348,7 +373,11 @@ async function breakdownSection(adminUrl: string, invokes: number): Promise<void
       if (who === "ours" && stats) await stats.query("SELECT pg_stat_statements_reset()");
       const backends = (await h.pool.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")).rows.map((r) => r.pid);
       const byText = new Map<string, { n: number; ms: number }>();
-      if (who === "ours") perText = byText;
+      if (who === "ours") {
+        perText = byText;
+        putCalls = [];
+        putWait.length = 0;
+      }
       const pg0 = backendCpuMs(backends);
       const elu0 = performance.eventLoopUtilization();
       const cpu0 = process.cpuUsage();
@@ -361,6 +390,8 @@ async function breakdownSection(adminUrl: string, invokes: number): Promise<void
       const elu = performance.eventLoopUtilization(elu0);
       const backendCpu = (backendCpuMs(backends) - pg0) / invokes;
       perText = undefined;
+      putCalls = undefined;
+      const waited = putWait.reduce((t, x) => t + x, 0) / invokes;
       const server = who === "ours" && stats ? await serverStats(stats, names) : undefined;
       // On a busy machine a sample also counts time the thread waited for a core: each home's share
       // of the samples is applied to the CPU time the process really used.
@@ -377,6 +408,7 @@ async function breakdownSection(adminUrl: string, invokes: number): Promise<void
         cpu,
         nodeCpu,
         backendCpu,
+        putWaited: waited,
         idle: elu.idle / invokes,
         profiledWall: wall / invokes,
         statements: who === "ours" ? byText : undefined,
@@ -403,6 +435,7 @@ async function breakdownSection(adminUrl: string, invokes: number): Promise<void
   row("ours with synchronous_commit=off, p50", (c) => (c.label.startsWith("ours") ? f(c.noFlush) : ""));
   row("the WAL flush on the critical path (ours - ours without it)", (c) => (c.label.startsWith("ours") ? f(c.wall - c.noFlush) : ""));
   row("wall while profiled", (c) => f(c.profiledWall));
+  row("puts: from put() called to its statement sent, all of them (profiled)", (c) => (c.label.startsWith("ours") ? f(c.putWaited) : ""));
   row("node CPU (profiled; process.cpuUsage)", (c) => f(c.nodeCpu));
   const homes = [...new Set(columns.flatMap((c) => [...c.cpu.keys()]))].sort();
   for (const k of homes) row(`· ${k}`, (c) => f(c.cpu.get(k)));
