@@ -1,18 +1,23 @@
 /**
  * Before/after for a change to the write or read path: put, putWrites,
- * getTuple (latest) and list (10) of this package at a git revision against
+ * getTuple (latest), list (10) and the 10-node graph (graph.ts: `graph` with
+ * async durability, `graphSync` with sync) of this package at a git revision against
  * the working tree (`--ops put,getTuple` for some of them), interleaved in one
  * process (stats.ts), each on its own fresh database. It runs twice, the
  * second time with the databases created in the other order, because on a
  * busy machine the database made first can be measurably faster or slower;
  * the ratio of each run and their geometric mean are printed.
  *
- *   DATABASE_URL=postgres://... node --import tsx bench/ab.ts <rev> [--rounds 8] [--ops put,putWrites,getTuple,list]
- *     [--messages N] [--elements]
+ *   DATABASE_URL=postgres://... node --import tsx bench/ab.ts <rev> [--rounds 8] [--ops put,putWrites,getTuple,list,graph,graphSync]
+ *     [--messages N] [--elements] [--no-flush]
  *
  * `--messages N`: every checkpoint holds the first N messages of the
  * conversation (default: the workload's rolling 8-23); `--elements`: both
- * savers store lists by their elements (`elementStorage: true`).
+ * savers store lists by their elements (`elementStorage: true`);
+ * `--no-flush`: both on connections with synchronous_commit=off, so that a
+ * disk whose flushes take milliseconds (other work on the machine) does not
+ * hide a change in what the code costs (a change in the number of commits
+ * then shows only without it).
  *
  * The revision's src/ and migrations/ are extracted into .releases/<commit>/
  * (git-ignored; inside the repository so its imports resolve to node_modules).
@@ -23,6 +28,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createDatabase, dropAll } from "./db.js";
 import { compare, fmt, fmtSpread, roundRatio, type Contender } from "./stats.js";
+import { tenNodeGraph } from "./graph.js";
 import { ChatThread } from "./workload.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -46,9 +52,9 @@ function extract(rev: string): string {
 
 type Module = typeof import("../src/index.js");
 
-async function thread(mod: Module, url: string, label: string, shape: { messages?: number; elements: boolean }): Promise<ChatThread> {
+async function thread(mod: Module, url: string, label: string, shape: { messages?: number; elements: boolean; noFlush: boolean }): Promise<ChatThread> {
   const db = await createDatabase(url, `ab_${label}`);
-  const pool = db.pool({ max: 10 });
+  const pool = db.pool({ max: 10, ...(shape.noFlush ? { options: "-c synchronous_commit=off" } : {}) });
   await mod.migrate({ pool, schema: "public" });
   const saver = new mod.PostgresSaver(pool, shape.elements ? { elementStorage: true } : {});
   const t = new ChatThread(saver, `ab-${label}`, { remember: false, ...(shape.messages ? { messageCount: () => shape.messages! } : {}) });
@@ -62,21 +68,21 @@ async function main(): Promise<void> {
   const roundsAt = args.indexOf("--rounds");
   const rounds = roundsAt >= 0 ? Number(args[roundsAt + 1]) : 8;
   const opsAt = args.indexOf("--ops");
-  const ALL = ["put", "putWrites", "getTuple", "list"] as const;
+  const ALL = ["put", "putWrites", "getTuple", "list", "graph", "graphSync"] as const;
   const ops = opsAt >= 0 ? (args[opsAt + 1] ?? "").split(",") : [...ALL];
   if (ops.some((o) => !(ALL as readonly string[]).includes(o))) {
     console.error(`--ops takes a comma-separated subset of ${ALL.join(",")}`);
     process.exit(2);
   }
   const messagesAt = args.indexOf("--messages");
-  const shape = { messages: messagesAt >= 0 ? Number(args[messagesAt + 1]) : undefined, elements: args.includes("--elements") };
+  const shape = { messages: messagesAt >= 0 ? Number(args[messagesAt + 1]) : undefined, elements: args.includes("--elements"), noFlush: args.includes("--no-flush") };
   if (shape.messages !== undefined && !(Number.isInteger(shape.messages) && shape.messages > 0)) {
     console.error("--messages takes a positive integer");
     process.exit(2);
   }
   const url = process.env.DATABASE_URL;
   if (!rev || !url || !Number.isInteger(rounds) || rounds < 1) {
-    console.error("usage: DATABASE_URL=postgres://... node --import tsx bench/ab.ts <rev> [--rounds N] [--ops put,putWrites,getTuple,list] [--messages N] [--elements]");
+    console.error("usage: DATABASE_URL=postgres://... node --import tsx bench/ab.ts <rev> [--rounds N] [--ops put,putWrites,getTuple,list,graph,graphSync] [--messages N] [--elements] [--no-flush]");
     process.exit(2);
   }
   const before = (await import(join(extract(rev), "src", "index.ts"))) as Module;
@@ -87,7 +93,14 @@ async function main(): Promise<void> {
       const threads: Record<string, ChatThread> = {};
       for (const name of order) threads[name] = await thread(name === "before" ? before : after, url, name, shape);
       for (const op of ops as (typeof ALL)[number][]) {
+        const graphs = Object.fromEntries(order.map((name) => [name, tenNodeGraph(threads[name]!.saver)]));
         const run = async (t: ChatThread, i: number): Promise<unknown> => {
+          if (op === "graph" || op === "graphSync") {
+            const name = t === threads.before ? "before" : "after";
+            const out = await graphs[name]!.invoke(`ab-${name}-${op}-${i}`, op === "graph" ? "async" : "sync");
+            if (out.items.length !== 10) throw new Error(`${name}: the graph returned ${out.items.length} items`);
+            return out;
+          }
           if (op === "put") return t.put(1000 + i);
           if (op === "putWrites") return t.putWrites(100_000 + i);
           if (op === "getTuple") return t.saver.getTuple(t.config());
@@ -96,7 +109,8 @@ async function main(): Promise<void> {
           return page;
         };
         const contenders: Contender[] = order.map((name) => ({ name, op: (i: number) => run(threads[name]!, i) }));
-        const res = await compare(contenders, { rounds, batches: 8, batchSize: 50, warmup: 50 });
+        const graph = op === "graph" || op === "graphSync";
+        const res = await compare(contenders, graph ? { rounds, batches: 8, batchSize: 5, warmup: 10 } : { rounds, batches: 8, batchSize: 50, warmup: 50 });
         const b = res.get("before")!;
         const a = res.get("after")!;
         const ratio = roundRatio(a, b, (r) => r.opsPerSec);

@@ -17,14 +17,16 @@
  *     LATERAL primary-key blob lookup;
  *   - storage: per-table / per-column bytes of a growing chat thread, ours vs official.
  */
-import { readFileSync, readdirSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { Session } from "node:inspector/promises";
 import pg from "pg";
 import { uuid6 } from "@langchain/langgraph-checkpoint";
 import { dropAll, startServer } from "./db.js";
-import { chatGraph, tenNodeGraph } from "./graph.js";
-import { createPgSaver, loadOurs, saverOn, type PgSaverName } from "./savers.js";
+import { chatGraph, tenNodeGraph, type Durability } from "./graph.js";
+import { createPgSaver, loadOurs, memorySaver, saverOn, type PgSaverName } from "./savers.js";
 import { cloneThread, tablesOf } from "./scale.js";
-import { compare, median, type ContenderStats } from "./stats.js";
+import { compare, fmtRatio, median, pairedRatio, type ContenderStats, type Ratio } from "./stats.js";
+import { buildQueries } from "../src/saver/queries.js";
 import { ChatThread } from "./workload.js";
 
 // ---- time spent inside pg queries (every Client.query of this process)
@@ -32,6 +34,12 @@ let inQuery = 0;
 let queries = 0;
 const captured: { text: string; values: unknown[] }[] = [];
 let capture = false;
+/** While set: when each `put` of the saver under study was called, until its statement is sent (see `putWait`). */
+let putCalls: number[] | undefined;
+/** From a put's call to its statement being sent (ms), one per put. */
+const putWait: number[] = [];
+/** Per statement text: calls and client-side latency (query start -> result), while `perText` is set. */
+let perText: Map<string, { n: number; ms: number }> | undefined;
 const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
 const original = proto.query;
 proto.query = function (this: unknown, ...a: unknown[]) {
@@ -39,8 +47,23 @@ proto.query = function (this: unknown, ...a: unknown[]) {
   if (q && typeof q === "object" && typeof q.submit === "function") return original.apply(this, a); // Query objects
   const t = performance.now();
   queries++;
+  const text = typeof q === "string" ? q : (q.text ?? "");
   if (capture) captured.push(typeof q === "string" ? { text: q, values: (Array.isArray(a[1]) ? a[1] : []) as unknown[] } : { text: q.text ?? "", values: q.values ?? [] });
-  const done = () => (inQuery += performance.now() - t);
+  const byText = perText;
+  if (putCalls && text.includes("INSERT INTO") && text.includes("checkpoint_heads")) {
+    const called = putCalls.shift();
+    if (called !== undefined) putWait.push(t - called);
+  }
+  const done = () => {
+    const ms = performance.now() - t;
+    inQuery += ms;
+    if (byText) {
+      const e = byText.get(text) ?? { n: 0, ms: 0 };
+      e.n++;
+      e.ms += ms;
+      byText.set(text, e);
+    }
+  };
   const cbAt = a.findIndex((x) => typeof x === "function");
   if (cbAt >= 0) {
     // pg-pool's pool.query passes a callback
@@ -70,6 +93,21 @@ function postgresCpuMs(): number {
       ticks += Number(f[11]) + Number(f[12]); // utime, stime
     } catch {
       // process ended
+    }
+  }
+  return ticks * TICK_MS;
+}
+
+/** CPU (ms) of the server processes serving `pids` (this database's backends), from /proc. */
+function backendCpuMs(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      // another host, or the backend ended
     }
   }
   return ticks * TICK_MS;
@@ -118,7 +156,7 @@ async function profile(op: string, saver: string, n: number, fn: (i: number) => 
   };
 }
 
-const SECTIONS = ["cpu", "put", "plans", "stale", "skew", "storage"] as const;
+const SECTIONS = ["breakdown", "cpu", "put", "plans", "stale", "skew", "storage"] as const;
 type Section = (typeof SECTIONS)[number];
 
 async function cpuSection(adminUrl: string, names: PgSaverName[]): Promise<void> {
@@ -154,6 +192,283 @@ async function cpuSection(adminUrl: string, names: PgSaverName[]): Promise<void>
   console.log("|---|---|--:|--:|--:|--:|--:|--:|--:|");
   const f = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : "-");
   for (const p of out) console.log(`| ${p.op} | ${p.saver} | ${f(p.wallMs)} | ${f(p.wallMeanMs)} | ${f(p.queryMs)} | ${f(p.jsMs)} | ${p.queries.toFixed(1)} | ${f(p.nodeCpuMs)} | ${f(p.pgCpuMs)} |`);
+}
+
+// ---------------------------------------------------------------- breakdown (issue 31)
+
+/** The repository's root as profile URLs spell it (file:///.../). */
+const ROOT = new URL("..", import.meta.url).href;
+
+/**
+ * Where a CPU profile sample's time goes: the innermost frame with a known home decides (node's own
+ * modules and native builtins have none: their time goes to the JS that called them).
+ */
+function homeOf(url: string, fn: string): string | undefined {
+  if (fn === "(garbage collector)") return "GC";
+  if (fn === "(idle)") return "idle (profiler)";
+  if (fn === "(program)") return "V8 and native code (program)";
+  if (!url || url.startsWith("node:")) return undefined;
+  if (url.includes("/node_modules/@msgpack/")) return "ours: serialization (msgpack)";
+  if (/\/node_modules\/(pg|pg-[a-z-]+|postgres-[a-z-]+|pgpass)\//.test(url)) return "driver (pg: build messages, parse results)";
+  if (/\/node_modules\/(@langchain|langsmith)\//.test(url) || url === `${ROOT}bench/graph.ts`) return "graph (LangGraph, LangChain, the nodes; the saver base class)";
+  if (!url.startsWith(`${ROOT}src/`)) return url.startsWith(`${ROOT}bench/`) ? undefined : "other JS";
+  const file = url.slice(`${ROOT}src/`.length);
+  if (file.startsWith("serde/")) return "ours: serialization";
+  if (/^saver\/(element-codec|elements|stored)\.ts/.test(file)) return "ours: elements (hashing, refs)";
+  if (file === "saver/read.ts") return "ours: rows to tuples (read)";
+  if (/^saver\/(write|encode|params)\.ts/.test(file)) return "ours: put/putWrites parameters";
+  return "ours: orchestration (call order, coalescing, pool checkout, errors)";
+}
+const NODE_INTERNALS = "node internals and native builtins (promises, sockets, timers)";
+
+interface CpuProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string };
+  children?: number[];
+}
+
+/** Runs `fn` under V8's sampling profiler (every 250 µs); returns ms per home (see `homeOf`). */
+async function profiled(fn: () => Promise<void>): Promise<Map<string, number>> {
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.setSamplingInterval", { interval: 250 });
+  await session.post("Profiler.start");
+  let stopped: { profile: { nodes: CpuProfileNode[]; samples: number[]; timeDeltas: number[] } };
+  try {
+    await fn();
+  } finally {
+    stopped = (await session.post("Profiler.stop")) as typeof stopped;
+    session.disconnect();
+  }
+  const { profile } = stopped;
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const homes = new Map<number, string>();
+  const home = (id: number): string => {
+    const known = homes.get(id);
+    if (known) return known;
+    const n = byId.get(id)!;
+    const h = homeOf(n.callFrame.url, n.callFrame.functionName) ?? (parent.has(id) ? home(parent.get(id)!) : NODE_INTERNALS);
+    homes.set(id, h);
+    return h;
+  };
+  const ms = new Map<string, number>();
+  profile.samples.forEach((id, i) => {
+    const h = home(id);
+    ms.set(h, (ms.get(h) ?? 0) + (profile.timeDeltas[i] ?? 0) / 1000);
+  });
+  return ms;
+}
+
+/**
+ * A statement's text with what pg_stat_statements replaces by `$n` (string and number constants)
+ * and the parameters themselves as `?`, whitespace collapsed: the same for our text and its entry.
+ */
+function signature(text: string): string {
+  return text
+    .replace(/'(?:[^']|'')*'/g, "?")
+    .replace(/\$\d+|\b\d+(?:\.\d+)?\b/g, "?")
+    .replace(/\s+/g, " ")
+    .trim();
+}
+
+/** A statement's label: its name in queries.ts (`names`: by signature), else its first words. */
+function statementLabel(text: string, names: Map<string, string>): string {
+  const t = text.trim();
+  return names.get(signature(t)) ?? (t.startsWith("WITH page") ? "listPage" : t.replace(/\s+/g, " ").slice(0, 48));
+}
+
+interface ServerStat {
+  calls: number;
+  execMs: number;
+  planMs: number;
+  plans: number;
+  rows: number;
+  walBytes: number;
+}
+
+/** pg_stat_statements of the current database, top-level statements, by label; undefined when the server has not loaded it. */
+async function serverStats(pool: pg.Pool, names: Map<string, string>): Promise<Map<string, ServerStat> | undefined> {
+  try {
+    const { rows } = await pool.query<{ query: string; calls: string; exec: number; plan: number; plans: string; rows: string; wal: string }>(
+      `SELECT query, calls, total_exec_time AS exec, total_plan_time AS plan, plans, rows, wal_bytes AS wal FROM pg_stat_statements
+        WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND toplevel`,
+    );
+    const out = new Map<string, ServerStat>();
+    for (const r of rows) {
+      const label = statementLabel(r.query, names);
+      const e = out.get(label) ?? { calls: 0, execMs: 0, planMs: 0, plans: 0, rows: 0, walBytes: 0 };
+      e.calls += Number(r.calls);
+      e.execMs += r.exec;
+      e.planMs += r.plan;
+      e.plans += Number(r.plans);
+      e.rows += Number(r.rows);
+      e.walBytes += Number(r.wal);
+      out.set(label, e);
+    }
+    return out;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * One 10-node invoke (bench/graph.ts), async and sync durability, on loopback, taken apart:
+ * - wall time, paired and interleaved (stats.ts) with the same graph on MemorySaver (the limit),
+ *   with no checkpointer, and with our saver on connections that do not wait for the WAL flush
+ *   (synchronous_commit=off: what the flush costs on the critical path);
+ * - node's CPU by home (V8's sampling profiler): the graph, our JS by part, the driver, GC;
+ *   event-loop idle (performance.eventLoopUtilization): waiting for Postgres;
+ * - per statement: calls, client latency (query start -> result), and the server's planning and
+ *   execution time and WAL bytes (pg_stat_statements, when the server loaded it: see bench/README.md).
+ */
+async function breakdownSection(adminUrl: string, invokes: number): Promise<void> {
+  const names = new Map<string, string>();
+  for (const [name, text] of Object.entries(buildQueries("public"))) if (typeof text === "string") names.set(signature(text), name);
+  const h = await createPgSaver("ours", adminUrl, "breakdown");
+  let stats: pg.Pool | undefined = h.db.pool({ max: 1 });
+  try {
+    await stats.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+    await stats.query("SELECT pg_stat_statements_reset()");
+  } catch {
+    stats = undefined;
+  }
+  // Planning time is tracked only when asked for (a superuser setting): on the saver's own connections.
+  // Idle connections are kept (no idle timeout), so the backends whose CPU is counted stay the same.
+  const tracked = saverOn("ours", h.db.pool({ max: 10, idleTimeoutMillis: 0, options: "-c pg_stat_statements.track_planning=on" }));
+  const put = tracked.put.bind(tracked);
+  tracked.put = (...a) => {
+    putCalls?.push(performance.now());
+    return put(...a);
+  };
+  const noFlush = saverOn("ours", h.db.pool({ max: 10, idleTimeoutMillis: 0, options: "-c synchronous_commit=off" }));
+  const graphs = {
+    memory: tenNodeGraph(memorySaver()),
+    none: tenNodeGraph(undefined),
+    ours: tenNodeGraph(tracked),
+    noFlush: tenNodeGraph(noFlush),
+  };
+  let thread = 0;
+  const invoke = (g: keyof typeof graphs, d: Durability) => async () => {
+    const out = await graphs[g].invoke(`bd-${g}-${d}-${thread++}`, d);
+    if (out.items.length !== 10) throw new Error(`${g} ${d}: ${out.items.length} items`);
+  };
+  type Column = { label: string; wall: number; ratio?: Ratio; noFlush: number; none: number; memory: number; cpu: Map<string, number>; nodeCpu: number; backendCpu: number; idle: number; putWaited: number; profiledWall: number; statements?: Map<string, { n: number; ms: number }>; server?: Map<string, ServerStat> };
+  const columns: Column[] = [];
+  for (const d of ["async", "sync"] as const) {
+    const paired = await compare(
+      [
+        { name: "memory", op: invoke("memory", d) },
+        { name: "ours", op: invoke("ours", d) },
+        { name: "noFlush", op: invoke("noFlush", d) },
+        { name: "none", op: invoke("none", d) },
+      ],
+      { rounds: 5, batches: 4, batchSize: 3, warmup: 5 },
+    );
+    for (const who of ["memory", "ours"] as const) {
+      const run = invoke(who, d);
+      for (let i = 0; i < 5; i++) await run();
+      if (who === "ours" && stats) await stats.query("SELECT pg_stat_statements_reset()");
+      const backends = (await h.pool.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")).rows.map((r) => r.pid);
+      const byText = new Map<string, { n: number; ms: number }>();
+      if (who === "ours") {
+        perText = byText;
+        putCalls = [];
+        putWait.length = 0;
+      }
+      const pg0 = backendCpuMs(backends);
+      const elu0 = performance.eventLoopUtilization();
+      const cpu0 = process.cpuUsage();
+      const t0 = performance.now();
+      const sampled = await profiled(async () => {
+        for (let i = 0; i < invokes; i++) await run();
+      });
+      const wall = performance.now() - t0;
+      const used = process.cpuUsage(cpu0);
+      const elu = performance.eventLoopUtilization(elu0);
+      const backendCpu = (backendCpuMs(backends) - pg0) / invokes;
+      perText = undefined;
+      putCalls = undefined;
+      const waited = putWait.reduce((t, x) => t + x, 0) / invokes;
+      const server = who === "ours" && stats ? await serverStats(stats, names) : undefined;
+      // On a busy machine a sample also counts time the thread waited for a core: each home's share
+      // of the samples is applied to the CPU time the process really used.
+      const busy = [...sampled].filter(([k]) => k !== "idle (profiler)").reduce((t, [, v]) => t + v, 0);
+      const nodeCpu = (used.user + used.system) / 1000 / invokes;
+      const cpu = new Map([...sampled].filter(([k]) => k !== "idle (profiler)").map(([k, v]) => [k, (v / busy) * nodeCpu]));
+      columns.push({
+        label: `${who === "memory" ? "MemorySaver" : "ours"}, ${d}`,
+        wall: paired.get(who)!.p50,
+        ratio: who === "ours" ? pairedRatio(paired.get("memory")!, paired.get("ours")!) : undefined,
+        noFlush: paired.get("noFlush")!.p50,
+        none: paired.get("none")!.p50,
+        memory: paired.get("memory")!.p50,
+        cpu,
+        nodeCpu,
+        backendCpu,
+        putWaited: waited,
+        idle: elu.idle / invokes,
+        profiledWall: wall / invokes,
+        statements: who === "ours" ? byText : undefined,
+        server,
+      });
+    }
+  }
+  const f = (x: number | undefined, digits = 2) => (x === undefined || !Number.isFinite(x) ? "-" : x.toFixed(digits));
+  // A server on this host: its backends' CPU is in /proc.
+  const backendsSeen = existsSync("/proc/self/stat") && ["localhost", "127.0.0.1", "::1", "[::1]"].includes(new URL(adminUrl).hostname);
+  console.log(`\n## Breakdown of one 10-node invoke (loopback; ms per invoke)\n`);
+  console.log(
+    "Wall: p50, interleaved with MemorySaver, no checkpointer and ours without the WAL flush wait (5 rounds x 4 batches x 3). " +
+      `CPU: node's (process.cpuUsage) over ${invokes} invokes after those, under V8's sampling profiler (which slows node down: its wall is shown), shared out by the profile, each sample given to the innermost frame with a known home; ` +
+      "idle: event loop idle (waiting for Postgres or timers).\n",
+  );
+  const head = `| | ${columns.map((c) => c.label).join(" | ")} |`;
+  console.log(head);
+  console.log(`|---|${columns.map(() => "--:").join("|")}|`);
+  const row = (label: string, pick: (c: Column) => string) => console.log(`| ${label} | ${columns.map(pick).join(" | ")} |`);
+  row("wall, p50 (paired)", (c) => f(c.wall));
+  row("ours ÷ MemorySaver, time per invoke [95% CI]", (c) => (c.ratio ? fmtRatio(c.ratio) : ""));
+  row("no checkpointer, p50 (the graph alone)", (c) => f(c.none));
+  row("ours with synchronous_commit=off, p50", (c) => (c.label.startsWith("ours") ? f(c.noFlush) : ""));
+  row("the WAL flush on the critical path (ours - ours without it)", (c) => (c.label.startsWith("ours") ? f(c.wall - c.noFlush) : ""));
+  row("wall while profiled", (c) => f(c.profiledWall));
+  row("puts: from put() called to its statement sent, all of them (profiled)", (c) => (c.label.startsWith("ours") ? f(c.putWaited) : ""));
+  row("node CPU (profiled; process.cpuUsage)", (c) => f(c.nodeCpu));
+  const homes = [...new Set(columns.flatMap((c) => [...c.cpu.keys()]))].sort();
+  for (const k of homes) row(`· ${k}`, (c) => f(c.cpu.get(k)));
+  row("event loop idle (profiled)", (c) => f(c.idle));
+  row("server CPU of this database's backends (profiled; /proc)", (c) => (c.label.startsWith("ours") && backendsSeen ? f(c.backendCpu) : ""));
+  for (const c of columns) {
+    if (!c.statements) continue;
+    console.log(`\n### Statements of one invoke, ${c.label}\n`);
+    if (!c.server) console.log("(server columns: pg_stat_statements is not loaded on this server; bench/README.md says how to start one that has it)\n");
+    console.log("| statement | calls per invoke | client latency, mean ms | server planning, mean ms | server execution, mean ms | rows per call | WAL bytes per call |\n|---|--:|--:|--:|--:|--:|--:|");
+    const byLabel = new Map<string, { n: number; ms: number }>();
+    for (const [text, e] of c.statements) {
+      const label = statementLabel(text, names);
+      const b = byLabel.get(label) ?? { n: 0, ms: 0 };
+      b.n += e.n;
+      b.ms += e.ms;
+      byLabel.set(label, b);
+    }
+    let plan = 0;
+    let exec = 0;
+    for (const [label, e] of byLabel) {
+      const s = c.server?.get(label);
+      if (s) {
+        plan += s.planMs / invokes;
+        exec += s.execMs / invokes;
+      }
+      console.log(
+        `| ${label} | ${f(e.n / invokes, 1)} | ${f(e.ms / e.n, 3)} | ${s ? f(s.planMs / Math.max(1, s.calls), 3) : "-"} | ${s ? f(s.execMs / Math.max(1, s.calls), 3) : "-"} | ${s ? f(s.rows / Math.max(1, s.calls), 1) : "-"} | ${s ? f(s.walBytes / Math.max(1, s.calls), 0) : "-"} |`,
+      );
+    }
+    if (c.server) console.log(`\nServer time per invoke: planning ${f(plan)} ms, execution ${f(exec)} ms (the commit's WAL flush is in neither: see synchronous_commit=off above).`);
+  }
+  await h.db.drop();
 }
 
 /**
@@ -407,6 +722,7 @@ async function main() {
   const names: PgSaverName[] = ours ? ["ours", "official"] : ["official"];
   try {
     const sections: [Section, boolean, () => Promise<void>][] = [
+      ["breakdown", !!ours, () => breakdownSection(server.adminUrl, 40)],
       ["cpu", true, () => cpuSection(server.adminUrl, names)],
       ["put", !!ours, () => putSection(server.adminUrl)],
       ["plans", !!ours, () => plansSection(server.adminUrl)],

@@ -14,7 +14,9 @@ import type { SaverContext } from "./context.js";
 import { lineageKey } from "./elements.js";
 import { putValues } from "./params.js";
 import type { RefusalReason } from "./tombstones.js";
-import type { EncodedPut } from "./write.js";
+import type { TakenWrites } from "./coalesce.js";
+import { MAX_STATEMENT_BYTES } from "./encode.js";
+import { carriedValues, type EncodedPut } from "./write.js";
 
 /**
  * Bound on re-runs of a put that lost the race to create its lineage's head
@@ -40,8 +42,16 @@ interface PutRow {
 /**
  * Store an encoded put and report what it did to its lineage; `started` is
  * when the put was called (`performance.now()`), for the events' durations.
+ * `take` hands it the lineage's writes waiting to go out (coalesce.ts): its
+ * first statement carries them (`putWithWrites`).
  */
-export async function runPut(ctx: SaverContext, put: EncodedPut, started: number, sendAll?: () => Promise<EncodedPut>): Promise<RunnableConfig> {
+export async function runPut(
+  ctx: SaverContext,
+  put: EncodedPut,
+  started: number,
+  sendAll?: () => Promise<EncodedPut>,
+  take?: (maxBytes: number) => TakenWrites | undefined,
+): Promise<RunnableConfig> {
   const { allowFork } = put;
   let { params } = put;
   const { threadId, checkpointNs: ns, checkpointId: id } = params;
@@ -59,7 +69,28 @@ export async function runPut(ctx: SaverContext, put: EncodedPut, started: number
   for (let attempt = 1; ; attempt++) {
     let row: PutRow | undefined;
     if (!checked) {
-      const fast = (await ctx.query<Omit<PutRow, "parent_known" | "late" | "missing"> & { fast: boolean }>("put", values, "put")).rows[0]!;
+      type FastRow = Omit<PutRow, "parent_known" | "late" | "missing"> & { fast: boolean; writes_refused?: RefusalReason | null };
+      // Taken now, with the statement about to leave: writes called while the put was being encoded go too.
+      const carried = attempt === 1 ? take?.(MAX_STATEMENT_BYTES - put.bytes) : undefined;
+      let fast: FastRow;
+      if (carried === undefined) fast = (await ctx.query<FastRow>("put", values, "put")).rows[0]!;
+      else {
+        let withWrites: FastRow | undefined;
+        try {
+          withWrites = (await ctx.query<FastRow>("putWithWrites", carriedValues(params, carried.rows), "put")).rows[0]!;
+        } catch {
+          // Each its own outcome: the writes on their own, the put's statement again without them.
+          void carried.alone();
+        }
+        if (withWrites === undefined) fast = (await ctx.query<FastRow>("put", values, "put")).rows[0]!;
+        else {
+          fast = withWrites;
+          // Stored before the put's own outcome is looked at: it is the put's alone. Refused writes are
+          // sent again on their own, so each call gets its own refusal (and its retry, saver.ts).
+          if (fast.writes_refused === null) carried.stored();
+          else void carried.alone();
+        }
+      }
       if (fast.refused) throw new ThreadDeletedError({ threadId, checkpointNs: ns, checkpointId: id, operation: "put", reason: fast.refused });
       if (fast.fast) {
         row = Object.assign(fast, { parent_known: true, late: false, missing: null });

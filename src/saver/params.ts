@@ -1,6 +1,6 @@
 /**
  * The parameters of the write statements (queries.ts `put`, `putChecked`,
- * `putWrites`, `putWritesBatch`) by name, and the functions that put them in
+ * `putWithWrites`, `putWrites`, `putWritesBatch`) by name, and the functions that put them in
  * the order of the statements' `$n`: the one place that order is written
  * down outside the statements themselves.
  */
@@ -49,6 +49,28 @@ export function putValues(p: PutParams, referenced?: { channels: string[]; versi
   ];
   if (referenced) values.push(referenced.channels, referenced.versions);
   return values;
+}
+
+/** The writes a put carries (see `putWithWrites`), by name: one row each, values in the put's `bytes`. */
+export interface CarriedParams {
+  checkpointIds: string[];
+  taskIds: string[];
+  taskPaths: string[];
+  idx: number[];
+  channels: string[];
+  types: string[];
+  offsets: number[];
+  lengths: number[];
+  /** Per blob row of the put (`PutParams.channels`...): 1 the put's, 2 the writes' element row, 3 both's. */
+  owners: number[];
+}
+
+/** `putWithWrites`'s values, $1 to $30: the put's (its blob rows holding the writes' element rows too), then the writes'. */
+export function putWithWritesValues(p: PutParams, w: CarriedParams): unknown[] {
+  return [
+    ...putValues(p),
+    w.checkpointIds, w.taskIds, w.taskPaths, w.idx, w.channels, w.types, w.offsets, w.lengths, w.owners,
+  ];
 }
 
 /** The values of one putWrites call's rows, by name (see `putWrites`). */

@@ -240,9 +240,15 @@ SELECT 3, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols
     starts: `($4::text IS NULL AND NOT coalesce(pg_catalog.jsonb_typeof($6::jsonb -> 'parents') = 'object' AND $6::jsonb -> 'parents' <> '{}'::jsonb, false))`,
   });
 
-  /** The put statement (see `put` and `putChecked` below). */
-  const putStatement = (checked: boolean) => `
-WITH gate AS MATERIALIZED (SELECT ${putGate} AS refused
+  /**
+   * The gate of the writes a put carries (`putWithWrites`): as a putWrites statement's, for their
+   * checkpoints ($22), never starting a conversation.
+   */
+  const carriedGate = gateCall(schema, { thread: "$1", ns: "$2", ids: "$22::text[]", starts: "false" });
+
+  /** The put statement (see `put`, `putChecked` and `putWithWrites` below). */
+  const putStatement = (checked: boolean, carries = false) => `
+WITH gate AS MATERIALIZED (SELECT ${putGate} AS refused${carries ? `, ${carriedGate} AS writes_refused` : ""}
 ), head AS (
   SELECT ${H.checkpointId}, ${H.rowVersion}, ${H.movedAt}, ${H.hasPendingTasks} FROM ${heads}
    WHERE ${H.threadId} = $1 AND ${H.checkpointNs} = $2
@@ -326,9 +332,14 @@ WITH gate AS MATERIALIZED (SELECT ${putGate} AS refused
   INSERT INTO ${blobs} AS b (${blobCols})
   SELECT $1, $2, p.channel, p.version, p.type, v.value
     FROM ROWS FROM (pg_catalog.unnest($9::text[]), pg_catalog.unnest($10::text[]), pg_catalog.unnest($11::text[]),
-                    pg_catalog.unnest($12::int[]), pg_catalog.unnest($18::int[])) AS p(channel, version, type, off, len)
+                    pg_catalog.unnest($12::int[]), pg_catalog.unnest($18::int[])${carries ? ", pg_catalog.unnest($30::int[])" : ""}) AS p(channel, version, type, off, len${carries ? ", owner" : ""})
     CROSS JOIN LATERAL (SELECT CASE WHEN p.len < 0 THEN NULL ELSE pg_catalog.substring($19::bytea, p.off + 1, p.len) END AS value) AS v
-   WHERE EXISTS (SELECT 1 FROM move)${checked ? " OR (SELECT ok AND late FROM decision)" : ""}
+${
+    carries
+      ? `   -- Each row is the put's (1), the carried writes' element row (2), or both's (3): stored for whichever is stored.
+   WHERE (p.owner IN (1, 3) AND EXISTS (SELECT 1 FROM move)) OR (p.owner IN (2, 3) AND (SELECT writes_refused FROM gate) IS NULL)`
+      : `   WHERE EXISTS (SELECT 1 FROM move)${checked ? " OR (SELECT ok AND late FROM decision)" : ""}`
+  }
   -- A value already stored (an element of an earlier list, say) is touched, not kept as it is: a prune
   -- that decided on an older snapshot to delete it sees the change and leaves it (prune-sql.ts).
   ON CONFLICT (${blobKey}) DO UPDATE SET ${B.rowVersion} = b.${B.rowVersion} + 1
@@ -346,10 +357,23 @@ WITH gate AS MATERIALIZED (SELECT ${putGate} AS refused
          ${C.unversionedValues} = EXCLUDED.${C.unversionedValues}, ${C.rowVersion} = c.${C.rowVersion} + 1
   -- Inserted, not updated: a new row has row_version 1 (never inserted otherwise), an updated one more. Not xmax = 0: a system column of a partitioned table cannot be returned (0A000, issue 32).
   RETURNING c.${C.rowVersion} = 1 AS fresh
-)
+)${
+    carries
+      ? `, carried AS (
+  INSERT INTO ${writes} AS w (${writeInsertCols})
+  SELECT $1, $2, x.checkpoint_id, x.task_id, x.task_path, x.idx, x.channel, x.type, v.value
+    FROM ROWS FROM (pg_catalog.unnest($22::text[]), pg_catalog.unnest($23::text[]), pg_catalog.unnest($24::text[]),
+                    pg_catalog.unnest($25::int[]), pg_catalog.unnest($26::text[]), pg_catalog.unnest($27::text[]),
+                    pg_catalog.unnest($28::int[]), pg_catalog.unnest($29::int[])) AS x(checkpoint_id, task_id, task_path, idx, channel, type, off, len)
+    CROSS JOIN LATERAL (SELECT CASE WHEN x.len < 0 THEN NULL ELSE pg_catalog.substring($19::bytea, x.off + 1, x.len) END AS value) AS v
+   WHERE (SELECT writes_refused FROM gate) IS NULL
+  ${writeConflict.replace(/\n/g, "\n  ")}
+)`
+      : ""
+  }
 SELECT d.refused, d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fast"}, (SELECT pg_catalog.count(*) FROM move)::int AS moved,
        (SELECT pg_catalog.count(*) FROM ins WHERE fresh)::int AS inserted,
-       (SELECT pg_catalog.count(*) FROM new_blobs)::int AS blobs${checked ? ", d.missing" : ""}
+       (SELECT pg_catalog.count(*) FROM new_blobs)::int AS blobs${checked ? ", d.missing" : ""}${carries ? ", (SELECT writes_refused FROM gate) AS writes_refused" : ""}
   FROM decision d`;
 
   return {
@@ -409,6 +433,22 @@ SELECT d.refused, d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fas
      * but not stored; NULL if none, or the parent is known).
      */
     putChecked: putStatement(true),
+
+    /**
+     * {@link put} carrying writes of the lineage that were waiting to go out
+     * (coalesce.ts): one round trip and one commit for a step's writes and the
+     * checkpoint that ends it. The writes pass their own gate (as `putWrites`)
+     * and are stored whatever becomes of the put; the put's outcome is its own.
+     * Parameters as `put`, with the blob rows ($9-$12, $18) also holding the
+     * element rows the writes name (in key order with the put's own), and:
+     * $22 checkpoint ids, $23 task ids, $24 task paths, $25 idx, $26 channels,
+     * $27 types, $28 offsets and $29 lengths into $19 of the writes (one row
+     * each, as `putWritesBatch`); $30 per blob row whose it is: 1 the put's,
+     * 2 the writes', 3 both's. Returns what `put` returns (`blobs` then counts
+     * the writes' element rows too), and `writes_refused`: NULL, or why the
+     * gate refused the writes (nothing of them written).
+     */
+    putWithWrites: putStatement(false, true),
 
     /**
      * Store a task's writes in one statement. Ordinary writes (idx >= 0) are

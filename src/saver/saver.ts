@@ -27,7 +27,7 @@ import { emit, guard } from "../events.js";
 import { compactAdopted } from "../ops/compact.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 import { LIMITS, checkKey, readConfig, threadIdOf, withStringThreadId } from "../validate.js";
-import { Coalescer } from "./coalesce.js";
+import { Coalescer, type TakenWrites } from "./coalesce.js";
 import type { SaverContext } from "./context.js";
 import { readFilter } from "./filter.js";
 import { InFlight, ThreadOrder } from "./inflight.js";
@@ -391,15 +391,21 @@ export class PostgresSaver extends BaseCheckpointSaver {
   put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     config = withStringThreadId(config);
     const key = InFlight.keyOf(config);
-    const put = this.#coalescer.during(key, () => this.#putOrRelease(config, checkpoint, metadata, newVersions));
+    const put = this.#coalescer.during(key, (take) => this.#putOrRelease(config, checkpoint, metadata, newVersions, take));
     return this.#order.deliver(config, this.#inFlight.track(key, this.#puts.track(key, put)));
   }
 
-  async #putOrRelease(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+  async #putOrRelease(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    newVersions: ChannelVersions,
+    take: (maxBytes: number) => TakenWrites | undefined,
+  ): Promise<RunnableConfig> {
     const started = performance.now();
     try {
       const call = { config, checkpoint, metadata, newVersions };
-      const put = async () => runPut(this.#ctx, await encodePut(this.#ctx, call), started, () => encodePut(this.#ctx, call, true));
+      const put = async () => runPut(this.#ctx, await encodePut(this.#ctx, call), started, () => encodePut(this.#ctx, call, true), take);
       try {
         return await put();
       } catch (err) {

@@ -18,7 +18,7 @@ import { MAX_STATEMENT_BYTES, boundBytes, checkSize, checkStatementSize, encodeU
 import { ELEMENTS_CHANNEL, isElementList, lineageKey, type ElementRow } from "./elements.js";
 import { encodeStored, type StoreContext } from "./stored.js";
 import { ALLOW_FORK_KEY } from "./options.js";
-import { putWritesBatchValues, putWritesValues, type PutParams } from "./params.js";
+import { putWithWritesValues, putWritesBatchValues, putWritesValues, type PutParams } from "./params.js";
 import type { RefusalReason } from "./tombstones.js";
 
 /** A `put` call's arguments. */
@@ -40,6 +40,8 @@ export interface EncodedPut {
   elements: { lists: Map<string, string[]>; whole: string[] } | undefined;
   /** Some elements were left out as the parent's (a put whose parent turns out not to be stored must send them). */
   reliesOnParent: boolean;
+  /** An upper bound of what its statement sends (see `boundBytes`): writes it carries must fit beside it. */
+  bytes: number;
 }
 
 /**
@@ -151,7 +153,8 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
   // Serialized here (pg would do the same), so the size check counts exactly what is sent.
   const storedJson = JSON.stringify(stored);
   const metaJson = JSON.stringify(meta.json);
-  if (boundBytes([payloads, [unversioned.bytes, meta.raw]], [[storedJson, metaJson, threadId!, ns, id, parentId ?? ""], channels, versions, types]) > MAX_STATEMENT_BYTES) {
+  const bound = boundBytes([payloads, [unversioned.bytes, meta.raw]], [[storedJson, metaJson, threadId!, ns, id, parentId ?? ""], channels, versions, types]);
+  if (bound > MAX_STATEMENT_BYTES) {
     checkStatementSize("put checkpoint", [
       ...channels.map((channel, i) => ({ name: `channel ${JSON.stringify(channel)}`, bytes: payloads[i]?.byteLength ?? 0 })),
       { name: "channels without a version", bytes: unversioned.bytes?.byteLength ?? 0 },
@@ -190,6 +193,7 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
     allowFork,
     elements: memory ? { lists: namedHashes, whole: wholeChannels } : undefined,
     reliesOnParent: known !== undefined && namedHashes.size > 0,
+    bytes: bound,
   };
 }
 
@@ -277,6 +281,64 @@ export async function encodeWrites(ctx: SaverContext, call: WritesCall): Promise
     ]);
   }
   return { threadId: threadId!, checkpointNs: checkpointNs ?? "", checkpointId, taskId, taskPath, idx, channels, types, payloads, elements, hashes, bytes };
+}
+
+/**
+ * `putWithWrites`'s values: the put's, its blob rows joined by the element rows the carried writes
+ * name (each hash once, all element rows in key order, as every statement that inserts them has
+ * them), everything packed into one bytes parameter.
+ */
+export function carriedValues(params: PutParams, calls: WriteRows[]): unknown[] {
+  interface Blob {
+    channel: string;
+    version: string;
+    type: string;
+    bytes: Uint8Array | null;
+    owner: number;
+  }
+  const own: Blob[] = [];
+  const elements = new Map<string, Blob>();
+  params.channels.forEach((channel, i) => {
+    const at = params.offsets[i]!;
+    const length = params.lengths[i]!;
+    const blob = { channel, version: params.versions[i]!, type: params.types[i]!, bytes: length < 0 ? null : params.bytes.subarray(at, at + length), owner: 1 };
+    if (channel === ELEMENTS_CHANNEL) elements.set(blob.version, blob);
+    else own.push(blob);
+  });
+  for (const c of calls) {
+    for (const e of c.elements) {
+      const blob = elements.get(e.hash);
+      if (blob === undefined) elements.set(e.hash, { channel: ELEMENTS_CHANNEL, version: e.hash, type: e.type, bytes: e.bytes, owner: 2 });
+      else if (blob.owner === 1) blob.owner = 3;
+    }
+  }
+  const blobs = [...own, ...[...elements.values()].sort((a, b) => (a.version < b.version ? -1 : a.version > b.version ? 1 : 0))];
+  const rows = calls.flatMap((c) => c.payloads);
+  const packed = pack([...blobs.map((b) => b.bytes), ...rows]);
+  const perRow = (f: (c: WriteRows) => string) => calls.flatMap((c) => c.idx.map(() => f(c)));
+  const n = blobs.length;
+  return putWithWritesValues(
+    {
+      ...params,
+      channels: blobs.map((b) => b.channel),
+      versions: blobs.map((b) => b.version),
+      types: blobs.map((b) => b.type),
+      offsets: packed.offsets.slice(0, n),
+      lengths: packed.lengths.slice(0, n),
+      bytes: packed.bytes,
+    },
+    {
+      checkpointIds: perRow((c) => c.checkpointId),
+      taskIds: perRow((c) => c.taskId),
+      taskPaths: perRow((c) => c.taskPath),
+      idx: calls.flatMap((c) => c.idx),
+      channels: calls.flatMap((c) => c.channels),
+      types: calls.flatMap((c) => c.types),
+      offsets: packed.offsets.slice(n),
+      lengths: packed.lengths.slice(n),
+      owners: blobs.map((b) => b.owner),
+    },
+  );
 }
 
 /** One statement for the rows of one putWrites call, or of several of one lineage (coalesced). */

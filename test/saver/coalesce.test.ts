@@ -8,10 +8,11 @@
  * connection (the put statement locks it FOR UPDATE first).
  */
 import type { RunnableConfig } from "@langchain/core/runnables";
-import type { PendingWrite } from "@langchain/langgraph-checkpoint";
+import { Annotation, END, START, StateGraph } from "@langchain/langgraph";
+import { uuid6, type PendingWrite } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { migrate, PostgresSaver } from "../../src/index.js";
+import { migrate, PostgresSaver, ThreadDeletedError } from "../../src/index.js";
 import { MAX_WAIT_MS } from "../../src/saver/coalesce.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
@@ -115,8 +116,10 @@ describe("putWrites behind a put in flight", () => {
   it("are sent when the put is done (before the cap), in one statement", async () => {
     const { threadId, first } = await thread("after-put");
     const before = statements;
-    // No lock: the put is in flight for one statement; the writes called meanwhile queue behind it.
+    // No lock: the put's statement has left (a turn of the event loop later); the writes called
+    // meanwhile queue behind it, and go out together once it is done (or at once if it already is).
     const put = saver.put(first, makeCheckpoint({ x: 2 }, { x: "-a2.00000002" }), meta(0), { x: "-a2.00000002" });
+    await new Promise((r) => setImmediate(r));
     const writes = Array.from({ length: 4 }, (_, i) => saver.putWrites(first, [["a", i]], `t-${i}`));
     await Promise.all([put, ...writes]);
     expect(statements - before).toBe(2);
@@ -201,12 +204,15 @@ describe("putWrites behind a put in flight", () => {
     }
   });
 
-  it("do not queue behind other writes: parallel tasks' writes go out side by side", async () => {
+  it("do not queue behind other writes: parallel tasks' writes called together go out together, at once", async () => {
     const { threadId, first } = await thread("side-by-side");
     const before = statements;
     await Promise.all([0, 1, 2].map((i) => saver.putWrites(first, [["a", i]], `p-${i}`)));
-    expect(statements - before).toBe(3);
+    expect(statements - before).toBe(1);
     expect((await storedWrites(threadId)).length).toBe(3);
+    // One after another, each goes on its own (nothing waits for a write that may never come).
+    for (const i of [3, 4]) await saver.putWrites(first, [["a", i]], `p-${i}`);
+    expect(statements - before).toBe(3);
   });
 
   it("leave other lineages alone", async () => {
@@ -220,5 +226,174 @@ describe("putWrites behind a put in flight", () => {
     expect((await storedWrites(b.threadId)).length).toBe(1);
     await release();
     await put;
+  });
+});
+
+describe("putWrites followed by a put of the lineage (a step's writes, then its checkpoint)", () => {
+  const next = (n: number) => makeCheckpoint({ x: n }, { x: `-a${n}.0000000${n}` });
+
+  it("go out in the put's statement, each stored, the put stored", async () => {
+    const { threadId, first } = await thread("carried");
+    const before = statements;
+    const writes = [saver.putWrites(first, [["a", 1], ["b", "one"]], "t1", "~p1"), saver.putWrites(first, [["a", 2]], "t2", "~p2")];
+    const put = saver.put(first, next(2), meta(0), { x: "-a2.00000002" });
+    await Promise.all([put, ...writes]);
+    expect(statements - before).toBe(1);
+    const tuple = await saver.getTuple(first);
+    expect(tuple?.pendingWrites).toEqual([
+      ["t1", "a", 1],
+      ["t1", "b", "one"],
+      ["t2", "a", 2],
+    ]);
+    expect((await saver.getTuple(cfg(threadId)))?.checkpoint.channel_values).toEqual({ x: 2 });
+  });
+
+  it("a write's list by its elements, and the put's list holding the same elements: each element row once, both read back", async () => {
+    const { threadId, first } = await thread("carried-elements");
+    const messages = Array.from({ length: 5 }, (_, i) => ({ role: "user", text: `message ${i} `.repeat(40) }));
+    const before = statements;
+    const writes = saver.putWrites(first, [["messages", messages.slice(3)]], "t1");
+    const cp = makeCheckpoint({ messages }, { messages: "-a2.00000002" });
+    const put = saver.put(first, cp, meta(0), { messages: "-a2.00000002" });
+    await Promise.all([put, writes]);
+    expect(statements - before).toBe(1);
+    const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM checkpoint_blobs WHERE thread_id = $1 AND channel = '__elements__'", [threadId]);
+    expect(rows[0]!.n).toBe(5);
+    expect((await saver.getTuple(first))?.pendingWrites).toEqual([["t1", "messages", messages.slice(3)]]);
+    expect((await saver.getTuple(cfg(threadId)))?.checkpoint.channel_values).toEqual({ messages });
+  });
+
+  it("keep their own outcome when the put conflicts: the writes stored, the put refused", async () => {
+    const { threadId, first } = await thread("carried-conflict");
+    const linear = new PostgresSaver(pool, { lineage: "linear" });
+    // The head moves on: a put on `first` is now a fork, which linear mode refuses.
+    const second = await linear.put(first, next(2), meta(0), { x: "-a2.00000002" });
+    const writes = linear.putWrites(first, [["a", 1]], "t1");
+    const put = linear.put(first, next(3), meta(1), { x: "-a3.00000003" });
+    await expect(put).rejects.toMatchObject({ name: "CheckpointConflictError" });
+    await writes;
+    expect((await linear.getTuple(first))?.pendingWrites).toEqual([["t1", "a", 1]]);
+    expect((await linear.getTuple(cfg(threadId)))?.config.configurable?.checkpoint_id).toBe(second.configurable?.checkpoint_id);
+  });
+
+  it("give each call its own outcome when the statement fails, and the put its own", async () => {
+    const { threadId, first } = await thread("carried-fail");
+    await db.pool.query(`CREATE OR REPLACE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.channel = 'boom' THEN RAISE EXCEPTION 'boom refused'; END IF; RETURN NEW; END $$`);
+    await db.pool.query("CREATE TRIGGER refuse_boom BEFORE INSERT ON checkpoint_writes FOR EACH ROW EXECUTE FUNCTION refuse_boom()");
+    try {
+      const ok = saver.putWrites(first, [["a", 1]], "ok-1");
+      const bad = saver.putWrites(first, [["boom", 1]], "bad");
+      const put = saver.put(first, next(2), meta(0), { x: "-a2.00000002" });
+      await expect(bad).rejects.toMatchObject({ name: "DatabaseOperationError" });
+      await Promise.all([ok, put]);
+      expect((await storedWrites(threadId)).map((w) => w.task_id)).toEqual(["ok-1"]);
+      expect((await saver.getTuple(cfg(threadId)))?.checkpoint.channel_values).toEqual({ x: 2 });
+    } finally {
+      await db.pool.query("DROP TRIGGER refuse_boom ON checkpoint_writes");
+    }
+  });
+
+  it("refused by the thread's tombstone: each call sent again alone, for its own outcome; the put stored", async () => {
+    const { threadId, first } = await thread("carried-refused");
+    await saver.deleteThread(threadId);
+    const before = statements;
+    // A write to the deleted history (refused for good), and one to a checkpoint made after the
+    // deletion (refused until something starts the thread again: the put below does).
+    const old = saver.putWrites(first, [["a", 1]], "old");
+    const later = saver.putWrites(cfg(threadId, uuid6(-3)), [["a", 2]], "later");
+    const put = saver.put(cfg(threadId), next(9), meta(-1), { x: "-a9.00000009" });
+    const err = await old.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ThreadDeletedError);
+    expect(err).toMatchObject({ operation: "putWrites", reason: "history" });
+    await Promise.all([later, put]);
+    // The put carrying both (the gate refused them, the put stored), then each write alone.
+    expect(statements - before).toBe(3);
+    expect((await storedWrites(threadId)).map((w) => w.task_id)).toEqual(["later"]);
+    expect((await saver.getTuple(cfg(threadId)))?.checkpoint.channel_values).toEqual({ x: 9 });
+  });
+
+  it("element rows of the put and of its writes: each once, in key order, and those already stored touched (row_version + 1)", async () => {
+    const { threadId, first } = await thread("carried-keys");
+    const messages = (tag: string) => Array.from({ length: 6 }, (_, i) => ({ role: "user", text: `${tag} message ${i} `.repeat(40) }));
+    const old = messages("old");
+    // Stored by a write first: its element rows exist before the carrying statement.
+    await saver.putWrites(first, [["messages", old]], "t0");
+    const rowVersions = async () =>
+      new Map(
+        (
+          await db.pool.query<{ version: string; row_version: number }>(
+            "SELECT version, row_version FROM checkpoint_blobs WHERE thread_id = $1 AND channel = '__elements__'",
+            [threadId],
+          )
+        ).rows.map((r) => [r.version, Number(r.row_version)]),
+      );
+    const stored = await rowVersions();
+    expect(stored.size).toBe(6);
+    // Another saver (another process): it does not know these element rows are stored, so it sends them.
+    const other = new PostgresSaver(pool);
+    await other.getTuple(first); // its first statement checks the schema
+    const sent: unknown[][] = [];
+    const seen = new WeakSet<object>();
+    const capture = (client: pg.PoolClient) => {
+      if (seen.has(client)) return;
+      seen.add(client);
+      const query = client.query.bind(client) as (...a: unknown[]) => unknown;
+      (client as unknown as { query: (...a: unknown[]) => unknown }).query = (...a: unknown[]) => {
+        const q = a[0] as { text?: string; values?: unknown[] };
+        if (typeof q === "object" && q.text?.includes("carried AS")) sent.push(q.values ?? []);
+        return query(...a);
+      };
+    };
+    pool.on("acquire", capture);
+    try {
+      const fresh = messages("new");
+      const before = statements;
+      const writes = other.putWrites(first, [["messages", [...old, ...fresh.slice(0, 2)]]], "t1");
+      const put = other.put(first, makeCheckpoint({ messages: fresh }, { messages: "-a2.00000002" }), meta(0), { messages: "-a2.00000002" });
+      await Promise.all([writes, put]);
+      expect(statements - before).toBe(1);
+    } finally {
+      pool.off("acquire", capture);
+    }
+    expect(sent).toHaveLength(1);
+    const [channels, versions] = [sent[0]![8] as string[], sent[0]![9] as string[]];
+    const hashes = versions.filter((_, i) => channels[i] === "__elements__");
+    expect(hashes).toEqual([...new Set(hashes)].sort());
+    // The 6 old, and the 6 new (2 of them named by the write too).
+    expect(hashes).toHaveLength(12);
+    const after = await rowVersions();
+    expect(after.size).toBe(12);
+    for (const [hash, v] of stored) expect(after.get(hash)).toBe(v + 1);
+    expect((await saver.getTuple(first))?.pendingWrites?.find(([task]) => task === "t1")?.[2]).toHaveLength(8);
+  });
+});
+
+describe("statements per 10-node graph invoke", () => {
+  const State = Annotation.Root({ items: Annotation<string[]>({ reducer: (a, b) => a.concat(b), default: () => [] }) });
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  const builder: any = new StateGraph(State);
+  for (let i = 0; i < 10; i++) builder.addNode(`n${i}`, () => ({ items: [`n${i}`] }));
+  builder.addEdge(START, "n0");
+  for (let i = 1; i < 10; i++) builder.addEdge(`n${i - 1}`, `n${i}`);
+  builder.addEdge("n9", END);
+
+  it("sync durability: each step's writes go out with the checkpoint that ends it (12 puts, 13 statements instead of 24)", async () => {
+    const graph = builder.compile({ checkpointer: saver });
+    const counts: number[] = [];
+    for (let run = 0; run < 3; run++) {
+      const threadId = tid("graph-sync");
+      const before = statements;
+      const out = await graph.invoke({ items: [] }, { configurable: { thread_id: threadId }, durability: "sync" });
+      expect(out.items).toHaveLength(10);
+      counts.push(statements - before);
+      const history = [];
+      for await (const t of saver.list(cfg(threadId))) history.push(t);
+      expect(history).toHaveLength(12);
+    }
+    expect(counts).toEqual([13, 13, 13]);
   });
 });
