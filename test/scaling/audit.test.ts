@@ -153,9 +153,13 @@ describe("hot paths: one thread's (one namespace's) partitions, planned and run"
   it("putWrites, and writes coalesced while a put is in flight", async () => {
     await expectSingle("putWrites", "checkpoint_writes", thread, () => saver.putWrites(head, [["n", 5], ["messages", "x"]], "task-1"));
     const cp = makeCheckpoint({ n: 3 }, { n: "00000000000000000000000000000004.1" });
-    await expectSingle("put with putWrites coalesced", "checkpoint_writes", thread, () =>
+    const verdicts = await expectSingle("put with putWrites coalesced", "checkpoint_writes", thread, () =>
       Promise.all([saver.put(head, cp, meta(2), cp.channel_versions), saver.putWrites(head, [["n", 6]], "task-2"), saver.putWrites(head, [["n", 7]], "task-3")]),
     );
+    // The put carried both calls' writes (queries.ts putWithWrites): one statement writing both tables.
+    expect(verdicts).toHaveLength(1);
+    const parents = new Set(verdicts[0]!.touched.map((t) => t.parent));
+    expect(parents.has("checkpoints") && parents.has("checkpoint_writes"), [...parents].join(", ")).toBe(true);
   });
 
   it("getTuple (latest and by id), list with a thread (a page, before, a filter), the delta-channel walk", async () => {
