@@ -106,6 +106,22 @@ export function buildQueries(schema: string) {
  WHERE EXCLUDED.${W.idx} < 0`;
 
   /**
+   * Insert the rows of several putWrites calls of thread $1, namespace $2: their keys, channels and
+   * types in eight arrays from `$first` on, their values in the bytea `$bytes`, unless `refused`.
+   */
+  const insertWriteRows = (first: number, bytes: number, refused: string) => {
+    const p = (k: number, type: string) => `pg_catalog.unnest($${first + k}::${type}[])`;
+    return `INSERT INTO ${writes} AS w (${writeInsertCols})
+SELECT $1, $2, x.checkpoint_id, x.task_id, x.task_path, x.idx, x.channel, x.type, v.value
+  FROM ROWS FROM (${p(0, "text")}, ${p(1, "text")}, ${p(2, "text")},
+                  ${p(3, "int")}, ${p(4, "text")}, ${p(5, "text")},
+                  ${p(6, "int")}, ${p(7, "int")}) AS x(checkpoint_id, task_id, task_path, idx, channel, type, off, len)
+  CROSS JOIN LATERAL (SELECT CASE WHEN x.len < 0 THEN NULL ELSE pg_catalog.substring($${bytes}::bytea, x.off + 1, x.len) END AS value) AS v
+ WHERE (SELECT ${refused} FROM gate) IS NULL
+${writeConflict}`;
+  };
+
+  /**
    * Element rows named by the refs values of `source` (a CTE with thread, namespace, type and value
    * columns `thread_id`, `checkpoint_ns`, `type`, `value`), each once; see elements.ts.
    * `except`: a CTE of element rows already fetched (the chunks' own level). `thread`: see `read`.
@@ -360,14 +376,7 @@ ${
 )${
     carries
       ? `, carried AS (
-  INSERT INTO ${writes} AS w (${writeInsertCols})
-  SELECT $1, $2, x.checkpoint_id, x.task_id, x.task_path, x.idx, x.channel, x.type, v.value
-    FROM ROWS FROM (pg_catalog.unnest($22::text[]), pg_catalog.unnest($23::text[]), pg_catalog.unnest($24::text[]),
-                    pg_catalog.unnest($25::int[]), pg_catalog.unnest($26::text[]), pg_catalog.unnest($27::text[]),
-                    pg_catalog.unnest($28::int[]), pg_catalog.unnest($29::int[])) AS x(checkpoint_id, task_id, task_path, idx, channel, type, off, len)
-    CROSS JOIN LATERAL (SELECT CASE WHEN x.len < 0 THEN NULL ELSE pg_catalog.substring($19::bytea, x.off + 1, x.len) END AS value) AS v
-   WHERE (SELECT writes_refused FROM gate) IS NULL
-  ${writeConflict.replace(/\n/g, "\n  ")}
+${insertWriteRows(22, 19, "writes_refused")}
 )`
       : ""
   }
@@ -487,14 +496,7 @@ SELECT refused FROM gate`,
     putWritesBatch: `
 WITH gate AS MATERIALIZED (SELECT ${gateCall(schema, { thread: "$1", ns: "$2", ids: "$3::text[]", starts: "false" })} AS refused
 ), ${writeElements}, ins AS (
-INSERT INTO ${writes} AS w (${writeInsertCols})
-SELECT $1, $2, x.checkpoint_id, x.task_id, x.task_path, x.idx, x.channel, x.type, v.value
-  FROM ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
-                  pg_catalog.unnest($6::int[]), pg_catalog.unnest($7::text[]), pg_catalog.unnest($8::text[]),
-                  pg_catalog.unnest($9::int[]), pg_catalog.unnest($10::int[])) AS x(checkpoint_id, task_id, task_path, idx, channel, type, off, len)
-  CROSS JOIN LATERAL (SELECT CASE WHEN x.len < 0 THEN NULL ELSE pg_catalog.substring($11::bytea, x.off + 1, x.len) END AS value) AS v
- WHERE (SELECT refused FROM gate) IS NULL
-${writeConflict}
+${insertWriteRows(3, 11, "refused")}
 )
 SELECT refused FROM gate`,
 

@@ -283,6 +283,19 @@ export async function encodeWrites(ctx: SaverContext, call: WritesCall): Promise
   return { threadId: threadId!, checkpointNs: checkpointNs ?? "", checkpointId, taskId, taskPath, idx, channels, types, payloads, elements, hashes, bytes };
 }
 
+/** The rows of several putWrites calls, one entry per row: their keys, channels and types. */
+function rowKeys(calls: WriteRows[]) {
+  const perRow = (f: (c: WriteRows) => string) => calls.flatMap((c) => c.idx.map(() => f(c)));
+  return {
+    checkpointIds: perRow((c) => c.checkpointId),
+    taskIds: perRow((c) => c.taskId),
+    taskPaths: perRow((c) => c.taskPath),
+    idx: calls.flatMap((c) => c.idx),
+    channels: calls.flatMap((c) => c.channels),
+    types: calls.flatMap((c) => c.types),
+  };
+}
+
 /**
  * `putWithWrites`'s values: the put's, its blob rows joined by the element rows the carried writes
  * name (each hash once, all element rows in key order, as every statement that inserts them has
@@ -315,7 +328,6 @@ export function carriedValues(params: PutParams, calls: WriteRows[]): unknown[] 
   const blobs = [...own, ...[...elements.values()].sort((a, b) => (a.version < b.version ? -1 : a.version > b.version ? 1 : 0))];
   const rows = calls.flatMap((c) => c.payloads);
   const packed = pack([...blobs.map((b) => b.bytes), ...rows]);
-  const perRow = (f: (c: WriteRows) => string) => calls.flatMap((c) => c.idx.map(() => f(c)));
   const n = blobs.length;
   return putWithWritesValues(
     {
@@ -328,12 +340,7 @@ export function carriedValues(params: PutParams, calls: WriteRows[]): unknown[] 
       bytes: packed.bytes,
     },
     {
-      checkpointIds: perRow((c) => c.checkpointId),
-      taskIds: perRow((c) => c.taskId),
-      taskPaths: perRow((c) => c.taskPath),
-      idx: calls.flatMap((c) => c.idx),
-      channels: calls.flatMap((c) => c.channels),
-      types: calls.flatMap((c) => c.types),
+      ...rowKeys(calls),
       offsets: packed.offsets.slice(n),
       lengths: packed.lengths.slice(n),
       owners: blobs.map((b) => b.owner),
@@ -372,16 +379,10 @@ export async function sendWrites(ctx: SaverContext, calls: WriteRows[]): Promise
     refused((await ctx.query<GateRow>("putWrites", values, "putWrites")).rows[0], first);
     return;
   }
-  const perRow = (f: (c: WriteRows) => string) => calls.flatMap((c) => c.idx.map(() => f(c)));
   const values = putWritesBatchValues({
     threadId: first.threadId,
     checkpointNs: first.checkpointNs,
-    checkpointIds: perRow((c) => c.checkpointId),
-    taskIds: perRow((c) => c.taskId),
-    taskPaths: perRow((c) => c.taskPath),
-    idx: calls.flatMap((c) => c.idx),
-    channels: calls.flatMap((c) => c.channels),
-    types: calls.flatMap((c) => c.types),
+    ...rowKeys(calls),
     offsets: packed.offsets.slice(0, rows.length),
     lengths: packed.lengths.slice(0, rows.length),
     bytes: packed.bytes,
