@@ -138,11 +138,15 @@ describe("stress, no instrumentation", () => {
       const writing = (async () => {
         for (let i = 1500; running || i < 1600; i++) await step(i);
       })();
-      const results = [];
-      for (let k = 0; k < 5; k++) results.push(await prune({ pool: db.pool, keepLast: 1, grace: 0, threadIds: [threadId], chunkSize: 200 }));
+      // A prune skips a head the writer holds, so how much one call deletes depends on scheduling
+      // (one 200-checkpoint chunk on a busy machine): prune again until most of the history went.
+      let pruned = 0;
+      for (let calls = 0; pruned <= 1000 && calls < 100; calls++) {
+        pruned += (await prune({ pool: db.pool, keepLast: 1, grace: 0, threadIds: [threadId], chunkSize: 200 })).checkpoints;
+      }
       running = false;
       await writing;
-      expect(results.reduce((n, r) => n + r.checkpoints, 0)).toBeGreaterThan(1000);
+      expect(pruned).toBeGreaterThan(1000);
       const reader = new PostgresSaver(pool2, { elementStorage: true });
       let read = 0;
       for await (const t of reader.list(cfg(threadId))) {
