@@ -25,9 +25,12 @@
  * another would have left (ordinary writes: the first; special ones: the
  * last), and when a batch of several calls fails or is refused, each call is
  * sent again on its own, so one call's failure never becomes another's (the
- * put that took them is sent again without them, see lineage.ts).
+ * put that took them is sent again without them, see lineage.ts); unless
+ * the failure is one each would have met alone (the connection lost, a
+ * timeout: {@link sharedFailure}), which each call then gets.
  */
 
+import { classify, DatabaseOperationError } from "../errors.js";
 import type { ElementRow } from "./elements.js";
 import type { WritesParams } from "./params.js";
 
@@ -74,6 +77,25 @@ export interface TakenWrites {
   stored(): void;
   /** It did not (an error, or the gate refused them): each call is sent again on its own, for its own outcome. */
   alone(): Promise<void>;
+  /** It failed in a way each call would have met alone ({@link sharedFailure}): each call rejects with it. */
+  failed(err: unknown): void;
+}
+
+/**
+ * Whether the failure of a statement carrying several calls is one each of them would have met
+ * on its own: the connection or the server went away, a timeout, a conflict (anything
+ * retryable, errors.ts `classify`). Then each call gets it, and none is sent again: a call sent
+ * again after its caller's run had failed could land later, after a retry of that run had read
+ * the thread (during a failover, a put landing so let LangGraph go on putting the failed run's
+ * next checkpoints: a fork). Any other failure may be one call's own: each is sent again alone.
+ */
+export function sharedFailure(err: unknown): boolean {
+  return classify(err).retryable;
+}
+
+/** `err`, a failure of a statement carrying writes, as the failure of a `putWrites` call. */
+function asWritesFailure(err: unknown): unknown {
+  return err instanceof DatabaseOperationError && err.operation !== "putWrites" ? new DatabaseOperationError("putWrites", err.cause, { retryable: err.retryable }) : err;
 }
 
 export class Coalescer {
@@ -169,6 +191,10 @@ export class Coalescer {
         for (const q of batch) q.resolve();
       },
       alone: () => Promise.all(batch.map((q) => this.send([q.rows]).then(q.resolve, q.reject))).then(() => undefined),
+      failed: (err) => {
+        const failure = asWritesFailure(err);
+        for (const q of batch) q.reject(failure);
+      },
     };
   }
 
@@ -198,14 +224,20 @@ export class Coalescer {
     }
   }
 
-  /** Several calls in one statement; if it fails, each call again on its own (writes are idempotent), for its own outcome. */
+  /**
+   * Several calls in one statement. If it fails as each would have alone ({@link sharedFailure}),
+   * each rejects with it; otherwise each is sent again on its own (writes are idempotent), for its own outcome.
+   */
   async #many(batch: Queued[]): Promise<void> {
     try {
       await this.send(merge(batch.map((q) => q.rows)));
       for (const q of batch) q.resolve();
       return;
-    } catch {
-      // Below: each call's own result.
+    } catch (err) {
+      if (sharedFailure(err)) {
+        for (const q of batch) q.reject(err);
+        return;
+      }
     }
     await Promise.all(batch.map((q) => this.send([q.rows]).then(q.resolve, q.reject)));
   }

@@ -14,7 +14,7 @@ import type { SaverContext } from "./context.js";
 import { lineageKey } from "./elements.js";
 import { putValues } from "./params.js";
 import type { RefusalReason } from "./tombstones.js";
-import type { TakenWrites } from "./coalesce.js";
+import { sharedFailure, type TakenWrites } from "./coalesce.js";
 import { MAX_STATEMENT_BYTES } from "./encode.js";
 import { carriedValues, type EncodedPut } from "./write.js";
 
@@ -78,8 +78,13 @@ export async function runPut(
         let withWrites: FastRow | undefined;
         try {
           withWrites = (await ctx.query<FastRow>("putWithWrites", carriedValues(params, carried.rows), "put")).rows[0]!;
-        } catch {
-          // Each its own outcome: the writes on their own, the put's statement again without them.
+        } catch (err) {
+          // Lost connection, timeout...: what the put and each write would have met alone, so theirs.
+          if (sharedFailure(err)) {
+            carried.failed(err);
+            throw err;
+          }
+          // Else each its own outcome: the writes on their own, the put's statement again without them.
           void carried.alone();
         }
         if (withWrites === undefined) fast = (await ctx.query<FastRow>("put", values, "put")).rows[0]!;

@@ -12,7 +12,7 @@ import { Annotation, END, START, StateGraph } from "@langchain/langgraph";
 import { uuid6, type PendingWrite } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { migrate, PostgresSaver, ThreadDeletedError } from "../../src/index.js";
+import { DatabaseOperationError, migrate, PostgresSaver, ThreadDeletedError } from "../../src/index.js";
 import { MAX_WAIT_MS } from "../../src/saver/coalesce.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
@@ -204,6 +204,36 @@ describe("putWrites behind a put in flight", () => {
     }
   });
 
+  it("a lost connection under the batch: each call fails with it, retryable, and none is sent again", async () => {
+    const { threadId, first } = await thread("lost");
+    // A trigger holds the batch's statement until its backend is terminated.
+    await db.pool.query(`CREATE OR REPLACE FUNCTION hold_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.channel = 'slow' THEN PERFORM pg_sleep(60); END IF; RETURN NEW; END $$`);
+    await db.pool.query("CREATE TRIGGER hold_slow BEFORE INSERT ON checkpoint_writes FOR EACH ROW EXECUTE FUNCTION hold_slow()");
+    try {
+      const release = await holdHead(threadId);
+      const put = saver.put(first, makeCheckpoint({ x: 2 }, { x: "-a2.00000007" }), meta(0), { x: "-a2.00000007" });
+      await untilWaiting(release);
+      const before = statements;
+      const settle = (p: Promise<unknown>) => p.then(() => "stored", (e: unknown) => e);
+      const calls = [saver.putWrites(first, [["slow", 1]], "w-1"), saver.putWrites(first, [["a", 2]], "w-2")].map(settle);
+      const sleeping = async () =>
+        (await db.pool.query("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'")).rows.map((r: { pid: number }) => r.pid);
+      await until(async () => (await sleeping()).length === 1);
+      await db.pool.query("SELECT pg_terminate_backend($1)", [(await sleeping())[0]]);
+      await release();
+      await put;
+      for (const err of await Promise.all(calls)) {
+        expect(err).toBeInstanceOf(DatabaseOperationError);
+        expect(err).toMatchObject({ operation: "putWrites", retryable: true, sqlState: "57P01" });
+      }
+      expect(statements - before).toBe(1);
+      expect(await storedWrites(threadId)).toEqual([]);
+    } finally {
+      await db.pool.query("DROP TRIGGER hold_slow ON checkpoint_writes");
+    }
+  });
+
   it("do not queue behind other writes: parallel tasks' writes called together go out together, at once", async () => {
     const { threadId, first } = await thread("side-by-side");
     const before = statements;
@@ -292,6 +322,33 @@ describe("putWrites followed by a put of the lineage (a step's writes, then its 
     } finally {
       await db.pool.query("DROP TRIGGER refuse_boom ON checkpoint_writes");
     }
+  });
+
+  it("a lost connection under the statement: the put and each write fail with it, retryable, and none is sent again", async () => {
+    const { threadId, first } = await thread("carried-lost");
+    const release = await holdHead(threadId);
+    const before = statements;
+    const settle = (p: Promise<unknown>) => p.then(() => "stored", (e: unknown) => e);
+    const writes = [saver.putWrites(first, [["a", 1]], "t1"), saver.putWrites(first, [["a", 2]], "t2")].map(settle);
+    const put = settle(saver.put(first, next(2), meta(0), { x: "-a2.00000002" }));
+    await untilWaiting(release);
+    // What a crashed or restarted primary does to the statement waiting there.
+    await db.pool.query(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%checkpoint_heads%'",
+    );
+    await release();
+    const putError = await put;
+    expect(putError).toBeInstanceOf(DatabaseOperationError);
+    expect(putError).toMatchObject({ operation: "put", retryable: true, sqlState: "57P01" });
+    for (const err of await Promise.all(writes)) {
+      expect(err).toBeInstanceOf(DatabaseOperationError);
+      expect(err).toMatchObject({ operation: "putWrites", retryable: true, sqlState: "57P01" });
+    }
+    // Sent again after its caller had failed, a put could land after a retry of the run read the
+    // thread (the failover test's fork): the one statement was all.
+    expect(statements - before).toBe(1);
+    expect(await storedWrites(threadId)).toEqual([]);
+    expect((await saver.getTuple(cfg(threadId)))?.checkpoint.channel_values).toEqual({ x: 1 });
   });
 
   it("refused by the thread's tombstone: each call sent again alone, for its own outcome; the put stored", async () => {
