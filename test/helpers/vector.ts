@@ -1,9 +1,10 @@
 /**
  * Where the store's vector tests run: PGlite with pgvector
  * (@electric-sql/pglite-pgvector) always, and the test server too when it has
- * pgvector (asked once); when it has not, the calling file declares a skipped
- * suite saying so, which the skip summary at the end of the run prints. And a
- * recorder of the statements a store sends, to EXPLAIN the one it ran.
+ * pgvector (asked once); when it has not, the calling file checks instead what
+ * a user of such a server meets: a store with an index refuses to set up,
+ * saying the extension is missing, and creates nothing. And a recorder of the
+ * statements a store sends, to EXPLAIN the one it ran.
  *
  * @example
  * ```ts
@@ -14,10 +15,11 @@
 import { PGlite } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
 import pg from "pg";
-import { describe, inject, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import type { PGliteLike } from "../../src/db/db.js";
+import { PostgresStore, VectorExtensionMissingError } from "../../src/index.js";
 import { createTestDatabase } from "./db.js";
-import { skippable } from "./requirements.js";
+import { fakeEmbeddings } from "./embeddings.js";
 import { recordQuery, recordStatements, type Sent } from "./statements.js";
 
 /** A database for stores (a pool or a PGlite instance), with what it sent, newest last. */
@@ -66,9 +68,18 @@ export async function vectorTargets(label: string): Promise<[string, () => Promi
       },
     ]);
   } else {
-    console.warn(`[skip] ${label} on the test server: it has no pgvector (it runs on PGlite)`);
-    describe.skip(skippable(`${label} on the test server`, "the test server has no pgvector; it runs on PGlite in this file"), () => {
-      it("the vector tests of this file", () => undefined);
+    console.warn(`[pg] ${label} runs on PGlite only: the test server has no pgvector`);
+    describe(`${label} on the test server, which has no pgvector`, () => {
+      it("a store with an index refuses to set up, saying the extension is missing, and creates nothing", async () => {
+        const t = await createTestDatabase(label);
+        try {
+          const store = new PostgresStore(t.pool, { index: { dims: 3, embed: fakeEmbeddings(3) } });
+          await expect(store.setup({ adopt: false })).rejects.toBeInstanceOf(VectorExtensionMissingError);
+          expect((await t.pool.query("SELECT count(*)::int AS n FROM pg_tables WHERE tablename LIKE 'store%'")).rows).toEqual([{ n: 0 }]);
+        } finally {
+          await t.drop();
+        }
+      });
     });
   }
   return targets;
