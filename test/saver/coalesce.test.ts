@@ -76,6 +76,15 @@ async function until(cond: () => Promise<boolean>): Promise<void> {
 }
 const untilWaiting = (release: () => Promise<void>) => (release as unknown as { until: () => Promise<void> }).until();
 
+/** A row trigger running `body` before each insert into checkpoint_writes; returns what drops it. */
+async function writesTrigger(name: string, body: string): Promise<() => Promise<void>> {
+  await db.pool.query(`CREATE OR REPLACE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN ${body} RETURN NEW; END $$`);
+  await db.pool.query(`CREATE TRIGGER ${name} BEFORE INSERT ON checkpoint_writes FOR EACH ROW EXECUTE FUNCTION ${name}()`);
+  return async () => {
+    await db.pool.query(`DROP TRIGGER ${name} ON checkpoint_writes`);
+  };
+}
+
 async function storedWrites(threadId: string): Promise<{ checkpoint_id: string; task_id: string; idx: number; channel: string }[]> {
   const { rows } = await db.pool.query(
     "SELECT checkpoint_id, task_id, idx, channel FROM checkpoint_writes WHERE thread_id = $1 ORDER BY checkpoint_id, task_id, idx",
@@ -174,9 +183,7 @@ describe("putWrites behind a put in flight", () => {
   it("give each call its own outcome when the batch fails, in call order", async () => {
     const { threadId, first } = await thread("fail");
     // A trigger refuses one channel: alone, only that call fails.
-    await db.pool.query(`CREATE OR REPLACE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN IF NEW.channel = 'boom' THEN RAISE EXCEPTION 'boom refused'; END IF; RETURN NEW; END $$`);
-    await db.pool.query("CREATE TRIGGER refuse_boom BEFORE INSERT ON checkpoint_writes FOR EACH ROW EXECUTE FUNCTION refuse_boom()");
+    const dropTrigger = await writesTrigger("refuse_boom", "IF NEW.channel = 'boom' THEN RAISE EXCEPTION 'boom refused'; END IF;");
     try {
       const release = await holdHead(threadId);
       const put = saver.put(first, makeCheckpoint({ x: 2 }, { x: "-a2.00000005" }), meta(0), { x: "-a2.00000005" });
@@ -200,16 +207,14 @@ describe("putWrites behind a put in flight", () => {
       expect(order).toEqual(["bad: DatabaseOperationError", "ok-1", "ok-3"]);
       expect((await storedWrites(threadId)).map((w) => w.task_id)).toEqual(["ok-1", "ok-3"]);
     } finally {
-      await db.pool.query("DROP TRIGGER refuse_boom ON checkpoint_writes");
+      await dropTrigger();
     }
   });
 
   it("a lost connection under the batch: each call fails with it, retryable, and none is sent again", async () => {
     const { threadId, first } = await thread("lost");
     // A trigger holds the batch's statement until its backend is terminated.
-    await db.pool.query(`CREATE OR REPLACE FUNCTION hold_slow() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN IF NEW.channel = 'slow' THEN PERFORM pg_sleep(60); END IF; RETURN NEW; END $$`);
-    await db.pool.query("CREATE TRIGGER hold_slow BEFORE INSERT ON checkpoint_writes FOR EACH ROW EXECUTE FUNCTION hold_slow()");
+    const dropTrigger = await writesTrigger("hold_slow", "IF NEW.channel = 'slow' THEN PERFORM pg_sleep(60); END IF;");
     try {
       const release = await holdHead(threadId);
       const put = saver.put(first, makeCheckpoint({ x: 2 }, { x: "-a2.00000007" }), meta(0), { x: "-a2.00000007" });
@@ -230,7 +235,7 @@ describe("putWrites behind a put in flight", () => {
       expect(statements - before).toBe(1);
       expect(await storedWrites(threadId)).toEqual([]);
     } finally {
-      await db.pool.query("DROP TRIGGER hold_slow ON checkpoint_writes");
+      await dropTrigger();
     }
   });
 
@@ -308,9 +313,7 @@ describe("putWrites followed by a put of the lineage (a step's writes, then its 
 
   it("give each call its own outcome when the statement fails, and the put its own", async () => {
     const { threadId, first } = await thread("carried-fail");
-    await db.pool.query(`CREATE OR REPLACE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN IF NEW.channel = 'boom' THEN RAISE EXCEPTION 'boom refused'; END IF; RETURN NEW; END $$`);
-    await db.pool.query("CREATE TRIGGER refuse_boom BEFORE INSERT ON checkpoint_writes FOR EACH ROW EXECUTE FUNCTION refuse_boom()");
+    const dropTrigger = await writesTrigger("refuse_boom", "IF NEW.channel = 'boom' THEN RAISE EXCEPTION 'boom refused'; END IF;");
     try {
       const ok = saver.putWrites(first, [["a", 1]], "ok-1");
       const bad = saver.putWrites(first, [["boom", 1]], "bad");
@@ -320,7 +323,7 @@ describe("putWrites followed by a put of the lineage (a step's writes, then its 
       expect((await storedWrites(threadId)).map((w) => w.task_id)).toEqual(["ok-1"]);
       expect((await saver.getTuple(cfg(threadId)))?.checkpoint.channel_values).toEqual({ x: 2 });
     } finally {
-      await db.pool.query("DROP TRIGGER refuse_boom ON checkpoint_writes");
+      await dropTrigger();
     }
   });
 

@@ -201,14 +201,39 @@ describe("a deletion and a write at the same time (real connections, forced orde
   }
   const advisoryWaiters = (threadId: string, n: number) => deletionLocks(threadId, n, false);
 
+  /**
+   * A deletion of `threadId` by another process, holding the thread's deletion lock as deleteThread
+   * does; `finish()` writes the tombstone, deletes the rows and commits; `end()` releases the connection.
+   */
+  async function holdDeletion(threadId: string) {
+    const deleter = await db.pool.connect();
+    await deleter.query("BEGIN");
+    await deleter.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))", [deleteLockName("public"), threadId]);
+    return {
+      deleter,
+      async finish(): Promise<void> {
+        await deleter.query(
+          "INSERT INTO checkpoint_tombstones (thread_id, last_checkpoint_id) SELECT $1, max(checkpoint_id) FROM checkpoints WHERE thread_id = $1",
+          [threadId],
+        );
+        for (const table of ["checkpoint_heads", "checkpoint_writes", "checkpoint_blobs", "checkpoints"]) {
+          await deleter.query(`DELETE FROM ${table} WHERE thread_id = $1`, [threadId]);
+        }
+        await deleter.query("COMMIT");
+      },
+      async end(): Promise<void> {
+        await deleter.query("ROLLBACK").catch(() => undefined);
+        deleter.release();
+      },
+    };
+  }
+
   it("a write that reaches its lock while a deletion holds the thread waits, then sees the tombstone; it held no row lock meanwhile", async () => {
     const saver = savers.branch;
     const threadId = tid("race");
     const { second } = await conversation(saver, threadId);
-    const deleter = await db.pool.connect();
+    const deletion = await holdDeletion(threadId);
     try {
-      await deleter.query("BEGIN");
-      await deleter.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))", [deleteLockName("public"), threadId]);
       // The write first, on its own (a put called with it would carry it: the test below).
       const writes = saver.putWrites(second, [["x", 6]], "task-race");
       await advisoryWaiters(threadId, 1);
@@ -216,22 +241,14 @@ describe("a deletion and a write at the same time (real connections, forced orde
       const settled = Promise.allSettled([put, writes]);
       await advisoryWaiters(threadId, 2);
       // The waiting put holds no lock on the head row: the deletion can take it (no deadlock).
-      await deleter.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE NOWAIT", [threadId]);
-      await deleter.query(
-        "INSERT INTO checkpoint_tombstones (thread_id, last_checkpoint_id) SELECT $1, max(checkpoint_id) FROM checkpoints WHERE thread_id = $1",
-        [threadId],
-      );
-      for (const table of ["checkpoint_heads", "checkpoint_writes", "checkpoint_blobs", "checkpoints"]) {
-        await deleter.query(`DELETE FROM ${table} WHERE thread_id = $1`, [threadId]);
-      }
-      await deleter.query("COMMIT");
+      await deletion.deleter.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE NOWAIT", [threadId]);
+      await deletion.finish();
       const [p, w] = await settled;
       expect(p.status === "rejected" && p.reason).toBeInstanceOf(ThreadDeletedError);
       expect(w.status === "rejected" && w.reason).toBeInstanceOf(ThreadDeletedError);
       expect(await rowsOf(threadId)).toEqual(NONE);
     } finally {
-      await deleter.query("ROLLBACK").catch(() => undefined);
-      deleter.release();
+      await deletion.end();
     }
   });
 
@@ -239,32 +256,22 @@ describe("a deletion and a write at the same time (real connections, forced orde
     const saver = savers.branch;
     const threadId = tid("race");
     const { second } = await conversation(saver, threadId);
-    const deleter = await db.pool.connect();
+    const deletion = await holdDeletion(threadId);
     try {
-      await deleter.query("BEGIN");
-      await deleter.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))", [deleteLockName("public"), threadId]);
       const before = statements;
       const writes = saver.putWrites(second, [["x", 6]], "task-race");
       const put = saver.put(second, makeCheckpoint({ x: 5 }, { x: "-a3.00000001" }), meta(1), { x: "-a3.00000001" });
       const settled = Promise.allSettled([put, writes]);
       await advisoryWaiters(threadId, 1);
       expect(statements - before).toBe(1);
-      await deleter.query(
-        "INSERT INTO checkpoint_tombstones (thread_id, last_checkpoint_id) SELECT $1, max(checkpoint_id) FROM checkpoints WHERE thread_id = $1",
-        [threadId],
-      );
-      for (const table of ["checkpoint_heads", "checkpoint_writes", "checkpoint_blobs", "checkpoints"]) {
-        await deleter.query(`DELETE FROM ${table} WHERE thread_id = $1`, [threadId]);
-      }
-      await deleter.query("COMMIT");
+      await deletion.finish();
       const [p, w] = await settled;
       expect(p.status === "rejected" && p.reason).toMatchObject({ name: "ThreadDeletedError", operation: "put", reason: "history" });
       // Refused in the put's statement, then sent alone for its own refusal.
       expect(w.status === "rejected" && w.reason).toMatchObject({ name: "ThreadDeletedError", operation: "putWrites", reason: "history" });
       expect(await rowsOf(threadId)).toEqual(NONE);
     } finally {
-      await deleter.query("ROLLBACK").catch(() => undefined);
-      deleter.release();
+      await deletion.end();
     }
   });
 
