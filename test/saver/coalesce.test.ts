@@ -85,6 +85,9 @@ async function writesTrigger(name: string, body: string): Promise<() => Promise<
   };
 }
 
+/** "stored", or the error the call failed with. */
+const settle = (p: Promise<unknown>): Promise<unknown> => p.then(() => "stored", (e: unknown) => e);
+
 async function storedWrites(threadId: string): Promise<{ checkpoint_id: string; task_id: string; idx: number; channel: string }[]> {
   const { rows } = await db.pool.query(
     "SELECT checkpoint_id, task_id, idx, channel FROM checkpoint_writes WHERE thread_id = $1 ORDER BY checkpoint_id, task_id, idx",
@@ -220,7 +223,6 @@ describe("putWrites behind a put in flight", () => {
       const put = saver.put(first, makeCheckpoint({ x: 2 }, { x: "-a2.00000007" }), meta(0), { x: "-a2.00000007" });
       await untilWaiting(release);
       const before = statements;
-      const settle = (p: Promise<unknown>) => p.then(() => "stored", (e: unknown) => e);
       const calls = [saver.putWrites(first, [["slow", 1]], "w-1"), saver.putWrites(first, [["a", 2]], "w-2")].map(settle);
       const sleeping = async () =>
         (await db.pool.query("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'")).rows.map((r: { pid: number }) => r.pid);
@@ -331,7 +333,6 @@ describe("putWrites followed by a put of the lineage (a step's writes, then its 
     const { threadId, first } = await thread("carried-lost");
     const release = await holdHead(threadId);
     const before = statements;
-    const settle = (p: Promise<unknown>) => p.then(() => "stored", (e: unknown) => e);
     const writes = [saver.putWrites(first, [["a", 1]], "t1"), saver.putWrites(first, [["a", 2]], "t2")].map(settle);
     const put = settle(saver.put(first, next(2), meta(0), { x: "-a2.00000002" }));
     await untilWaiting(release);
