@@ -1,25 +1,7 @@
 /**
- * The official conformance suite, in full, plus its opt-in delta-channel suite.
- * The saver's name is our own: the suite skips some tests for some known savers.
+ * The official conformance suite, in full, plus its opt-in delta-channel suite,
+ * with the default options (lists stored by their elements, stored.ts).
  */
-import { deltaChannelHistoryTests, validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
-import { migrate, PostgresSaver } from "../../src/index.js";
-import { withTestDatabase } from "../helpers/db.js";
+import { conformance } from "../helpers/conformance.js";
 
-const db = withTestDatabase("conformance");
-
-const initializer: CheckpointSaverTestInitializer<PostgresSaver> = {
-  checkpointerName: "langgraph-checkpoint-pg",
-  beforeAllTimeout: 60_000,
-  async beforeAll() {
-    await migrate({ pool: db.pool });
-  },
-  async createCheckpointer() {
-    // One live checkpointer at a time (the suite's contract): a clean slate each time.
-    await db.pool.query("TRUNCATE checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads");
-    return new PostgresSaver(db.pool);
-  },
-};
-
-validate(initializer);
-deltaChannelHistoryTests(initializer);
+conformance("langgraph-checkpoint-pg", "conformance");
