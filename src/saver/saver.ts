@@ -320,8 +320,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * ```
    */
   getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
-    config = withStringThreadId(config);
-    return this.#order.deliver(config, this.#getTuple(config));
+    return this.#getTuple(withStringThreadId(config));
   }
 
   async #getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
@@ -332,6 +331,14 @@ export class PostgresSaver extends BaseCheckpointSaver {
     // After a failed invocation, writes of that run may still be on their way: a retry must start
     // from the head they make (see InFlight).
     await this.#inFlight.settled(InFlight.keyOf(config));
+    // The read takes its place among the thread's results here, after the writes it waited for, not
+    // at the call: there, a put of the failed run issued meanwhile would be delivered only after the
+    // read, so LangGraph would put that run's next checkpoint only once the read had returned the
+    // head before it, and the retry starting from that head would fork the thread.
+    return this.#order.deliver(config, this.#readTuple(threadId, ns, checkpointId));
+  }
+
+  async #readTuple(threadId: string, ns: string, checkpointId: string | undefined): Promise<CheckpointTuple | undefined> {
     const res = checkpointId
       ? await this.#ctx.query<ReadRow>("getById", [threadId, ns, checkpointId], "getTuple")
       : await this.#ctx.query<ReadRow>("getHead", [threadId, ns], "getTuple");

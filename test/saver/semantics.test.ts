@@ -25,7 +25,7 @@ import { type BaseCheckpointSaver, type Checkpoint, emptyCheckpoint, uuid6 } fro
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { migrate, PostgresSaver } from "../../src/index.js";
-import { withTestDatabase } from "../helpers/db.js";
+import { waitForLockWait, withTestDatabase } from "../helpers/db.js";
 import { history, nestedGraph, parallelInterruptGraph, plainValues, shape, tid } from "../helpers/graphs.js";
 
 const db = withTestDatabase("semantics");
@@ -305,6 +305,36 @@ describe("every durability on every graph shape", () => {
 });
 
 describe("one thread's results come back in call order", () => {
+  it("a getTuple waiting for a run's put also waits for the puts LangGraph chains on it, and reads the head they make", async () => {
+    const pool = new pg.Pool({ connectionString: db.url, max: 5, application_name: "chained-writers" });
+    const saver = new PostgresSaver(pool);
+    const blocker = await db.pool.connect();
+    try {
+      const threadId = tid("chained");
+      const step = (n: number) => ({ ...emptyCheckpoint(), id: uuid6(n), channel_values: { x: n }, channel_versions: { x: `${n + 2}.1` } });
+      const meta = (n: number) => ({ source: "loop" as const, step: n, parents: {} });
+      const first = await saver.put(cfg(threadId, { checkpoint_ns: "" }), step(-1), { source: "input", step: -1, parents: {} }, { x: "1.1" });
+      await blocker.query("BEGIN");
+      await blocker.query("SELECT 1 FROM checkpoint_heads WHERE thread_id = $1 FOR UPDATE", [threadId]);
+      // A run goes on after its invoke failed (a write was lost): LangGraph calls each put once the previous returned.
+      const run = saver
+        .put(first, step(0), meta(0), { x: "2.1" })
+        .then((c) => saver.put(c, step(1), meta(1), { x: "3.1" }))
+        .then((c) => saver.put(c, step(2), meta(2), { x: "4.1" }));
+      await waitForLockWait(db.pool, "checkpoint_heads");
+      // The retry's first read, while the run's put waits.
+      const read = saver.getTuple(cfg(threadId));
+      await blocker.query("ROLLBACK");
+      const [head, last] = await Promise.all([read, run]);
+      // Read before the run's last put, the retry would start from an older head and fork the thread.
+      expect(head?.checkpoint.id).toBe(last.configurable?.checkpoint_id);
+      expect(head?.checkpoint.channel_values).toEqual({ x: 2 });
+    } finally {
+      blocker.release();
+      await pool.end();
+    }
+  });
+
   it("a getTuple called after a put blocked on a lock waits for it; another thread's does not", async () => {
     const pool = new pg.Pool({ connectionString: db.url, max: 5, application_name: "ordered-writers" });
     const ordered = new PostgresSaver(pool);
