@@ -63,6 +63,9 @@ export class InFlight {
    * Resolves once no write under `key` is in flight. At once when none is;
    * after waiting, one more macrotask: a write chained behind the settled ones
    * (by promise callbacks only) has been issued by then, and is waited for too.
+   * So a read that waits here must join the thread's order (ThreadOrder) only
+   * afterwards (saver.ts `getTuple`): joined before, the settled writes' results
+   * would be delivered after the read's, and the chained write issued too late.
    */
   async settled(key: string | undefined): Promise<void> {
     if (key === undefined || !this.#byKey.has(key)) return;
