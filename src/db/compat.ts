@@ -72,6 +72,7 @@ export const COMPATIBILITY: Readonly<Record<number, MigrationCompatibility>> = {
     why:
       "0008_elements_guard refuses deletes of element rows by code that does not say it knows them (element storage is the default from 0.1.0); the release before element storage deleted them all in prune, so earlier code refuses the schema",
   },
+  10: { compatibleFrom: 0, why: "0009_put_gate adds a function that only newer code calls; older code's puts keep the writes' gate of 0007, as before" },
 };
 
 /**

@@ -7,7 +7,7 @@ import { InvalidOptionsError } from "../errors.js";
 import { MIGRATIONS_TABLE } from "../db/migrate.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_TOMBSTONES, CHECKPOINT_WRITES, CHECKPOINTER_RETENTION, CHECKPOINTS } from "../db/names.js";
-import { GATE_SIGNATURE } from "../saver/tombstones.js";
+import { GATE_SIGNATURES } from "../saver/tombstones.js";
 
 /** The tables whose rows the saver reads and writes (tombstones: deleteThread and prune; retention: its background runs). */
 const DATA_TABLES = [
@@ -75,7 +75,7 @@ export function grantStatements(options: GrantOptions): string[] {
     `GRANT USAGE ON SCHEMA ${schema} TO ${role}`,
     `GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE ${tables} TO ${role}`,
     `GRANT SELECT ON TABLE ${schema}.${MIGRATIONS_TABLE} TO ${role}`,
-    `GRANT EXECUTE ON FUNCTION ${schema}.${GATE_SIGNATURE} TO ${role}`,
+    `GRANT EXECUTE ON FUNCTION ${GATE_SIGNATURES.map((f) => `${schema}.${f}`).join(", ")} TO ${role}`,
     `REVOKE CREATE ON SCHEMA ${schema} FROM ${role}`,
     `REVOKE TRUNCATE, REFERENCES, TRIGGER ON TABLE ${tables} FROM ${role}`,
     revokeTemp(name),

@@ -20,7 +20,7 @@ import { quoteIdent } from "../validate.js";
 import { knowsElementsSql } from "./element-codec.js";
 import { ELEMENTS_CHANNEL, REFS_TYPE } from "./elements.js";
 import { hashesSql, refsAreaSql } from "./stored.js";
-import { gateCall, lockForDelete, upsertTombstones } from "./tombstones.js";
+import { gateCall, lockForDelete, putGateCall, upsertTombstones } from "./tombstones.js";
 
 export type Queries = ReturnType<typeof buildQueries>;
 
@@ -246,14 +246,18 @@ SELECT 3, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols
 
   /**
    * The tombstone check of a put (tombstones.ts), before any row is locked: the
-   * checkpoint and its parent, and whether it starts a conversation (no parent,
-   * no `metadata.parents`).
+   * checkpoint, its parent, the enclosing graphs' checkpoints it names, and
+   * whether it starts a lineage: no parent, and not a subgraph's input
+   * checkpoint (which LangGraph puts after the root checkpoint it names, unlike
+   * a subgraph's checkpoint with "exit" durability, put before it).
    */
-  const putGate = gateCall(schema, {
+  const putGate = putGateCall(schema, {
     thread: "$1",
     ns: "$2",
-    ids: "ARRAY[$3::text, $4::text]",
-    starts: `($4::text IS NULL AND NOT coalesce(pg_catalog.jsonb_typeof($6::jsonb -> 'parents') = 'object' AND $6::jsonb -> 'parents' <> '{}'::jsonb, false))`,
+    id: "$3",
+    parent: "$4::text",
+    ancestors: "$6::jsonb -> 'parents'",
+    starts: "($4::text IS NULL AND ($2::text = '' OR ($6::jsonb ->> 'source') IS DISTINCT FROM 'input'))",
   });
 
   /**

@@ -2,9 +2,10 @@
  * Tombstones: a deleted thread stays deleted. Every delete path (the saver's
  * `deleteThread`, `prune`'s expiry, the CLI's `threads delete`, the adoption
  * bridge) leaves a row in `checkpoint_tombstones`, and every write (`put`,
- * `putWrites`, the bridge's copies of an official saver's writes) passes the
- * gate, the function `checkpointer_thread_gate` of migration 0007, first. This
- * file is their SQL, shared by those statements, and the rule.
+ * `putWrites`, the bridge's copies of an official saver's writes) passes a
+ * gate first: a put `checkpointer_put_gate` (migration 0009), pending writes
+ * and the bridge `checkpointer_thread_gate` (0007). This file is their SQL,
+ * shared by those statements, and the rule.
  *
  * ## The rule
  *
@@ -13,12 +14,19 @@
  * the checkpoints its pending writes name (and `M` of earlier deletions). On a
  * thread with a tombstone, a write is refused, with `ThreadDeletedError` and
  * nothing written, when
- * - (`history`) it names a checkpoint id <= `M` that is not stored in its
- *   lineage now: a put's own id or its parent's, a putWrites' checkpoint; or
+ * - (`history`) it names a checkpoint id <= `M` that is not stored now: a
+ *   put's own id, its parent's or an enclosing graph's checkpoint it names
+ *   (`metadata.parents`, each in its namespace); a putWrites' checkpoint; or
  * - (`thread`) no lineage of the thread has a head (nothing has started it
- *   again since the deletion), unless it is a put that starts a conversation:
- *   no parent, and no `metadata.parents` (a subgraph's first checkpoint names
- *   its parent graph's there, so it does not start one).
+ *   again since the deletion), unless it is a put that starts a lineage: one
+ *   without a parent, but for a subgraph's input checkpoint (see below).
+ *
+ * Puts check both rules in `checkpointer_put_gate` (migration 0009), writes
+ * in `checkpointer_thread_gate` (0007). A refused put also takes along what
+ * was stored under its checkpoint while the put was on its way: the
+ * namespaces of checkpoints that name it in `metadata.parents` (subgraphs of
+ * its tasks: task ids, and so those namespaces, derive from the checkpoint
+ * they ran from) and the pending writes keyed to it.
  *
  * Why this catches a run that was in flight: LangGraph ids are uuid6, ordered
  * by the clock of the process that made them, and a run's writes after the
@@ -27,10 +35,15 @@
  * checkpoint it made after, which it never got to store (its first put after
  * the deletion is refused, and LangGraph chains puts: it makes no later one).
  * Those later writes (async durability's next steps, exit durability's final
- * writes, a subgraph's first checkpoint) meet a thread with no head. A new
+ * writes, a subgraph's input checkpoint) meet a thread with no head. A new
  * conversation starts with a root put, whose ids are newer than `M`; its
- * writes then find its head. A stored id is never refused, so a copy
- * (`copyThread`, an import) onto a deleted thread id is continued normally.
+ * writes then find its head. With "exit" durability LangGraph stores a
+ * subgraph's last checkpoint (never its input checkpoint: `source` "loop")
+ * before the root checkpoint it names (issue 37: refusing it lost a new
+ * conversation's interrupt); it starts a lineage, and if the run it belongs
+ * to was deleted, the root put that follows is refused and takes it along.
+ * A stored id is never refused, so a copy (`copyThread`, an import) onto a
+ * deleted thread id is continued normally.
  *
  * Limits, said plainly:
  * - Clock skew: a new conversation whose ids come from a clock behind the one
@@ -38,13 +51,16 @@
  *   (`history`) until that time has passed.
  * - While a new conversation runs on the id, a deleted run still going may
  *   store writes of checkpoints it never stored (nothing reads them; prune
- *   collects them after its grace period) and subgraph checkpoints.
+ *   collects them after its grace period).
  * - An official saver's instance during an adoption (the bridge): it sends a
  *   run's writes without waiting for their checkpoint's put, so its writes
  *   are refused only when they name the deleted history (its puts by both
- *   rules).
+ *   rules of the writes' gate).
  * - Exit durability on a thread that held nothing stored when it was deleted:
- *   the run's only put is indistinguishable from a new conversation's.
+ *   the run's puts are indistinguishable from a new conversation's.
+ * - A process that stops between an "exit" run's subgraph checkpoint and its
+ *   root put leaves that subgraph checkpoint stored, without the root that
+ *   names it (nothing reads it through the root; prune collects it).
  * - A tombstone is collected by prune after `keepTombstones` (default 7 days):
  *   a run still going after that is no longer refused.
  *
@@ -70,9 +86,14 @@ import { quoteIdent } from "../validate.js";
 import type { SaverContext } from "./context.js";
 import { InFlight } from "./inflight.js";
 
-/** The gate (migration 0007), and its argument types for GRANT and REVOKE. */
+/** The writes' gate (migration 0007), and its argument types for GRANT and REVOKE. */
 export const GATE_FUNCTION = "checkpointer_thread_gate";
 export const GATE_SIGNATURE = `${GATE_FUNCTION}(text, text, text, text[], boolean)`;
+/** A put's gate (migration 0009), and its argument types. */
+export const PUT_GATE_FUNCTION = "checkpointer_put_gate";
+export const PUT_GATE_SIGNATURE = `${PUT_GATE_FUNCTION}(text, text, text, text, text, jsonb, boolean)`;
+/** Both gates' signatures: what a role that writes needs EXECUTE on. */
+export const GATE_SIGNATURES = [GATE_SIGNATURE, PUT_GATE_SIGNATURE] as const;
 
 /** Why the gate refused a write (see the rule above). */
 export type RefusalReason = "history" | "thread";
@@ -98,12 +119,22 @@ export function deleteLockName(schema: string): string {
 const lit = (s: string) => `'${s.replace(/'/g, "''")}'`;
 
 /**
- * A call of the gate, as an SQL expression: NULL (write) or the refusal
+ * A call of the writes' gate, as an SQL expression: NULL (write) or the refusal
  * reason. Arguments are SQL expressions: the thread, the namespace, a text[]
  * of the checkpoint ids the write names, and whether it starts a conversation.
  */
 export function gateCall(schema: string, args: { thread: string; ns: string; ids: string; starts: string }): string {
   return `${quoteIdent(schema)}.${GATE_FUNCTION}(${lit(deleteLockName(schema))}, ${args.thread}, ${args.ns}, ${args.ids}, ${args.starts})`;
+}
+
+/**
+ * A call of a put's gate, as an SQL expression: NULL (write) or the refusal
+ * reason. Arguments are SQL expressions: the thread, the namespace, the
+ * checkpoint id, its parent's (NULL: none), `metadata.parents` (jsonb), and
+ * whether it starts a lineage (see the rule).
+ */
+export function putGateCall(schema: string, args: { thread: string; ns: string; id: string; parent: string; ancestors: string; starts: string }): string {
+  return `${quoteIdent(schema)}.${PUT_GATE_FUNCTION}(${lit(deleteLockName(schema))}, ${args.thread}, ${args.ns}, ${args.id}, ${args.parent}, ${args.ancestors}, ${args.starts})`;
 }
 
 /** SQL: take the deletion lock of thread `thread` (an SQL expression) exclusively, waiting. */

@@ -59,7 +59,7 @@ describe("grantStatements", () => {
       'GRANT USAGE ON SCHEMA "we""ird" TO "app; DROP TABLE x"',
       'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "we""ird".checkpoints, "we""ird".checkpoint_writes, "we""ird".checkpoint_blobs, "we""ird".checkpoint_heads, "we""ird".checkpoint_tombstones, "we""ird".checkpointer_retention TO "app; DROP TABLE x"',
       'GRANT SELECT ON TABLE "we""ird".checkpointer_migrations TO "app; DROP TABLE x"',
-      'GRANT EXECUTE ON FUNCTION "we""ird".checkpointer_thread_gate(text, text, text, text[], boolean) TO "app; DROP TABLE x"',
+      'GRANT EXECUTE ON FUNCTION "we""ird".checkpointer_thread_gate(text, text, text, text[], boolean), "we""ird".checkpointer_put_gate(text, text, text, text, text, jsonb, boolean) TO "app; DROP TABLE x"',
       'REVOKE CREATE ON SCHEMA "we""ird" FROM "app; DROP TABLE x"',
       'REVOKE TRUNCATE, REFERENCES, TRIGGER ON TABLE "we""ird".checkpoints, "we""ird".checkpoint_writes, "we""ird".checkpoint_blobs, "we""ird".checkpoint_heads, "we""ird".checkpoint_tombstones, "we""ird".checkpointer_retention FROM "app; DROP TABLE x"',
       "DO $lgcp_grants$ BEGIN EXECUTE pg_catalog.format('REVOKE TEMPORARY ON DATABASE %I FROM %I', pg_catalog.current_database(), 'app; DROP TABLE x'); END $lgcp_grants$",
@@ -93,13 +93,15 @@ describe("the application role", () => {
       { table_name: "checkpointer_retention", privs: "DELETE,INSERT,SELECT,UPDATE" },
       { table_name: "checkpoints", privs: "DELETE,INSERT,SELECT,UPDATE" },
     ]);
-    // EXECUTE on the write gate by its own grant, not only PUBLIC's (which default privileges may take away).
-    const { rows: fns } = await db.pool.query(
-      `SELECT a.privilege_type FROM pg_proc p CROSS JOIN LATERAL aclexplode(p.proacl) a
-        WHERE p.oid = $1::regprocedure AND a.grantee = (SELECT oid FROM pg_roles WHERE rolname = $2)`,
-      [`${SCHEMA}.checkpointer_thread_gate(text, text, text, text[], boolean)`, APP],
-    );
-    expect(fns).toEqual([{ privilege_type: "EXECUTE" }]);
+    // EXECUTE on the write gates by its own grant, not only PUBLIC's (which default privileges may take away).
+    for (const gate of ["checkpointer_thread_gate(text, text, text, text[], boolean)", "checkpointer_put_gate(text, text, text, text, text, jsonb, boolean)"]) {
+      const { rows: fns } = await db.pool.query(
+        `SELECT a.privilege_type FROM pg_proc p CROSS JOIN LATERAL aclexplode(p.proacl) a
+          WHERE p.oid = $1::regprocedure AND a.grantee = (SELECT oid FROM pg_roles WHERE rolname = $2)`,
+        [`${SCHEMA}.${gate}`, APP],
+      );
+      expect(fns, gate).toEqual([{ privilege_type: "EXECUTE" }]);
+    }
     const { rows: who } = await appPool.query("SELECT current_user AS u, rolsuper, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = current_user");
     expect(who[0]).toEqual({ u: APP, rolsuper: false, rolcreaterole: false, rolcreatedb: false });
   });

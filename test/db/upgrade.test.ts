@@ -185,10 +185,16 @@ describe("the tombstones migration and roles granted before it", () => {
       await migrate({ pool: db.pool, schema });
       const { rows } = await db.pool.query(
         `SELECT has_table_privilege($1, $2, 'SELECT, INSERT, UPDATE, DELETE') AS tombstones, has_table_privilege($1, $3, 'SELECT, INSERT, UPDATE') AS retention,
-                has_function_privilege($1, $4, 'EXECUTE') AS gate`,
-        [role, `${schema}.checkpoint_tombstones`, `${schema}.checkpointer_retention`, `${schema}.checkpointer_thread_gate(text, text, text, text[], boolean)`],
+                has_function_privilege($1, $4, 'EXECUTE') AS gate, has_function_privilege($1, $5, 'EXECUTE') AS put_gate`,
+        [
+          role,
+          `${schema}.checkpoint_tombstones`,
+          `${schema}.checkpointer_retention`,
+          `${schema}.checkpointer_thread_gate(text, text, text, text[], boolean)`,
+          `${schema}.checkpointer_put_gate(text, text, text, text, text, jsonb, boolean)`,
+        ],
       );
-      expect(rows[0]).toEqual({ tombstones: true, retention: true, gate: true });
+      expect(rows[0]).toEqual({ tombstones: true, retention: true, gate: true, put_gate: true });
       const url = new URL(db.url);
       url.username = role;
       url.password = "pw";

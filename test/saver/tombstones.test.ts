@@ -104,7 +104,7 @@ describe.each(["branch", "linear"] as const)("after deleteThread (%s lineage)", 
     expect(await rowsOf(threadId)).toEqual(NONE);
   });
 
-  it("refuses what a run made after the deletion while nothing has started the thread again: writes, a put with a parent, a subgraph's first checkpoint", async () => {
+  it("refuses what a run made after the deletion while nothing has started the thread again: writes, a put with a parent, a subgraph's input checkpoint", async () => {
     const saver = savers[mode];
     const threadId = tid("tomb");
     await conversation(saver, threadId);
@@ -112,10 +112,65 @@ describe.each(["branch", "linear"] as const)("after deleteThread (%s lineage)", 
     const fresh = uuid6(-3); // newer than every id of the deleted history, never stored
     expect((await refusal(saver.putWrites(cfg(threadId, fresh), [["x", 7]], "task-4"))).reason).toBe("thread");
     expect((await refusal(saver.put(cfg(threadId, fresh), makeCheckpoint({ x: 8 }, { x: "-a9.00000001" }), meta(5), { x: "-a9.00000001" }))).reason).toBe("thread");
+    // With sync or async durability a subgraph stores its input checkpoint first, naming a root checkpoint the
+    // deleted run never got to store (LangGraph makes no put after a refused one).
     const sub = cfg(threadId, undefined, `child:${uuid6(-3)}`);
     const subMeta = meta(-1, { parents: { "": fresh } });
     expect((await refusal(saver.put(sub, makeCheckpoint({ y: 1 }, { y: "-a1.00000001" }), subMeta, { y: "-a1.00000001" }))).reason).toBe("thread");
     expect(await rowsOf(threadId)).toEqual(NONE);
+  });
+
+  it("refuses a subgraph's checkpoint that names a root checkpoint of the deleted history", async () => {
+    const saver = savers[mode];
+    const threadId = tid("tomb");
+    const { second } = await conversation(saver, threadId);
+    await saver.deleteThread(threadId);
+    const sub = cfg(threadId, undefined, `child:${uuid6(-3)}`);
+    const subMeta = meta(1, { parents: { "": second.configurable!.checkpoint_id } });
+    expect((await refusal(saver.put(sub, makeCheckpoint({ y: 1 }, { y: "-a1.00000001" }), subMeta, { y: "-a1.00000001" }))).reason).toBe("history");
+    expect(await rowsOf(threadId)).toEqual(NONE);
+  });
+
+  it("keeps a subgraph's checkpoint put before the root checkpoint it names (exit durability); when that root put is refused, what was stored under it goes", async () => {
+    const saver = savers[mode];
+    const threadId = tid("tomb");
+    const { second } = await conversation(saver, threadId);
+    await saver.deleteThread(threadId);
+    // A run that outlived the deletion, with exit durability: a subgraph's last checkpoint (source "loop", no
+    // parent) comes first, naming the root checkpoint the run puts last. Nothing yet tells it from a new
+    // conversation's: it is stored.
+    const root = makeCheckpoint({ x: 10 }, { x: "-a3.00000001" });
+    const ns = `child:${uuid6(-3)}`;
+    const subLast = await saver.put(cfg(threadId, undefined, ns), makeCheckpoint({ y: 1 }, { y: "-a1.00000001" }), meta(1, { parents: { "": root.id } }), {
+      y: "-a1.00000001",
+    });
+    await saver.putWrites(subLast, [["y", 2]], "task-7");
+    const nested = cfg(threadId, undefined, `${ns}|grandchild:${uuid6(-3)}`);
+    await saver.put(nested, makeCheckpoint({ z: 1 }, { z: "-a1.00000001" }), meta(0, { parents: { "": root.id, [ns]: subLast.configurable!.checkpoint_id } }), {
+      z: "-a1.00000001",
+    });
+    await saver.putWrites(cfg(threadId, root.id), [["x", 11]], "task-8"); // the root's pending writes find the subgraph's head
+    expect((await rowsOf(threadId)).checkpoints).toBe(2);
+    // The root put continues the deleted history: refused, and it takes along what was stored under it.
+    expect((await refusal(saver.put(second, root, meta(1), { x: "-a3.00000001" }))).reason).toBe("history");
+    expect(await rowsOf(threadId)).toEqual(NONE);
+    expect((await refusal(saver.putWrites(subLast, [["y", 3]], "task-9"))).reason).toBe("thread");
+    expect(await rowsOf(threadId)).toEqual(NONE);
+  });
+
+  it("a new conversation's subgraph checkpoint put before its root (exit durability) is kept, with its writes", async () => {
+    const saver = savers[mode];
+    const threadId = tid("tomb");
+    await conversation(saver, threadId);
+    await saver.deleteThread(threadId);
+    const root = makeCheckpoint({ x: 1 }, { x: "-a1.00000002" });
+    const sub = cfg(threadId, undefined, `child:${uuid6(-3)}`);
+    const subLast = await saver.put(sub, makeCheckpoint({ y: 1 }, { y: "-a1.00000001" }), meta(1, { parents: { "": root.id } }), { y: "-a1.00000001" });
+    await saver.putWrites(subLast, [["y", 2]], "task-10");
+    await saver.put(cfg(threadId), root, meta(1), { x: "-a1.00000002" });
+    expect((await saver.getTuple(sub))?.pendingWrites).toEqual([["task-10", "y", 2]]);
+    expect((await saver.getTuple(cfg(threadId)))?.checkpoint.id).toBe(root.id);
+    expect((await rowsOf(threadId)).checkpoints).toBe(2);
   });
 
   it("lets a new conversation start on the same id, and carry on in every namespace", async () => {
