@@ -16,6 +16,7 @@ import type {
   SearchOperation,
 } from "@langchain/langgraph-checkpoint";
 import { InvalidInputError } from "../errors.js";
+import { checkText } from "../validate.js";
 import { compileFilter } from "./filter.js";
 import { SEPARATOR, checkCount, checkItemKey, checkNamespace, checkTtl, encodeValue, nsKey } from "./input.js";
 import type { CheckedStoreOptions, StoreSearchOptions } from "./options.js";
@@ -130,6 +131,8 @@ export function searchRead(ctx: StoreContext, i: number, op: SearchOperation, ex
   const offset = checkCount(`${field} offset`, op.offset, 0);
   const query = op.query;
   if (query !== undefined && query !== null && typeof query !== "string") throw new InvalidInputError(`${field} query`, "expected a string");
+  // In every mode: the text search and hybrid send it to Postgres, and one query should not work in one mode only.
+  if (typeof query === "string") checkText(`${field} query`, query);
   const mode = extra.mode ?? "auto";
   if (!["auto", "text", "vector", "hybrid"].includes(mode)) throw new InvalidInputError(`${field} options.mode`, `Unknown search mode: ${String(mode)} (auto, text, vector, hybrid)`);
   const index = ctx.opts.index;

@@ -6,7 +6,7 @@
  * the separator of the stored key (see schema.ts); nothing is matched with LIKE.
  */
 import { InvalidInputError } from "../errors.js";
-import { LONE_SURROGATE, checkKey } from "../validate.js";
+import { checkKey, checkText } from "../validate.js";
 
 /**
  * Byte limits that keep the primary key (namespace, key) and the vector
@@ -39,9 +39,8 @@ export function checkNamespace(field: string, namespace: unknown, opts: { allowE
       throw new InvalidInputError(`${field}[${i}]`, `Namespace labels must be strings, but got ${label === null ? "null" : typeof label}.`);
     }
     if (label === "") throw new InvalidInputError(`${field}[${i}]`, "Namespace labels cannot be empty strings.");
-    if (label.includes("\u0000")) throw new InvalidInputError(`${field}[${i}]`, "must not contain NUL (\\u0000) characters");
+    checkText(`${field}[${i}]`, label);
     if (label.includes(SEPARATOR)) throw new InvalidInputError(`${field}[${i}]`, "must not contain U+0001, which separates the labels of a stored namespace");
-    if (LONE_SURROGATE.test(label)) throw new InvalidInputError(`${field}[${i}]`, "is not valid Unicode (a lone surrogate: half of a character)");
     bytes += label.length * 3 > 255 ? encoder.encode(label).length : label.length * 3;
   });
   if (bytes > STORE_LIMITS.namespaceBytes) {
@@ -60,6 +59,17 @@ export function checkItemKey(field: string, key: unknown): string {
 /** JSON text of a value Postgres JSONB must be able to hold: no NUL, no lone surrogate (JSON.stringify escapes both). */
 const UNSTORABLE = /\\u0000|\\ud[89ab][0-9a-f]{2}(?!\\ud[c-f][0-9a-f]{2})|(?<!\\ud[89ab][0-9a-f]{2})\\ud[c-f][0-9a-f]{2}/i;
 
+/**
+ * JSON text (of `JSON.stringify`) that Postgres JSONB can hold: no string or key holding NUL, which it
+ * refuses, or a lone surrogate, which it refuses too. Checked on the text: one pass, whatever the nesting.
+ */
+export function checkJsonText(field: string, json: string): string {
+  if (UNSTORABLE.test(json)) {
+    throw new InvalidInputError(field, "holds a string with a NUL (\\u0000) character or a lone surrogate, which Postgres JSONB cannot store");
+  }
+  return json;
+}
+
 /** A value to put: a JSON object (not an array or a primitive), returned as its JSON text. */
 export function encodeValue(field: string, value: unknown): string {
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
@@ -72,10 +82,7 @@ export function encodeValue(field: string, value: unknown): string {
     throw new InvalidInputError(field, `is not JSON-serializable (${err instanceof Error ? err.message.split("\n")[0] : "unknown reason"})`);
   }
   if (json === undefined) throw new InvalidInputError(field, "is not JSON-serializable");
-  if (UNSTORABLE.test(json)) {
-    throw new InvalidInputError(field, "holds a string with a NUL (\\u0000) character or a lone surrogate, which Postgres JSONB cannot store");
-  }
-  return json;
+  return checkJsonText(field, json);
 }
 
 /** `limit` / `offset`: a non-negative integer, or the default. */

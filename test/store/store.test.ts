@@ -68,6 +68,14 @@ describe("filters", () => {
     expect(keys(await s.search(["f"], { filter: { tag: { $exists: true } } }))).toEqual(["big", "dec", "int", "obj", "str"]);
   });
 
+  it("characters of every UTF-8 length, surrogate pairs included, in field names, operands and text queries", async () => {
+    await s.put(["f", "u"], "emoji", { "é😀": "x😀 ünïcödé", list: ["😀"] });
+    expect(keys(await s.search(["f", "u"], { filter: { "é😀": "x😀 ünïcödé" } }))).toEqual(["emoji"]);
+    expect(keys(await s.search(["f", "u"], { filter: { "é😀": { $gte: "x😀" }, list: { $eq: ["😀"] } } }))).toEqual(["emoji"]);
+    expect(keys(await s.search(["f", "u"], { filter: { "é😀": { $in: ["x😀 ünïcödé"] } } }))).toEqual(["emoji"]);
+    expect(keys(await s.search(["f", "u"], { query: "x😀", mode: "text" }))).toEqual(["emoji"]);
+  });
+
   it("an unknown operator or a bad operand is refused, naming it", async () => {
     await expect(s.search(["f"], { filter: { n: { $regex: "x" } } })).rejects.toMatchObject({ name: "InvalidInputError", field: "search filter.n.$regex" });
     await expect(s.search(["f"], { filter: { n: { $gt: true } } })).rejects.toMatchObject({ field: "search filter.n.$gt" });
@@ -251,12 +259,27 @@ describe("input is refused before any SQL, naming the field", () => {
     ["a namespace too long", () => nowhere.get(["x".repeat(2000)], "k"), "get namespace"],
     ["a key too long", () => nowhere.get(["a"], "k".repeat(600)), "get key"],
     ["an unknown batch operation", () => nowhere.batch([{ nope: 1 } as never]), "batch operations[0]"],
+    // Search inputs: Postgres text cannot hold NUL, and would hold U+FFFD for a lone surrogate.
+    ["NUL in a search query", () => nowhere.search(["a"], { query: "a\u0000b" }), "search query"],
+    ["a lone surrogate in a search query", () => nowhere.search(["a"], { query: "x\ud800", mode: "text" }), "search query"],
+    ["NUL in a batch search's query", () => nowhere.batch([{ namespacePrefix: ["a"], query: "\u0000", limit: 1, offset: 0 }]), "batch operations[0] query"],
+    ["NUL in a filter field name", () => nowhere.search(["a"], { filter: { "a\u0000b": 1 } }), 'search filter key "a\\u0000b"'],
+    ["a lone surrogate in a filter field name", () => nowhere.search(["a"], { filter: { "\udc00": { $exists: true } } }), 'search filter key "\\udc00"'],
+    ["NUL in a filter value", () => nowhere.search(["a"], { filter: { x: "a\u0000" } }), "search filter.x"],
+    ["NUL in an $eq operand", () => nowhere.search(["a"], { filter: { x: { $eq: "a\u0000" } } }), "search filter.x.$eq"],
+    ["a lone surrogate in a $gt operand", () => nowhere.search(["a"], { filter: { x: { $gt: "\ud800" } } }), "search filter.x.$gt"],
+    ["NUL in an element of $in", () => nowhere.search(["a"], { filter: { x: { $in: ["ok", "a\u0000"] } } }), "search filter.x.$in"],
+    ["a lone surrogate deep in an element of $nin", () => nowhere.search(["a"], { filter: { x: { $nin: [{ deep: ["\udfff"] }] } } }), "search filter.x.$nin"],
+    ["NUL in a key of an object operand", () => nowhere.search(["a"], { filter: { x: { $ne: { "k\u0000": 1 } } } }), "search filter.x.$ne"],
+    ["NUL in a batch search's filter field name", () => nowhere.batch([{ namespacePrefix: ["a"], filter: { "\u0000": 1 }, limit: 1, offset: 0 }]), 'batch operations[0] filter key "\\u0000"'],
   ];
   for (const [what, call, field] of cases) {
     it(what, async () => {
       const err = await call().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(InvalidInputError);
       expect((err as InvalidInputError).field).toBe(field);
+      // The input is named, never echoed: no NUL, no half of a character in the message.
+      expect((err as InvalidInputError).message).not.toMatch(/[\u0000\ud800-\udfff]/);
     });
   }
 });
