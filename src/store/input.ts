@@ -56,8 +56,12 @@ export function checkItemKey(field: string, key: unknown): string {
   return checkKey(field, key, STORE_LIMITS.key, { allowEmpty: true });
 }
 
-/** JSON text of a value Postgres JSONB must be able to hold: no NUL, no lone surrogate (JSON.stringify escapes both). */
-const UNSTORABLE = /\\u0000|\\ud[89ab][0-9a-f]{2}(?!\\ud[c-f][0-9a-f]{2})|(?<!\\ud[89ab][0-9a-f]{2})\\ud[c-f][0-9a-f]{2}/i;
+/**
+ * In JSON text of `JSON.stringify`, what Postgres JSONB cannot hold: the escape of NUL, or of a
+ * surrogate (it escapes only lone ones; a pair is written as is). An escape, not text that looks like
+ * one: its backslash comes after an even number of backslashes (`\\u0000` is an escaped backslash, then "u0000").
+ */
+const UNSTORABLE = /(?<!\\)(?:\\\\)*\\u(?:0000|d[89a-f][0-9a-f]{2})/i;
 
 /**
  * JSON text (of `JSON.stringify`) that Postgres JSONB can hold: no string or key holding NUL, which it

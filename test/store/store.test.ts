@@ -76,6 +76,14 @@ describe("filters", () => {
     expect(keys(await s.search(["f", "u"], { query: "x😀", mode: "text" }))).toEqual(["emoji"]);
   });
 
+  it("a backslash before u0000 or ud800 is text, not an escape: stored, read and matched", async () => {
+    const text = String.raw`C:\u0000\ud800 \\u0000`;
+    await s.put(["f", "esc"], "path", { text, [text]: 1 });
+    expect((await s.get(["f", "esc"], "path"))?.value).toEqual({ text, [text]: 1 });
+    expect(keys(await s.search(["f", "esc"], { filter: { text } }))).toEqual(["path"]);
+    expect(keys(await s.search(["f", "esc"], { filter: { text: { $in: [text] }, [text]: { $eq: 1 } } }))).toEqual(["path"]);
+  });
+
   it("an unknown operator or a bad operand is refused, naming it", async () => {
     await expect(s.search(["f"], { filter: { n: { $regex: "x" } } })).rejects.toMatchObject({ name: "InvalidInputError", field: "search filter.n.$regex" });
     await expect(s.search(["f"], { filter: { n: { $gt: true } } })).rejects.toMatchObject({ field: "search filter.n.$gt" });
@@ -254,6 +262,7 @@ describe("input is refused before any SQL, naming the field", () => {
     ["a value that is an array", () => nowhere.put(["a"], "k", [1] as unknown as Record<string, unknown>), "put value"],
     ["NUL inside a value", () => nowhere.put(["a"], "k", { text: "a\u0000b" }), "put value"],
     ["a lone surrogate inside a value", () => nowhere.put(["a"], "k", { text: "\ud800" }), "put value"],
+    ["NUL after a backslash inside a value", () => nowhere.put(["a"], "k", { text: "\\\u0000" }), "put value"],
     ["a negative limit", () => nowhere.search(["a"], { limit: -1 }), "search limit"],
     ["a TTL of zero", () => nowhere.put(["a"], "k", { v: 1 }, undefined, { ttl: 0 }), "put options.ttl"],
     ["a namespace too long", () => nowhere.get(["x".repeat(2000)], "k"), "get namespace"],
