@@ -24,12 +24,16 @@ export const SEPARATOR = "\u0001";
 export const nsKey = (labels: readonly string[]): string => labels.join(SEPARATOR);
 
 /**
- * A namespace: an array of non-empty strings (the first not "langgraph",
- * reserved by LangGraph), or for a prefix (`allowEmpty`) possibly no label.
+ * A namespace: an array of non-empty strings, or for a prefix (`allowEmpty`)
+ * possibly no label. Its first label is not "langgraph", reserved by
+ * LangGraph, unless `allowReservedRoot`: as in LangGraph's BaseStore and
+ * InMemoryStore, only a write of a value is refused there; a get (null), a
+ * delete (nothing to delete), a search or a listing may name it, and a
+ * graph's store (AsyncBatchedStore) sends such gets and deletes to batch().
  * The messages of LangGraph's own `validateNamespace` are kept, since
  * callers match on them.
  */
-export function checkNamespace(field: string, namespace: unknown, opts: { allowEmpty?: boolean; wildcards?: boolean } = {}): string[] {
+export function checkNamespace(field: string, namespace: unknown, opts: { allowEmpty?: boolean; allowReservedRoot?: boolean } = {}): string[] {
   if (!Array.isArray(namespace)) throw new InvalidInputError(field, "expected an array of strings (the namespace's labels)");
   if (namespace.length === 0 && !opts.allowEmpty) throw new InvalidInputError(field, "Namespace cannot be empty.");
   if (namespace.length > STORE_LIMITS.labels) throw new InvalidInputError(field, `has ${namespace.length} labels; the limit is ${STORE_LIMITS.labels}`);
@@ -47,7 +51,7 @@ export function checkNamespace(field: string, namespace: unknown, opts: { allowE
     const exact = namespace.reduce((n: number, l: string) => n + encoder.encode(l).length, 0);
     if (exact > STORE_LIMITS.namespaceBytes) throw new InvalidInputError(field, `is ${exact} bytes long; the limit is ${STORE_LIMITS.namespaceBytes} bytes (UTF-8)`);
   }
-  if (!opts.wildcards && namespace[0] === "langgraph") throw new InvalidInputError(field, 'Root label for namespace cannot be "langgraph".');
+  if (!opts.allowReservedRoot && namespace[0] === "langgraph") throw new InvalidInputError(field, 'Root label for namespace cannot be "langgraph".');
   return namespace as string[];
 }
 

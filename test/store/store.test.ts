@@ -6,8 +6,10 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AsyncBatchedStore, InMemoryStore, type BaseStore } from "@langchain/langgraph-checkpoint";
 import { CountingProxy } from "../../bench/proxy.js";
 import { InvalidInputError, PostgresStore } from "../../src/index.js";
+import { nsKey } from "../../src/store/input.js";
 import { sweepSql } from "../../src/store/ttl.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
 
@@ -291,6 +293,49 @@ describe("input is refused before any SQL, naming the field", () => {
       expect((err as InvalidInputError).message).not.toMatch(/[\u0000\ud800-\udfff]/);
     });
   }
+});
+
+describe('namespaces whose first label is "langgraph" (reserved by LangGraph), as in its InMemoryStore', () => {
+  const ns = ["langgraph", "memories"];
+  const reserved = 'Root label for namespace cannot be "langgraph"';
+
+  it("get is null and delete does nothing, directly, in a batch and through a graph's store; put is refused by both", async () => {
+    const s = await store();
+    const mem = new InMemoryStore();
+    const both = async <T>(call: (st: BaseStore) => Promise<T>) => [await call(mem), await call(s)];
+    expect(await both((st) => st.get(ns, "k"))).toEqual([null, null]);
+    expect(await both((st) => st.delete(ns, "k"))).toEqual([undefined, undefined]);
+    expect(await both(async (st) => (await st.batch([{ namespace: ns, key: "k" }, { namespace: ns, key: "k", value: null }]))[0])).toEqual([null, null]);
+    expect(await both((st) => st.search(ns))).toEqual([[], []]);
+    // A graph hands its nodes the store wrapped in AsyncBatchedStore, whose get and delete send these to batch().
+    const graphs = new AsyncBatchedStore(s);
+    graphs.start();
+    try {
+      expect(await graphs.get(ns, "k")).toBeNull();
+      await graphs.delete(ns, "k");
+    } finally {
+      await graphs.stop();
+    }
+    // Writes stay refused, with LangGraph's message (InMemoryStore's own batch() alone skips the check).
+    await expect(mem.put(ns, "k", { v: 1 })).rejects.toThrow(reserved);
+    await expect(s.put(ns, "k", { v: 1 })).rejects.toMatchObject({ name: "InvalidInputError", field: "put namespace", message: expect.stringContaining(reserved) });
+    await expect(s.batch([{ namespace: ns, key: "k", value: { v: 1 } }])).rejects.toMatchObject({ field: "batch operations[0].namespace" });
+  });
+
+  it("an item there (stored by hand: no put can) is read and deleted as InMemoryStore reads and deletes one", async () => {
+    const s = await store();
+    const mem = new InMemoryStore();
+    await mem.batch([{ namespace: ns, key: "k", value: { v: 1 } }]);
+    await db.pool.query(`INSERT INTO ${s.schema}.store_items (ns_key, key, value) VALUES ($1, 'k', '{"v": 1}')`, [nsKey(ns)]);
+    const read = async (st: BaseStore) => {
+      const item = await st.get(ns, "k");
+      return item && { namespace: item.namespace, key: item.key, value: item.value };
+    };
+    expect(await read(s)).toEqual(await read(mem));
+    expect(await read(s)).toEqual({ namespace: ns, key: "k", value: { v: 1 } });
+    await Promise.all([mem.delete(ns, "k"), s.delete(ns, "k")]);
+    expect([await read(mem), await read(s)]).toEqual([null, null]);
+  });
 });
 
 describe("the schema", () => {
