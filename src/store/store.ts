@@ -305,7 +305,8 @@ export class PostgresStore extends BaseStore {
   }
 
   /**
-   * One item, or null (also when it expired). With `ttl.refreshOnRead` its expiry moves, in the same statement.
+   * One item, or null (also when it expired). With `ttl.refreshOnRead` its expiry moves, in the same statement
+   * (null if the sweeper deleted it meanwhile: an item returned stays stored until its new expiry).
    *
    * @example
    * ```ts
