@@ -67,10 +67,24 @@ export function withStringThreadId<C extends RunnableConfig | undefined>(config:
   return { ...config, configurable: { ...config!.configurable, thread_id: String(id) } };
 }
 
-function checkKeyText(field: string, value: string, limit: number, opts: { allowEmpty?: boolean } = {}): string {
-  if (value === "" && !opts.allowEmpty) throw new InvalidInputError(field, "must not be empty");
+/**
+ * A string Postgres text holds as given: no NUL (it cannot hold one; the statement would fail) and no
+ * lone surrogate (it would silently hold U+FFFD instead). The value is never echoed.
+ *
+ * @example
+ * ```ts
+ * checkText("search query", query);
+ * ```
+ */
+export function checkText(field: string, value: string): string {
   if (value.includes("\u0000")) throw new InvalidInputError(field, "must not contain NUL (\\u0000) characters");
   if (LONE_SURROGATE.test(value)) throw new InvalidInputError(field, "is not valid Unicode (a lone surrogate: half of a character)");
+  return value;
+}
+
+function checkKeyText(field: string, value: string, limit: number, opts: { allowEmpty?: boolean } = {}): string {
+  if (value === "" && !opts.allowEmpty) throw new InvalidInputError(field, "must not be empty");
+  checkText(field, value);
   // Most keys are short ASCII: skip the encode when even 4 bytes per char fit.
   if (value.length * 3 > limit) {
     const bytes = encoder.encode(value).length;

@@ -16,6 +16,7 @@ import type {
   SearchOperation,
 } from "@langchain/langgraph-checkpoint";
 import { InvalidInputError } from "../errors.js";
+import { checkText } from "../validate.js";
 import { compileFilter } from "./filter.js";
 import { SEPARATOR, checkCount, checkItemKey, checkNamespace, checkTtl, encodeValue, nsKey } from "./input.js";
 import type { CheckedStoreOptions, StoreSearchOptions } from "./options.js";
@@ -57,13 +58,14 @@ export async function runBatch<Op extends readonly Operation[]>(ctx: StoreContex
     if ("namespacePrefix" in op) reads.push(searchRead(ctx, i, op as SearchOperation, {}, field));
     else if ("value" in op) {
       const put = op as PutOperation & { options?: { ttl?: number } };
-      const namespace = checkNamespace(`${field}.namespace`, put.namespace);
+      const namespace = checkNamespace(`${field}.namespace`, put.namespace, { allowReservedRoot: put.value === null });
       const key = checkItemKey(`${field}.key`, put.key);
       writes.set(JSON.stringify([namespace, key]), { op: put, field });
       results[i] = undefined;
     } else if ("key" in op) {
       const get = op as GetOperation;
-      reads.push({ kind: "get", i, namespace: checkNamespace(`${field}.namespace`, get.namespace), key: checkItemKey(`${field}.key`, get.key) });
+      const namespace = checkNamespace(`${field}.namespace`, get.namespace, { allowReservedRoot: true });
+      reads.push({ kind: "get", i, namespace, key: checkItemKey(`${field}.key`, get.key) });
     } else if ("matchConditions" in op || "limit" in op) {
       reads.push(listRead(i, op as ListNamespacesOperation, field));
     } else throw new InvalidInputError(field, "is not a get, put, search or listNamespaces operation");
@@ -125,11 +127,13 @@ export async function prepareWrite(ctx: StoreContext, puts: WriteOp[]): Promise<
 
 /** Check a search and say how to build its SQL (the query embedded later, in searchRows). */
 export function searchRead(ctx: StoreContext, i: number, op: SearchOperation, extra: StoreSearchOptions, field: string): Extract<Read, { kind: "search" }> & { embedText?: string } {
-  const prefix = checkNamespace(`${field} namespacePrefix`, op.namespacePrefix, { allowEmpty: true, wildcards: true });
+  const prefix = checkNamespace(`${field} namespacePrefix`, op.namespacePrefix, { allowEmpty: true, allowReservedRoot: true });
   const limit = checkCount(`${field} limit`, op.limit, 10);
   const offset = checkCount(`${field} offset`, op.offset, 0);
   const query = op.query;
   if (query !== undefined && query !== null && typeof query !== "string") throw new InvalidInputError(`${field} query`, "expected a string");
+  // In every mode: the text search and hybrid send it to Postgres, and one query should not work in one mode only.
+  if (typeof query === "string") checkText(`${field} query`, query);
   const mode = extra.mode ?? "auto";
   if (!["auto", "text", "vector", "hybrid"].includes(mode)) throw new InvalidInputError(`${field} options.mode`, `Unknown search mode: ${String(mode)} (auto, text, vector, hybrid)`);
   const index = ctx.opts.index;
@@ -187,7 +191,7 @@ function listRead(i: number, op: ListNamespacesOperation, field: string): Extrac
     if (c === null || typeof c !== "object" || (c.matchType !== "prefix" && c.matchType !== "suffix")) {
       throw new InvalidInputError(`${field}.matchConditions[${j}]`, 'expected { matchType: "prefix" | "suffix", path }');
     }
-    return { matchType: c.matchType, path: checkNamespace(`${field}.matchConditions[${j}].path`, c.path, { allowEmpty: true, wildcards: true }) };
+    return { matchType: c.matchType, path: checkNamespace(`${field}.matchConditions[${j}].path`, c.path, { allowEmpty: true, allowReservedRoot: true }) };
   });
   if (op.maxDepth !== undefined && op.maxDepth !== null && (!Number.isInteger(op.maxDepth) || op.maxDepth < 1)) {
     throw new InvalidInputError(`${field}.maxDepth`, "expected a positive integer");

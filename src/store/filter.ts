@@ -5,9 +5,13 @@
  * (the number 1 is not the string "1", 1.50 equals 1.5); `$gt`... compare
  * numbers as numbers and strings as strings (byte-wise), and match only
  * values of the filter's type. A missing field is not equal to anything, so
- * `$ne` and `$nin` match it. An unknown operator is refused, not ignored.
+ * `$ne` and `$nin` match it. An unknown operator is refused, not ignored, and
+ * so is a field name or an operand Postgres would not hold as given (NUL, a
+ * lone surrogate), as every other input is.
  */
 import { InvalidInputError } from "../errors.js";
+import { checkText } from "../validate.js";
+import { checkJsonText } from "./input.js";
 import type { Params } from "./sql.js";
 
 const OPERATORS = ["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists"] as const;
@@ -18,10 +22,11 @@ function isOperatorObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value) && Object.keys(value).some((k) => k.startsWith("$"));
 }
 
+/** An operand as JSONB text; any string in it, at any depth, Postgres must hold as given. */
 function json(field: string, value: unknown): string {
   const text = JSON.stringify(value);
   if (text === undefined) throw new InvalidInputError(field, "expected a JSON value");
-  return text;
+  return checkJsonText(field, text);
 }
 
 /**
@@ -38,6 +43,8 @@ export function compileFilter(filter: unknown, value: string, params: Params, fi
   if (typeof filter !== "object" || Array.isArray(filter)) throw new InvalidInputError(field, "expected an object of field conditions");
   const parts: string[] = [];
   for (const [key, condition] of Object.entries(filter)) {
+    // Named as JSON: the name of a field that cannot be used is shown escaped, never as its raw characters.
+    checkText(`${field} key ${JSON.stringify(key)}`, key);
     const at = `${field}.${key}`;
     const item = `(${value} -> ${params.add(key, "text")})`;
     if (!isOperatorObject(condition)) {
@@ -69,6 +76,7 @@ function operatorCondition(op: Operator, item: string, operand: unknown, params:
         return `CASE WHEN pg_catalog.jsonb_typeof(${item}) = 'number' THEN ${item}::numeric ${COMPARE[op]} ${params.add(operand, "numeric")} ELSE false END`;
       }
       if (typeof operand === "string") {
+        checkText(field, operand);
         return `(pg_catalog.jsonb_typeof(${item}) = 'string' AND (${item} #>> '{}') COLLATE "C" ${COMPARE[op]} ${params.add(operand, "text")})`;
       }
       throw new InvalidInputError(field, "expected a finite number or a string");

@@ -6,7 +6,7 @@
  * the separator of the stored key (see schema.ts); nothing is matched with LIKE.
  */
 import { InvalidInputError } from "../errors.js";
-import { LONE_SURROGATE, checkKey } from "../validate.js";
+import { checkKey, checkText } from "../validate.js";
 
 /**
  * Byte limits that keep the primary key (namespace, key) and the vector
@@ -24,12 +24,16 @@ export const SEPARATOR = "\u0001";
 export const nsKey = (labels: readonly string[]): string => labels.join(SEPARATOR);
 
 /**
- * A namespace: an array of non-empty strings (the first not "langgraph",
- * reserved by LangGraph), or for a prefix (`allowEmpty`) possibly no label.
+ * A namespace: an array of non-empty strings, or for a prefix (`allowEmpty`)
+ * possibly no label. Its first label is not "langgraph", reserved by
+ * LangGraph, unless `allowReservedRoot`: as in LangGraph's BaseStore and
+ * InMemoryStore, only a write of a value is refused there; a get (null), a
+ * delete (nothing to delete), a search or a listing may name it, and a
+ * graph's store (AsyncBatchedStore) sends such gets and deletes to batch().
  * The messages of LangGraph's own `validateNamespace` are kept, since
  * callers match on them.
  */
-export function checkNamespace(field: string, namespace: unknown, opts: { allowEmpty?: boolean; wildcards?: boolean } = {}): string[] {
+export function checkNamespace(field: string, namespace: unknown, opts: { allowEmpty?: boolean; allowReservedRoot?: boolean } = {}): string[] {
   if (!Array.isArray(namespace)) throw new InvalidInputError(field, "expected an array of strings (the namespace's labels)");
   if (namespace.length === 0 && !opts.allowEmpty) throw new InvalidInputError(field, "Namespace cannot be empty.");
   if (namespace.length > STORE_LIMITS.labels) throw new InvalidInputError(field, `has ${namespace.length} labels; the limit is ${STORE_LIMITS.labels}`);
@@ -39,16 +43,15 @@ export function checkNamespace(field: string, namespace: unknown, opts: { allowE
       throw new InvalidInputError(`${field}[${i}]`, `Namespace labels must be strings, but got ${label === null ? "null" : typeof label}.`);
     }
     if (label === "") throw new InvalidInputError(`${field}[${i}]`, "Namespace labels cannot be empty strings.");
-    if (label.includes("\u0000")) throw new InvalidInputError(`${field}[${i}]`, "must not contain NUL (\\u0000) characters");
+    checkText(`${field}[${i}]`, label);
     if (label.includes(SEPARATOR)) throw new InvalidInputError(`${field}[${i}]`, "must not contain U+0001, which separates the labels of a stored namespace");
-    if (LONE_SURROGATE.test(label)) throw new InvalidInputError(`${field}[${i}]`, "is not valid Unicode (a lone surrogate: half of a character)");
     bytes += label.length * 3 > 255 ? encoder.encode(label).length : label.length * 3;
   });
   if (bytes > STORE_LIMITS.namespaceBytes) {
     const exact = namespace.reduce((n: number, l: string) => n + encoder.encode(l).length, 0);
     if (exact > STORE_LIMITS.namespaceBytes) throw new InvalidInputError(field, `is ${exact} bytes long; the limit is ${STORE_LIMITS.namespaceBytes} bytes (UTF-8)`);
   }
-  if (!opts.wildcards && namespace[0] === "langgraph") throw new InvalidInputError(field, 'Root label for namespace cannot be "langgraph".');
+  if (!opts.allowReservedRoot && namespace[0] === "langgraph") throw new InvalidInputError(field, 'Root label for namespace cannot be "langgraph".');
   return namespace as string[];
 }
 
@@ -57,8 +60,23 @@ export function checkItemKey(field: string, key: unknown): string {
   return checkKey(field, key, STORE_LIMITS.key, { allowEmpty: true });
 }
 
-/** JSON text of a value Postgres JSONB must be able to hold: no NUL, no lone surrogate (JSON.stringify escapes both). */
-const UNSTORABLE = /\\u0000|\\ud[89ab][0-9a-f]{2}(?!\\ud[c-f][0-9a-f]{2})|(?<!\\ud[89ab][0-9a-f]{2})\\ud[c-f][0-9a-f]{2}/i;
+/**
+ * In JSON text of `JSON.stringify`, what Postgres JSONB cannot hold: the escape of NUL, or of a
+ * surrogate (it escapes only lone ones; a pair is written as is). An escape, not text that looks like
+ * one: its backslash comes after an even number of backslashes (`\\u0000` is an escaped backslash, then "u0000").
+ */
+const UNSTORABLE = /(?<!\\)(?:\\\\)*\\u(?:0000|d[89a-f][0-9a-f]{2})/i;
+
+/**
+ * JSON text (of `JSON.stringify`) that Postgres JSONB can hold: no string or key holding NUL, which it
+ * refuses, or a lone surrogate, which it refuses too. Checked on the text: one pass, whatever the nesting.
+ */
+export function checkJsonText(field: string, json: string): string {
+  if (UNSTORABLE.test(json)) {
+    throw new InvalidInputError(field, "holds a string with a NUL (\\u0000) character or a lone surrogate, which Postgres JSONB cannot store");
+  }
+  return json;
+}
 
 /** A value to put: a JSON object (not an array or a primitive), returned as its JSON text. */
 export function encodeValue(field: string, value: unknown): string {
@@ -72,10 +90,7 @@ export function encodeValue(field: string, value: unknown): string {
     throw new InvalidInputError(field, `is not JSON-serializable (${err instanceof Error ? err.message.split("\n")[0] : "unknown reason"})`);
   }
   if (json === undefined) throw new InvalidInputError(field, "is not JSON-serializable");
-  if (UNSTORABLE.test(json)) {
-    throw new InvalidInputError(field, "holds a string with a NUL (\\u0000) character or a lone surrogate, which Postgres JSONB cannot store");
-  }
-  return json;
+  return checkJsonText(field, json);
 }
 
 /** `limit` / `offset`: a non-negative integer, or the default. */

@@ -24,7 +24,7 @@ import { checkIndexConfig, type DistanceMetric, type IndexConfig, type VectorInd
 export interface TTLConfig {
   /** TTL of items put without one. Default: none (items never expire). */
   defaultTtl?: number;
-  /** Reads (get, search) move an item's expiry to now + its TTL. Default true. */
+  /** Reads (get, search) move an item's expiry to now + its TTL, and return only items whose expiry they moved (not one the sweeper deleted meanwhile). Default true. */
   refreshOnRead?: boolean;
   /** Delete expired items every so many minutes (one process at a time), from `setup()`/`start()` to `stop()`. Default: no sweeper. */
   sweepIntervalMinutes?: number;

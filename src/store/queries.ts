@@ -8,7 +8,7 @@
 import type { Table } from "drizzle-orm";
 import { quoteIdent } from "../validate.js";
 import { STORE_LIMITS } from "./input.js";
-import { LIVE, Params, matchCondition, prefixCondition } from "./sql.js";
+import { COLUMNS, LIVE, Params, matchCondition, prefixCondition } from "./sql.js";
 import type { storeItems } from "./schema.js";
 
 type Names<T extends Table> = { readonly table: T["_"]["name"] } & { readonly [K in keyof T["_"]["columns"]]: T["_"]["columns"][K]["_"]["name"] };
@@ -33,12 +33,12 @@ export interface ItemRow {
   value: Record<string, unknown>;
   created_at: Date;
   updated_at: Date;
+  /** The TTL the item was put with (minutes), or null: whether a refreshing read must find it still stored. */
+  ttl_minutes: number | null;
   score?: number | string | null;
   /** The operation of the batch this row answers. */
   op?: number;
 }
-
-const COLUMNS = (a: string) => `${a}.ns_key, ${a}.key, ${a}.value, ${a}.created_at, ${a}.updated_at`;
 
 /** A TTL (minutes) from now, or NULL. */
 const EXPIRES = (ttl: string) => `CASE WHEN ${ttl} IS NULL THEN NULL ELSE pg_catalog.now() + pg_catalog.make_interval(secs => ${ttl} * 60) END`;
@@ -86,16 +86,22 @@ export function storeQueries(schema: string) {
 
   /**
    * Reads that refresh TTLs: the rows read, and in the same statement the
-   * expiry of those put with a TTL moved to now + their own TTL. `ns`: the
-   * parameter naming the one namespace read, when there is one: the update
-   * then names it too, so a store partitioned by namespace (README "Scaling
-   * out") is pruned to its partition when planned, not scanned whole.
+   * expiry of those put with a TTL moved to now + their own TTL. Such a row
+   * is returned only if the update touched it: the sweeper may have deleted
+   * it between the read's snapshot (before its expiry) and the update (the
+   * update then skips it, READ COMMITTED), and a read that returns an item
+   * must leave it stored with the refreshed expiry (issue 37). A row without
+   * TTL is returned as read: no sweep deletes it. `ns`: the parameter naming
+   * the one namespace read, when there is one: the update then names it too,
+   * so a store partitioned by namespace (README "Scaling out") is pruned to
+   * its partition when planned, not scanned whole.
    */
   const refreshing = (hits: string, columns: string, ns = "hit.ns_key") =>
     `WITH hit AS MATERIALIZED (${hits}),
      touch AS (UPDATE ${items} it SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => it.ttl_minutes * 60)
-                 FROM hit WHERE it.ns_key = ${ns} AND it.key = hit.key AND it.ttl_minutes IS NOT NULL)
-     SELECT ${columns} FROM hit`;
+                 FROM hit WHERE it.ns_key = ${ns} AND it.key = hit.key AND hit.ttl_minutes IS NOT NULL
+               RETURNING it.ns_key, it.key)
+     SELECT ${columns} FROM hit WHERE hit.ttl_minutes IS NULL OR (hit.ns_key, hit.key) IN (SELECT ns_key, key FROM touch)`;
 
   return {
     items,
@@ -104,7 +110,7 @@ export function storeQueries(schema: string) {
     /** One item by namespace key and key. */
     get(refresh: boolean): string {
       const hit = `SELECT ${COLUMNS("it")} FROM ${items} it WHERE it.ns_key = $1 AND it.key = $2 AND ${LIVE("it")}`;
-      return refresh ? refreshing(hit, "hit.ns_key, hit.key, hit.value, hit.created_at, hit.updated_at", "$1") : hit;
+      return refresh ? refreshing(hit, COLUMNS("hit"), "$1") : hit;
     },
 
     /** Several items: `$1` is a JSON array of `[namespace key, key]`; each row says which (`op`, 0-based). */
@@ -115,7 +121,7 @@ export function storeQueries(schema: string) {
                      CROSS JOIN LATERAL (SELECT * FROM ${items} i
                                           WHERE i.ns_key = r.x ->> 0 AND i.key = r.x ->> 1 AND ${LIVE("i")}
                                           LIMIT 1) it`;
-      return refresh ? refreshing(hit, "hit.op, hit.ns_key, hit.key, hit.value, hit.created_at, hit.updated_at") : hit;
+      return refresh ? refreshing(hit, `hit.op, ${COLUMNS("hit")}`) : hit;
     },
 
     /**
@@ -216,12 +222,18 @@ export function storeQueries(schema: string) {
                ORDER BY ${order} LIMIT ${params.add(where.limit, "bigint")} OFFSET ${params.add(where.offset, "bigint")}`;
     },
 
-    /** Searches whose results of the operations `ops` (an int[] placeholder) have their TTL refreshed, in the same statement. */
+    /**
+     * Searches whose results of the operations `ops` (an int[] placeholder) have their TTL refreshed, in the same
+     * statement; of those, only the rows the refresh touched are returned, as in `refreshing` above. The rows keep
+     * the searches' order (a filter over the materialized rows, never a join).
+     */
     refreshFound: (found: string, ops: string) =>
       `WITH found AS MATERIALIZED (${found}),
        touch AS (UPDATE ${items} it SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => it.ttl_minutes * 60)
-                   FROM found WHERE found.op = ANY (${ops}) AND it.ns_key = found.ns_key AND it.key = found.key AND it.ttl_minutes IS NOT NULL)
-       SELECT * FROM found`,
+                   FROM found WHERE found.op = ANY (${ops}) AND it.ns_key = found.ns_key AND it.key = found.key AND found.ttl_minutes IS NOT NULL
+                 RETURNING it.ns_key, it.key)
+       SELECT * FROM found
+        WHERE found.ttl_minutes IS NULL OR NOT (found.op = ANY (${ops})) OR (found.ns_key, found.key) IN (SELECT ns_key, key FROM touch)`,
 
     stats: `SELECT pg_catalog.count(*)::bigint AS total_items,
                    pg_catalog.count(*) FILTER (WHERE expires_at IS NOT NULL AND expires_at <= pg_catalog.now())::bigint AS expired_items,

@@ -1,7 +1,7 @@
 /**
  * Building one statement from parts: numbered parameters, so that the parts
  * of a batch (several searches in one statement) never share a number, and
- * the namespace conditions every read shares.
+ * the columns and namespace conditions every read shares.
  */
 import { nsKey } from "./input.js";
 
@@ -44,6 +44,9 @@ export function matchCondition(alias: string, condition: { matchType: "prefix" |
   });
   return parts.join(" AND ");
 }
+
+/** What every read returns of an item (queries.ts ItemRow), from the items' alias `a`. */
+export const COLUMNS = (a: string) => `${a}.ns_key, ${a}.key, ${a}.value, ${a}.created_at, ${a}.updated_at, ${a}.ttl_minutes`;
 
 /** Items that have not expired (an item with no `expires_at` never does). */
 export const LIVE = (alias: string) => `(${alias}.expires_at IS NULL OR ${alias}.expires_at > pg_catalog.now())`;

@@ -305,7 +305,8 @@ export class PostgresStore extends BaseStore {
   }
 
   /**
-   * One item, or null (also when it expired). With `ttl.refreshOnRead` its expiry moves, in the same statement.
+   * One item, or null (also when it expired). With `ttl.refreshOnRead` its expiry moves, in the same statement
+   * (null if the sweeper deleted it meanwhile: an item returned stays stored until its new expiry).
    *
    * @example
    * ```ts
@@ -313,7 +314,7 @@ export class PostgresStore extends BaseStore {
    * ```
    */
   override async get(namespace: string[], key: string): Promise<Item | null> {
-    const ns = checkNamespace("get namespace", namespace);
+    const ns = checkNamespace("get namespace", namespace, { allowReservedRoot: true });
     const k = checkItemKey("get key", key);
     const res = await this.#run<ItemRow>(this.#q.get(this.#opts.refreshOnRead), [nsKey(ns), k], "get");
     return res.rows[0] ? toItem(res.rows[0]) : null;
@@ -352,7 +353,7 @@ export class PostgresStore extends BaseStore {
    * ```
    */
   override async delete(namespace: string[], key: string): Promise<void> {
-    const ns = checkNamespace("delete namespace", namespace);
+    const ns = checkNamespace("delete namespace", namespace, { allowReservedRoot: true });
     const k = checkItemKey("delete key", key);
     await this.#run(this.#q.delete, [nsKey(ns), k], "delete");
   }

@@ -14,7 +14,7 @@
  * index is read.
  */
 import { quoteIdent } from "../validate.js";
-import { LIVE, type Params, prefixCondition } from "./sql.js";
+import { COLUMNS, LIVE, type Params, prefixCondition } from "./sql.js";
 import { SCORE, VECTOR_TABLE, inExtension, op, vectorText, type DistanceMetric, type VectorIndexType } from "./vector.js";
 
 /** How a search reads the index: the store's index, its search settings, and what the server's pgvector can do. */
@@ -82,7 +82,7 @@ export function vectorSearchSql(schema: string, extSchema: string, op_: number, 
   const need = where.limit + where.offset;
   const candidates = params.add(need * Math.max(1, tuning.fanout), "bigint");
   const matching = [LIVE("it"), where.filter].filter((c): c is string => c !== undefined);
-  const columns = `${op_} AS op, it.ns_key, it.key, it.value, it.created_at, it.updated_at`;
+  const columns = `${op_} AS op, ${COLUMNS("it")}`;
   const t = where.threshold === undefined ? undefined : params.add(where.threshold, "float8");
   const reaching = (v: string) => (t === undefined ? `${v} IS NOT NULL` : `${v} >= ${t}`);
 

@@ -6,8 +6,10 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AsyncBatchedStore, InMemoryStore, type BaseStore } from "@langchain/langgraph-checkpoint";
 import { CountingProxy } from "../../bench/proxy.js";
 import { InvalidInputError, PostgresStore } from "../../src/index.js";
+import { nsKey } from "../../src/store/input.js";
 import { sweepSql } from "../../src/store/ttl.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
 
@@ -66,6 +68,22 @@ describe("filters", () => {
     expect(keys(await s.search(["f"], { filter: { n: { $nin: [1, "1"] } } }))).toEqual(["big", "dec", "none", "obj"]);
     expect(keys(await s.search(["f"], { filter: { n: { $exists: false } } }))).toEqual(["none"]);
     expect(keys(await s.search(["f"], { filter: { tag: { $exists: true } } }))).toEqual(["big", "dec", "int", "obj", "str"]);
+  });
+
+  it("characters of every UTF-8 length, surrogate pairs included, in field names, operands and text queries", async () => {
+    await s.put(["f", "u"], "emoji", { "é😀": "x😀 ünïcödé", list: ["😀"] });
+    expect(keys(await s.search(["f", "u"], { filter: { "é😀": "x😀 ünïcödé" } }))).toEqual(["emoji"]);
+    expect(keys(await s.search(["f", "u"], { filter: { "é😀": { $gte: "x😀" }, list: { $eq: ["😀"] } } }))).toEqual(["emoji"]);
+    expect(keys(await s.search(["f", "u"], { filter: { "é😀": { $in: ["x😀 ünïcödé"] } } }))).toEqual(["emoji"]);
+    expect(keys(await s.search(["f", "u"], { query: "x😀", mode: "text" }))).toEqual(["emoji"]);
+  });
+
+  it("a backslash before u0000 or ud800 is text, not an escape: stored, read and matched", async () => {
+    const text = String.raw`C:\u0000\ud800 \\u0000`;
+    await s.put(["f", "esc"], "path", { text, [text]: 1 });
+    expect((await s.get(["f", "esc"], "path"))?.value).toEqual({ text, [text]: 1 });
+    expect(keys(await s.search(["f", "esc"], { filter: { text } }))).toEqual(["path"]);
+    expect(keys(await s.search(["f", "esc"], { filter: { text: { $in: [text] }, [text]: { $eq: 1 } } }))).toEqual(["path"]);
   });
 
   it("an unknown operator or a bad operand is refused, naming it", async () => {
@@ -246,19 +264,78 @@ describe("input is refused before any SQL, naming the field", () => {
     ["a value that is an array", () => nowhere.put(["a"], "k", [1] as unknown as Record<string, unknown>), "put value"],
     ["NUL inside a value", () => nowhere.put(["a"], "k", { text: "a\u0000b" }), "put value"],
     ["a lone surrogate inside a value", () => nowhere.put(["a"], "k", { text: "\ud800" }), "put value"],
+    ["NUL after a backslash inside a value", () => nowhere.put(["a"], "k", { text: "\\\u0000" }), "put value"],
     ["a negative limit", () => nowhere.search(["a"], { limit: -1 }), "search limit"],
     ["a TTL of zero", () => nowhere.put(["a"], "k", { v: 1 }, undefined, { ttl: 0 }), "put options.ttl"],
     ["a namespace too long", () => nowhere.get(["x".repeat(2000)], "k"), "get namespace"],
     ["a key too long", () => nowhere.get(["a"], "k".repeat(600)), "get key"],
     ["an unknown batch operation", () => nowhere.batch([{ nope: 1 } as never]), "batch operations[0]"],
+    // Search inputs: Postgres text cannot hold NUL, and would hold U+FFFD for a lone surrogate.
+    ["NUL in a search query", () => nowhere.search(["a"], { query: "a\u0000b" }), "search query"],
+    ["a lone surrogate in a search query", () => nowhere.search(["a"], { query: "x\ud800", mode: "text" }), "search query"],
+    ["NUL in a batch search's query", () => nowhere.batch([{ namespacePrefix: ["a"], query: "\u0000", limit: 1, offset: 0 }]), "batch operations[0] query"],
+    ["NUL in a filter field name", () => nowhere.search(["a"], { filter: { "a\u0000b": 1 } }), 'search filter key "a\\u0000b"'],
+    ["a lone surrogate in a filter field name", () => nowhere.search(["a"], { filter: { "\udc00": { $exists: true } } }), 'search filter key "\\udc00"'],
+    ["NUL in a filter value", () => nowhere.search(["a"], { filter: { x: "a\u0000" } }), "search filter.x"],
+    ["NUL in an $eq operand", () => nowhere.search(["a"], { filter: { x: { $eq: "a\u0000" } } }), "search filter.x.$eq"],
+    ["a lone surrogate in a $gt operand", () => nowhere.search(["a"], { filter: { x: { $gt: "\ud800" } } }), "search filter.x.$gt"],
+    ["NUL in an element of $in", () => nowhere.search(["a"], { filter: { x: { $in: ["ok", "a\u0000"] } } }), "search filter.x.$in"],
+    ["a lone surrogate deep in an element of $nin", () => nowhere.search(["a"], { filter: { x: { $nin: [{ deep: ["\udfff"] }] } } }), "search filter.x.$nin"],
+    ["NUL in a key of an object operand", () => nowhere.search(["a"], { filter: { x: { $ne: { "k\u0000": 1 } } } }), "search filter.x.$ne"],
+    ["NUL in a batch search's filter field name", () => nowhere.batch([{ namespacePrefix: ["a"], filter: { "\u0000": 1 }, limit: 1, offset: 0 }]), 'batch operations[0] filter key "\\u0000"'],
   ];
   for (const [what, call, field] of cases) {
     it(what, async () => {
       const err = await call().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(InvalidInputError);
       expect((err as InvalidInputError).field).toBe(field);
+      // The input is named, never echoed: no NUL, no half of a character in the message.
+      expect((err as InvalidInputError).message).not.toMatch(/[\u0000\ud800-\udfff]/);
     });
   }
+});
+
+describe('namespaces whose first label is "langgraph" (reserved by LangGraph), as in its InMemoryStore', () => {
+  const ns = ["langgraph", "memories"];
+  const reserved = 'Root label for namespace cannot be "langgraph"';
+
+  it("get is null and delete does nothing, directly, in a batch and through a graph's store; put is refused by both", async () => {
+    const s = await store();
+    const mem = new InMemoryStore();
+    const both = async <T>(call: (st: BaseStore) => Promise<T>) => [await call(mem), await call(s)];
+    expect(await both((st) => st.get(ns, "k"))).toEqual([null, null]);
+    expect(await both((st) => st.delete(ns, "k"))).toEqual([undefined, undefined]);
+    expect(await both(async (st) => (await st.batch([{ namespace: ns, key: "k" }, { namespace: ns, key: "k", value: null }]))[0])).toEqual([null, null]);
+    expect(await both((st) => st.search(ns))).toEqual([[], []]);
+    // A graph hands its nodes the store wrapped in AsyncBatchedStore, whose get and delete send these to batch().
+    const graphs = new AsyncBatchedStore(s);
+    graphs.start();
+    try {
+      expect(await graphs.get(ns, "k")).toBeNull();
+      await graphs.delete(ns, "k");
+    } finally {
+      await graphs.stop();
+    }
+    // Writes stay refused, with LangGraph's message (InMemoryStore's own batch() alone skips the check).
+    await expect(mem.put(ns, "k", { v: 1 })).rejects.toThrow(reserved);
+    await expect(s.put(ns, "k", { v: 1 })).rejects.toMatchObject({ name: "InvalidInputError", field: "put namespace", message: expect.stringContaining(reserved) });
+    await expect(s.batch([{ namespace: ns, key: "k", value: { v: 1 } }])).rejects.toMatchObject({ field: "batch operations[0].namespace" });
+  });
+
+  it("an item there (stored by hand: no put can) is read and deleted as InMemoryStore reads and deletes one", async () => {
+    const s = await store();
+    const mem = new InMemoryStore();
+    await mem.batch([{ namespace: ns, key: "k", value: { v: 1 } }]);
+    await db.pool.query(`INSERT INTO ${s.schema}.store_items (ns_key, key, value) VALUES ($1, 'k', '{"v": 1}')`, [nsKey(ns)]);
+    const read = async (st: BaseStore) => {
+      const item = await st.get(ns, "k");
+      return item && { namespace: item.namespace, key: item.key, value: item.value };
+    };
+    expect(await read(s)).toEqual(await read(mem));
+    expect(await read(s)).toEqual({ namespace: ns, key: "k", value: { v: 1 } });
+    await Promise.all([mem.delete(ns, "k"), s.delete(ns, "k")]);
+    expect([await read(mem), await read(s)]).toEqual([null, null]);
+  });
 });
 
 describe("the schema", () => {
