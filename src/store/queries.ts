@@ -91,15 +91,16 @@ export function storeQueries(schema: string) {
    * it between the read's snapshot (before its expiry) and the update (the
    * update then skips it, READ COMMITTED), and a read that returns an item
    * must leave it stored with the refreshed expiry (issue 37). A row without
-   * TTL is returned as read: no sweep deletes it. `ns`: the parameter naming
-   * the one namespace read, when there is one: the update then names it too,
-   * so a store partitioned by namespace (README "Scaling out") is pruned to
-   * its partition when planned, not scanned whole.
+   * TTL is returned as read: no sweep deletes it. `ns` (and `key`): the
+   * parameter naming the one namespace (and key) read, when there is one: the
+   * update then names it too, so a store partitioned by namespace (README
+   * "Scaling out") is pruned to its partition when planned, not scanned whole,
+   * and a get's update is a primary-key lookup even on a table not analyzed.
    */
-  const refreshing = (hits: string, columns: string, ns = "hit.ns_key") =>
+  const refreshing = (hits: string, columns: string, ns = "hit.ns_key", key = "hit.key") =>
     `WITH hit AS MATERIALIZED (${hits}),
      touch AS (UPDATE ${items} it SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => it.ttl_minutes * 60)
-                 FROM hit WHERE it.ns_key = ${ns} AND it.key = hit.key AND hit.ttl_minutes IS NOT NULL
+                 FROM hit WHERE it.ns_key = ${ns} AND it.key = ${key} AND it.key = hit.key AND hit.ttl_minutes IS NOT NULL
                RETURNING it.ns_key, it.key)
      SELECT ${columns} FROM hit WHERE hit.ttl_minutes IS NULL OR (hit.ns_key, hit.key) IN (SELECT ns_key, key FROM touch)`;
 
@@ -110,7 +111,7 @@ export function storeQueries(schema: string) {
     /** One item by namespace key and key. */
     get(refresh: boolean): string {
       const hit = `SELECT ${COLUMNS("it")} FROM ${items} it WHERE it.ns_key = $1 AND it.key = $2 AND ${LIVE("it")}`;
-      return refresh ? refreshing(hit, COLUMNS("hit"), "$1") : hit;
+      return refresh ? refreshing(hit, COLUMNS("hit"), "$1", "$2") : hit;
     },
 
     /** Several items: `$1` is a JSON array of `[namespace key, key]`; each row says which (`op`, 0-based). */
