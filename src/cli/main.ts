@@ -25,6 +25,7 @@ import {
 } from "./args.js";
 import type { Common, Io } from "./commands.js";
 import { MAX_PARTITIONS } from "../db/partitions.js";
+import { MAX_EXPORT_LINE_BYTES, MAX_LINE_BYTES_CEILING } from "../ops/transfer-lines.js";
 import { parseDuration } from "../duration.js";
 import { EXIT, errorText, exitCodeOf } from "./exit.js";
 import { resolveUrl } from "./mask.js";
@@ -421,7 +422,7 @@ const COMMANDS: Record<string, CommandSpec> = {
   },
 
   import: {
-    usage: "import [<file> | -] [--skip-existing] [--keep-whole] [--module <file>] [--json]",
+    usage: "import [<file> | -] [--skip-existing] [--keep-whole] [--module <file>] [--max-line-bytes <n>] [--json]",
     summary:
       "Load an export (a file, gzipped or not, or stdin) into this database and schema, one\n" +
       "transaction per thread, byte for byte: the same rows (heads, row versions, timestamps,\n" +
@@ -436,6 +437,9 @@ const COMMANDS: Record<string, CommandSpec> = {
   --keep-whole          import byte for byte only: leave values stored whole as they are
   --module <file>       a JS/TS module exporting serde: the serializer your saver uses, if not
                         the default (to store an encrypting saver's whole values by content)
+  --max-line-bytes <n>  the longest line (record) read, in bytes (default ${MAX_EXPORT_LINE_BYTES}: a value
+                        of the default maxValueBytes, base64, with its --decoded view); a longer
+                        line stops the import there (exit 1); at most ${MAX_LINE_BYTES_CEILING}
   --json                print the summary as JSON`,
     examples: `  ${BIN} import thread.jsonl --schema restored
   ${BIN} import backup.jsonl.gz
@@ -447,8 +451,11 @@ const COMMANDS: Record<string, CommandSpec> = {
         "skip-existing": { type: "boolean" },
         "keep-whole": { type: "boolean" },
         module: { type: "string" },
+        "max-line-bytes": { type: "string" },
       });
       const [file] = positionals("import", rest, ["file"], 0);
+      const maxLineBytes = positiveInt("import", "max-line-bytes", values["max-line-bytes"], MAX_EXPORT_LINE_BYTES);
+      if (maxLineBytes > MAX_LINE_BYTES_CEILING) throw new UsageError(`--max-line-bytes: at most ${MAX_LINE_BYTES_CEILING} (the longest string JavaScript holds)`, "import");
       if ((file === undefined || file === "-") && process.stdin.isTTY) throw new UsageError("missing argument <file> (or pipe an export into stdin)", "import");
       if (values.module === "") throw new UsageError("--module: must not be empty", "import");
       if (values.module !== undefined && values["keep-whole"]) throw new UsageError("--module: only to store values by content, not with --keep-whole", "import");
@@ -458,6 +465,7 @@ const COMMANDS: Record<string, CommandSpec> = {
         skipExisting: values["skip-existing"] === true,
         keepWhole: values["keep-whole"] === true,
         module: values.module,
+        maxLineBytes,
       };
       return (await commands()).importCommand(c, io);
     },
