@@ -21,6 +21,7 @@ import {
   type ExportRecord,
   type ImportResult,
 } from "../ops/transfer.js";
+import { shown } from "../ops/transfer-check.js";
 import { ExportLineTooLongError, MAX_LINE_BYTES_CEILING, readExportLines } from "../ops/transfer-lines.js";
 import { ExportFileError, NotFoundError } from "./exit.js";
 import { progress } from "./format.js";
@@ -117,7 +118,8 @@ interface ThreadChunk {
 /**
  * Read an export file (or stdin) and call `onThread` once per complete thread, in order. Gzip data (by its
  * first bytes: `export -o x.jsonl.gz` writes it; `gzip -c` on stdin too) is decompressed as it streams.
- * A line over `maxLineBytes` stops the reading there (ops/transfer-lines.ts).
+ * A line over `maxLineBytes` stops the reading there (ops/transfer-lines.ts). Messages name lines, and
+ * what a record holds only cut short (`shown`): they are read before any check of their size.
  */
 async function scan(input: string | undefined, maxLineBytes: number | undefined, onThread: (chunk: ThreadChunk) => Promise<void>): Promise<void> {
   const file = input === undefined || input === "-" ? undefined : input;
@@ -161,10 +163,10 @@ async function scan(input: string | undefined, maxLineBytes: number | undefined,
       }
       if (record === null || typeof record !== "object" || Array.isArray(record)) throw new ExportFileError(`line ${lineNo}: expected a JSON object`);
       if (record.kind === "header") {
-        if (chunk.records.length > 0) throw new ExportFileError(`line ${lineNo}: a header inside thread ${JSON.stringify(thread)} (its end record is missing)`);
+        if (chunk.records.length > 0) throw new ExportFileError(`line ${lineNo}: a header inside thread ${shown(thread)} (its end record is missing)`);
         if (record.format !== EXPORT_FORMAT) throw new ExportFileError(`line ${lineNo}: format is not ${JSON.stringify(EXPORT_FORMAT)}`);
         if (typeof record.version !== "number" || record.version > EXPORT_FORMAT_VERSION) {
-          throw new ExportFileError(`line ${lineNo}: export format version ${String(record.version)} is newer than this code reads (${EXPORT_FORMAT_VERSION}); upgrade the package`);
+          throw new ExportFileError(`line ${lineNo}: export format version ${shown(record.version)} is newer than this code reads (${EXPORT_FORMAT_VERSION}); upgrade the package`);
         }
         header = true;
         continue;
@@ -172,7 +174,7 @@ async function scan(input: string | undefined, maxLineBytes: number | undefined,
       if (!header) throw new ExportFileError(`line ${lineNo}: not a langgraph-checkpoint-pg export (the first record must be its header)`);
       if (chunk.records.length === 0) thread = typeof record.thread_id === "string" ? record.thread_id : undefined;
       else if (record.thread_id !== thread) {
-        throw new ExportFileError(`line ${lineNo}: thread ${JSON.stringify(record.thread_id)} starts before thread ${JSON.stringify(thread)} ended (its end record is missing)`);
+        throw new ExportFileError(`line ${lineNo}: thread ${shown(record.thread_id)} starts before thread ${shown(thread)} ended (its end record is missing)`);
       }
       chunk.records.push(record as unknown as ExportRecord);
       chunk.lines.push(lineNo);
@@ -195,7 +197,7 @@ async function scan(input: string | undefined, maxLineBytes: number | undefined,
   }
   if (failed) throw new ExportFileError(`cannot read ${file ?? "stdin"}${gunzip ? " (gzip)" : ""} after line ${lineNo}: ${failed.message}`);
   if (!header) throw new ExportFileError(`${input ?? "stdin"} is empty: not a langgraph-checkpoint-pg export`);
-  if (chunk.records.length > 0) throw new ExportFileError(`line ${lineNo}: the file ends inside thread ${JSON.stringify(thread)} (truncated export?)`);
+  if (chunk.records.length > 0) throw new ExportFileError(`line ${lineNo}: the file ends inside thread ${shown(thread)} (truncated export?)`);
 }
 
 /** `records[3].idx` → `line 17 (idx)`. */

@@ -6,7 +6,8 @@
  * through importThread. And one malformed checkpoint row (written with SQL)
  * never makes `list()` over all threads fail. Issue 27: a thread written with
  * whole values is stored by content once imported (compact), unless asked not to.
- * Issue 37: a line is read up to its limit and no further.
+ * Issue 37: a line is read up to its limit and no further, and messages show
+ * what a record holds only cut short (an id may be megabytes, or personal).
  */
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -306,3 +307,81 @@ describe("a line is read up to its limit, and no further (issue 37)", () => {
   });
 });
 
+describe("messages show what a record holds cut short (issue 37)", () => {
+  const huge = "x".repeat(2 ** 20);
+  /** What a message may show of `huge`: 40 characters and its length. */
+  const cutShort = /"x{40}"… \(1048576 characters\)/;
+  const echoes = (text: string) => text.includes("x".repeat(41)) || text.length > 600;
+  /** Deeply nested JSON with a NUL at the bottom: its path in a message stops after 12 levels. */
+  const deep = () => {
+    let v: unknown = "nul\u0000";
+    for (let i = 0; i < 1000; i++) v = { a: v };
+    return v;
+  };
+  const set = (field: string, value: unknown) => (r: Record<string, unknown>) => (r[field] = value);
+  const inCheckpoint = (field: string, value: unknown) => (r: Record<string, unknown>) => ((r.checkpoint as Record<string, unknown>)[field] = value);
+  /** Spoiling a record of thread "second": what the message says. */
+  const records: [string, string, (r: Record<string, unknown>) => void, RegExp][] = [
+    ["checkpoint", "checkpoint.id", inCheckpoint("id", huge), /checkpoint\.id\)?: is "x{40}"… \(1048576 characters\), but the record's checkpoint_id is /],
+    ["checkpoint", "a metadata key", set("metadata", { [`${huge}\u0000`]: 1 }), /metadata\["x{40}"… \(1048577 characters\)\]\)?: Postgres JSON cannot hold this key/],
+    ["checkpoint", "a nested metadata value", set("metadata", deep()), /metadata(\["a"\]){12}…\)?: Postgres JSON cannot hold NUL/],
+    ["checkpoint", "a channel_versions key", inCheckpoint("channel_versions", { [huge]: "1" }), /checkpoint\.channel_versions key "x{40}"… \(1048576 characters\)\)?: is 1048576 bytes long/],
+    ["checkpoint", "a versions_seen key", inCheckpoint("versions_seen", { [huge]: "oops" }), /checkpoint\.versions_seen\["x{40}"… \(1048576 characters\)\]\)?: expected an object of channel versions/],
+  ];
+
+  it("import: a huge thread id, key or version in a bad file is named by its first 40 characters (before: echoed whole)", async () => {
+    await migrate({ pool: db.pool, schema: "echo_target" });
+    const files: [string, Record<string, unknown>[], RegExp][] = [];
+    for (const [kind, what, spoil, message] of records) {
+      const copy = lines.map((l) => structuredClone(l));
+      spoil(copy[lineOf(kind)]!);
+      files.push([what, copy, message]);
+    }
+    const second = lines.filter((l) => l.thread_id === "second");
+    const start = lineOf("checkpoint");
+    const hugeThread = lines.map((l) => (l.thread_id === "second" ? { ...l, thread_id: huge } : l));
+    files.push(
+      ["a thread starting inside another", [...lines.slice(0, start + 1), ...second.slice(1).map((l) => ({ ...l, thread_id: huge }))], new RegExp(`line ${start + 2}: thread ${cutShort.source} starts before thread "second" ended`)],
+      ["a file ending inside a thread", hugeThread.slice(0, -1), new RegExp(`the file ends inside thread ${cutShort.source}`)],
+      ["a header inside a thread", [...hugeThread.slice(0, -1), lines[0]!], new RegExp(`a header inside thread ${cutShort.source}`)],
+      ["a header's version", [{ ...lines[0]!, version: huge }, ...lines.slice(1)], new RegExp(`line 1: export format version ${cutShort.source} is newer`)],
+      ["a thread id", hugeThread, new RegExp(`line ${start + 1} \\(thread_id\\): is 1048576 bytes long; the limit is 512 bytes`)],
+      ["a field that is not a column", lines.map((l, i) => (i === start ? { ...l, [huge]: 1 } : l)), new RegExp(`line ${start + 1} \\(${cutShort.source}\\): is not a column of checkpoints`)],
+    );
+    const runs = await Promise.all(
+      files.map(([what, copy]) => {
+        const file = join(dir, `echo-${what.replace(/\W+/g, "-")}.jsonl`);
+        writeFileSync(file, copy.map((l) => JSON.stringify(l)).join("\n"));
+        return runCli(["import", file, ...pg("echo_target")]);
+      }),
+    );
+    runs.forEach((run, i) => {
+      const [what, , message] = files[i]!;
+      expect(run.code, what).toBe(1);
+      expect(echoes(run.stderr), `${what}: ${run.stderr.length} characters`).toBe(false);
+      expect(firstLine(run), what).toMatch(message);
+    });
+    expect(await count("echo_target")).toBe(0);
+  });
+
+  it("importThread: the same records refused, named the same way", async () => {
+    await migrate({ pool: db.pool, schema: "echo_api" });
+    const exported = await exportThread({ pool: db.pool, schema: "src", threadId: "second" });
+    const cases = [
+      ...records.map(([kind, what, spoil, message]) => [what, (copy: ExportRecord[]) => spoil(copy.find((r) => r.kind === kind) as unknown as Record<string, unknown>), message] as const),
+      ["a field that is not a column", (copy: ExportRecord[]) => ((copy[0] as unknown as Record<string, unknown>)[huge] = 1), new RegExp(`records\\[0\\]\\.${cutShort.source}: is not a column`)] as const,
+      ["a thread id", (copy: ExportRecord[]) => copy.forEach((r) => (r.thread_id = huge)), /records\[0\]\.thread_id: is 1048576 bytes long/] as const,
+    ];
+    for (const [what, spoil, message] of cases) {
+      const copy = exported.map((r) => structuredClone(r)) as ExportRecord[];
+      spoil(copy);
+      const error = await importThread({ pool: db.pool, schema: "echo_api", records: copy }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error, what).toBeInstanceOf(InvalidInputError);
+      expect(echoes((error as Error).message), `${what}: ${(error as Error).message.length} characters`).toBe(false);
+      expect((error as Error).message, what).toMatch(message);
+    }
+  });
+});
