@@ -74,7 +74,7 @@ export async function copyThreadCommand(
 }
 
 export async function importCommand(
-  c: Common & { file: string | undefined; skipExisting: boolean; keepWhole: boolean; module: string | undefined },
+  c: Common & { file: string | undefined; skipExisting: boolean; keepWhole: boolean; module: string | undefined; maxLineBytes: number },
   io: Io,
 ): Promise<number> {
   const serde = c.module === undefined ? undefined : await serdeFrom(c.module);
@@ -93,7 +93,7 @@ export async function importCommand(
           : "")
       );
     };
-    const options = { ifExists: c.skipExisting ? ("skip" as const) : ("fail" as const), elementStorage: !c.keepWhole, ...(serde ? { serde } : {}) };
+    const options = { ifExists: c.skipExisting ? ("skip" as const) : ("fail" as const), elementStorage: !c.keepWhole, maxLineBytes: c.maxLineBytes, ...(serde ? { serde } : {}) };
     const summary = await importThreads({ pool: conn.pool, schema: c.schema }, c.file, options, {
       onPartial: (partial) => {
         if (partial.imported.length > 0 || partial.skipped.length > 0) io.err(`${report(partial)} before the error.`);

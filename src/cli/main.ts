@@ -25,6 +25,7 @@ import {
 } from "./args.js";
 import type { Common, Io } from "./commands.js";
 import { MAX_PARTITIONS } from "../db/partitions.js";
+import { MAX_EXPORT_LINE_BYTES, MAX_LINE_BYTES_CEILING } from "../ops/transfer-lines.js";
 import { parseDuration } from "../duration.js";
 import { EXIT, errorText, exitCodeOf } from "./exit.js";
 import { resolveUrl } from "./mask.js";
@@ -421,7 +422,7 @@ const COMMANDS: Record<string, CommandSpec> = {
   },
 
   import: {
-    usage: "import [<file> | -] [--skip-existing] [--keep-whole] [--module <file>] [--json]",
+    usage: "import [<file> | -] [--skip-existing] [--keep-whole] [--module <file>] [--max-line-bytes <n>] [--json]",
     summary:
       "Load an export (a file, gzipped or not, or stdin) into this database and schema, one\n" +
       "transaction per thread, byte for byte: the same rows (heads, row versions, timestamps,\n" +
@@ -436,6 +437,9 @@ const COMMANDS: Record<string, CommandSpec> = {
   --keep-whole          import byte for byte only: leave values stored whole as they are
   --module <file>       a JS/TS module exporting serde: the serializer your saver uses, if not
                         the default (to store an encrypting saver's whole values by content)
+  --max-line-bytes <n>  the longest line (record) read, in bytes (default ${MAX_EXPORT_LINE_BYTES}: a value
+                        of the default maxValueBytes, base64, with its --decoded view); a longer
+                        line stops the import there (exit 1); at most ${MAX_LINE_BYTES_CEILING}
   --json                print the summary as JSON`,
     examples: `  ${BIN} import thread.jsonl --schema restored
   ${BIN} import backup.jsonl.gz
@@ -447,8 +451,11 @@ const COMMANDS: Record<string, CommandSpec> = {
         "skip-existing": { type: "boolean" },
         "keep-whole": { type: "boolean" },
         module: { type: "string" },
+        "max-line-bytes": { type: "string" },
       });
       const [file] = positionals("import", rest, ["file"], 0);
+      const maxLineBytes = positiveInt("import", "max-line-bytes", values["max-line-bytes"], MAX_EXPORT_LINE_BYTES);
+      if (maxLineBytes > MAX_LINE_BYTES_CEILING) throw new UsageError(`--max-line-bytes: at most ${MAX_LINE_BYTES_CEILING} (the longest string JavaScript holds)`, "import");
       if ((file === undefined || file === "-") && process.stdin.isTTY) throw new UsageError("missing argument <file> (or pipe an export into stdin)", "import");
       if (values.module === "") throw new UsageError("--module: must not be empty", "import");
       if (values.module !== undefined && values["keep-whole"]) throw new UsageError("--module: only to store values by content, not with --keep-whole", "import");
@@ -458,6 +465,7 @@ const COMMANDS: Record<string, CommandSpec> = {
         skipExisting: values["skip-existing"] === true,
         keepWhole: values["keep-whole"] === true,
         module: values.module,
+        maxLineBytes,
       };
       return (await commands()).importCommand(c, io);
     },
@@ -633,29 +641,45 @@ const COMMANDS: Record<string, CommandSpec> = {
     },
   },
   grants: {
-    usage: "grants --role <role> [--schema <name>] [--revoke-public-temp]",
+    usage: "grants --role <role> [--schema <name>] [--revoke-public-temp] [--no-store | --store-only]",
     summary:
       "Prints the statements that let an application role run every saver operation and\n" +
       "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the six\n" +
       "tables (checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads, checkpoint_tombstones,\n" +
       "checkpointer_retention), SELECT on checkpointer_migrations, EXECUTE on the write gate\n" +
-      "(checkpointer_thread_gate); then it revokes what the role does not need\n" +
-      "(CREATE on the schema, TRUNCATE/REFERENCES/TRIGGER, TEMPORARY on the database). Run\n" +
-      "migrations as the schema owner, then run these as the owner. Needs no database connection.",
+      "(checkpointer_thread_gate); and, where the store (PostgresStore) is migrated in the\n" +
+      "schema, every store operation: the same on store_items (and store_item_vectors, once a\n" +
+      "store with an index made it), SELECT on checkpointer_store_migrations; a schema without\n" +
+      "it gets a NOTICE instead (run them again once it is migrated). Then it revokes what the\n" +
+      "role does not need (CREATE on the schema, TRUNCATE/REFERENCES/TRIGGER, TEMPORARY on the\n" +
+      "database). Run migrations as the schema owner, then run these as the owner. Needs no\n" +
+      "database connection.",
     options: `  --role <role>         the application's role (required)
   --revoke-public-temp  also revoke TEMPORARY on the database from PUBLIC (every role holds it
                         through PUBLIC; affects all roles without a grant of their own; run as
-                        the database owner)`,
+                        the database owner)
+  --no-store            nothing of the store (a role that does not use it)
+  --store-only          the store's alone, for a schema holding only the store (migrate
+                        --store-only); fails when it is not migrated`,
     examples: `  ${BIN} grants --role agents_app --schema agents | psql "$OWNER_DATABASE_URL"
-  ${BIN} grants --role agents_app --schema agents --revoke-public-temp | psql "$DATABASE_OWNER_URL"`,
+  ${BIN} grants --role agents_app --schema agents --revoke-public-temp | psql "$DATABASE_OWNER_URL"
+  ${BIN} grants --role memory_app --schema memory --store-only | psql -v ON_ERROR_STOP=1 "$OWNER_DATABASE_URL"`,
     async run(argv, io) {
-      const { values, positionals: rest } = parse("grants", argv, { ...CONNECTION_OPTIONS, role: { type: "string" }, "revoke-public-temp": { type: "boolean" } });
+      const { values, positionals: rest } = parse("grants", argv, {
+        ...CONNECTION_OPTIONS,
+        role: { type: "string" },
+        "revoke-public-temp": { type: "boolean" },
+        "no-store": { type: "boolean" },
+        "store-only": { type: "boolean" },
+      });
       positionals("grants", rest, [], 0);
       if (values.role === undefined || values.role === "") throw new UsageError("--role <role> is required", "grants");
+      if (values["no-store"] && values["store-only"]) throw new UsageError("--no-store and --store-only exclude each other", "grants");
+      const store = values["no-store"] ? false : values["store-only"] ? ("only" as const) : true;
       const { grantStatements } = await import("../ops/grants.js");
       let statements: string[];
       try {
-        statements = grantStatements({ role: values.role, schema: schemaOption("grants", values.schema), revokePublicTemp: values["revoke-public-temp"] === true });
+        statements = grantStatements({ role: values.role, schema: schemaOption("grants", values.schema), revokePublicTemp: values["revoke-public-temp"] === true, store });
       } catch (err) {
         throw new UsageError(err instanceof Error ? err.message : String(err), "grants");
       }

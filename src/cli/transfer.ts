@@ -4,7 +4,6 @@
  * gzipped when its name ends in `.gz` (and a gzipped file read as such).
  */
 import { createReadStream, createWriteStream, renameSync, rmSync } from "node:fs";
-import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGunzip, createGzip } from "node:zlib";
@@ -22,6 +21,8 @@ import {
   type ExportRecord,
   type ImportResult,
 } from "../ops/transfer.js";
+import { shown } from "../ops/transfer-check.js";
+import { ExportLineTooLongError, MAX_LINE_BYTES_CEILING, readExportLines } from "../ops/transfer-lines.js";
 import { ExportFileError, NotFoundError } from "./exit.js";
 import { progress } from "./format.js";
 
@@ -117,8 +118,10 @@ interface ThreadChunk {
 /**
  * Read an export file (or stdin) and call `onThread` once per complete thread, in order. Gzip data (by its
  * first bytes: `export -o x.jsonl.gz` writes it; `gzip -c` on stdin too) is decompressed as it streams.
+ * A line over `maxLineBytes` stops the reading there (ops/transfer-lines.ts). Messages name lines, and
+ * what a record holds only cut short (`shown`): they are read before any check of their size.
  */
-async function scan(input: string | undefined, onThread: (chunk: ThreadChunk) => Promise<void>): Promise<void> {
+async function scan(input: string | undefined, maxLineBytes: number | undefined, onThread: (chunk: ThreadChunk) => Promise<void>): Promise<void> {
   const file = input === undefined || input === "-" ? undefined : input;
   const stream = file === undefined ? process.stdin : createReadStream(file);
   const opened = new Promise<void>((resolve, reject) => {
@@ -132,16 +135,15 @@ async function scan(input: string | undefined, onThread: (chunk: ThreadChunk) =>
     throw new ExportFileError(`cannot read ${input ?? "stdin"}: ${err.message}`);
   });
   const gunzip = head.equals(GZIP_MAGIC) ? createGunzip() : undefined;
-  // pipe() does not pass the file's errors on to gunzip, and readline throws its input's (gunzip's) as
-  // they are: a failure of either stream is kept, ends the loop, and is reported after it with the name.
+  // pipe() does not pass the file's errors on to gunzip, and the lines are read from gunzip: a failure of
+  // either stream is kept, ends the reading (gunzip destroyed with it), and is reported after it with the name.
   let failed: Error | undefined;
-  const lines: Readable = gunzip ? stream.pipe(gunzip) : stream;
-  const rl = createInterface({ input: lines, crlfDelay: Number.POSITIVE_INFINITY });
+  const bytes: Readable = gunzip ? stream.pipe(gunzip) : stream;
   const sources: Readable[] = gunzip ? [stream, gunzip] : [stream];
   for (const s of sources) {
     s.on("error", (err: Error) => {
       failed ??= err;
-      rl.close();
+      if (s !== bytes) bytes.destroy(err);
     });
   }
   let lineNo = 0;
@@ -149,22 +151,22 @@ async function scan(input: string | undefined, onThread: (chunk: ThreadChunk) =>
   let chunk: ThreadChunk = { records: [], lines: [] };
   let thread: string | undefined;
   try {
-    for await (const line of rl) {
+    for await (const { line, text } of readExportLines(bytes, { maxLineBytes })) {
       if (failed) break;
-      lineNo++;
-      if (line.trim() === "") continue;
+      lineNo = line;
+      if (text.trim() === "") continue;
       let record: Record<string, unknown>;
       try {
-        record = JSON.parse(line) as Record<string, unknown>;
+        record = JSON.parse(text) as Record<string, unknown>;
       } catch {
         throw new ExportFileError(`line ${lineNo}: not valid JSON`);
       }
       if (record === null || typeof record !== "object" || Array.isArray(record)) throw new ExportFileError(`line ${lineNo}: expected a JSON object`);
       if (record.kind === "header") {
-        if (chunk.records.length > 0) throw new ExportFileError(`line ${lineNo}: a header inside thread ${JSON.stringify(thread)} (its end record is missing)`);
+        if (chunk.records.length > 0) throw new ExportFileError(`line ${lineNo}: a header inside thread ${shown(thread)} (its end record is missing)`);
         if (record.format !== EXPORT_FORMAT) throw new ExportFileError(`line ${lineNo}: format is not ${JSON.stringify(EXPORT_FORMAT)}`);
         if (typeof record.version !== "number" || record.version > EXPORT_FORMAT_VERSION) {
-          throw new ExportFileError(`line ${lineNo}: export format version ${String(record.version)} is newer than this code reads (${EXPORT_FORMAT_VERSION}); upgrade the package`);
+          throw new ExportFileError(`line ${lineNo}: export format version ${shown(record.version)} is newer than this code reads (${EXPORT_FORMAT_VERSION}); upgrade the package`);
         }
         header = true;
         continue;
@@ -172,7 +174,7 @@ async function scan(input: string | undefined, onThread: (chunk: ThreadChunk) =>
       if (!header) throw new ExportFileError(`line ${lineNo}: not a langgraph-checkpoint-pg export (the first record must be its header)`);
       if (chunk.records.length === 0) thread = typeof record.thread_id === "string" ? record.thread_id : undefined;
       else if (record.thread_id !== thread) {
-        throw new ExportFileError(`line ${lineNo}: thread ${JSON.stringify(record.thread_id)} starts before thread ${JSON.stringify(thread)} ended (its end record is missing)`);
+        throw new ExportFileError(`line ${lineNo}: thread ${shown(record.thread_id)} starts before thread ${shown(thread)} ended (its end record is missing)`);
       }
       chunk.records.push(record as unknown as ExportRecord);
       chunk.lines.push(lineNo);
@@ -182,15 +184,20 @@ async function scan(input: string | undefined, onThread: (chunk: ThreadChunk) =>
       }
     }
   } catch (err) {
+    if (err instanceof ExportLineTooLongError) {
+      throw new ExportFileError(
+        `line ${err.line}: longer than ${err.limit} bytes, the limit of a line; not read further. ` +
+          `A record of a saver whose maxValueBytes is larger than the default needs a larger --max-line-bytes (at most ${MAX_LINE_BYTES_CEILING})`,
+      );
+    }
     if (err !== failed) throw err;
   } finally {
-    rl.close();
     if (gunzip) stream.unpipe(gunzip);
     if (stream !== process.stdin) stream.destroy();
   }
   if (failed) throw new ExportFileError(`cannot read ${file ?? "stdin"}${gunzip ? " (gzip)" : ""} after line ${lineNo}: ${failed.message}`);
   if (!header) throw new ExportFileError(`${input ?? "stdin"} is empty: not a langgraph-checkpoint-pg export`);
-  if (chunk.records.length > 0) throw new ExportFileError(`line ${lineNo}: the file ends inside thread ${JSON.stringify(thread)} (truncated export?)`);
+  if (chunk.records.length > 0) throw new ExportFileError(`line ${lineNo}: the file ends inside thread ${shown(thread)} (truncated export?)`);
 }
 
 /** `records[3].idx` → `line 17 (idx)`. */
@@ -218,7 +225,7 @@ export interface ImportSummary {
 export async function importThreads(
   target: Omit<InspectOptions, "serde">,
   input: string | undefined,
-  options: Pick<Parameters<typeof importThread>[0], "ifExists" | "elementStorage" | "serde">,
+  options: Pick<Parameters<typeof importThread>[0], "ifExists" | "elementStorage" | "serde"> & { maxLineBytes?: number },
   on: { onPartial: (summary: ImportSummary) => void; onThread?: (result: ImportResult) => void },
 ): Promise<ImportSummary> {
   // Against the target's columns: every thread of a file is checked as its import will check it.
@@ -230,15 +237,16 @@ export async function importThreads(
       throw atLines(err, chunk);
     }
   };
-  if (input !== undefined && input !== "-") await scan(input, check);
+  const { maxLineBytes, ...importOptions } = options;
+  if (input !== undefined && input !== "-") await scan(input, maxLineBytes, check);
   const summary: ImportSummary = { imported: [], skipped: [] };
   const bar = progress();
   let rows = 0;
   try {
-    await scan(input, async (chunk) => {
+    await scan(input, maxLineBytes, async (chunk) => {
       let result: ImportResult;
       try {
-        result = await importThread({ ...target, ...options, records: chunk.records });
+        result = await importThread({ ...target, ...importOptions, records: chunk.records });
       } catch (err) {
         throw atLines(err, chunk);
       }

@@ -2,7 +2,7 @@
  * The operations tools: plain functions over a migrated schema, run from code,
  * the CLI or CI while graphs keep running. Retention (prune.ts, its statements
  * in prune-sql.ts, its options in prune-options.ts), reading the tables
- * (inspect.ts, decode.ts), export and import of threads (transfer.ts),
+ * (inspect.ts, decode.ts), export and import of threads (transfer*.ts),
  * switching from the official saver (adopt*.ts, rollback.ts), least-privilege
  * grants (grants.ts), re-encryption (reencrypt.ts) and the conversion of
  * values stored whole into element storage (compact.ts). This file is what the
@@ -46,4 +46,5 @@ export {
   type ImportResult,
 } from "./transfer.js";
 export type { Columns as ImportColumns, Column as ImportColumn } from "./transfer-check.js";
+export { readExportLines, ExportLineTooLongError, MAX_EXPORT_LINE_BYTES, MAX_LINE_BYTES_CEILING, type ExportLine } from "./transfer-lines.js";
 export { toJsonSafe } from "./decode.js";

@@ -7,7 +7,9 @@
  * time, JavaScript's `Date.parse` does), JSON Postgres accepts (no NUL, no
  * lone surrogate), text it stores unchanged, and the checkpoint's shape
  * (`channel_versions` an object of versions, and so on). Errors name the
- * record and the field: `records[12].checkpoint.channel_versions`.
+ * record and the field: `records[12].checkpoint.channel_versions`, and
+ * name what the record holds only cut short ({@link shown}): an id or a key
+ * that failed its check may be megabytes long, or personal data (issue 37).
  *
  * The column types come from the target (`Columns`, read by transfer.ts);
  * {@link SCHEMA_COLUMNS} are this release's, used before any SQL runs (a test
@@ -80,6 +82,27 @@ export const SCHEMA_COLUMNS: Columns = {
   ]),
 };
 
+/** Characters of a record's string that a message shows: a UUID whole, never a payload. */
+const SHOWN_CHARS = 40;
+/** Levels of a JSON path that a message shows: a value nested deeper is named by its first levels and `…`. */
+const SHOWN_LEVELS = 12;
+
+/**
+ * A value of a record as a message names it, before (or without) a check of
+ * its size: a string as JSON, cut to its first 40 characters (then its
+ * length); a number or boolean as it is; anything else by its kind.
+ *
+ * @example
+ * ```ts
+ * shown("x".repeat(1e6)); // "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"… (1000000 characters)"
+ * ```
+ */
+export function shown(value: unknown): string {
+  if (typeof value === "string") return value.length > SHOWN_CHARS ? `${JSON.stringify(value.slice(0, SHOWN_CHARS))}… (${value.length} characters)` : JSON.stringify(value);
+  if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) return String(value);
+  return Array.isArray(value) ? "an array" : typeof value === "object" ? "an object" : typeof value;
+}
+
 /** Record fields that are not columns: informational, never written. */
 export const NOT_COLUMNS = new Set(["kind", "decoded", "metadata_decoded", "unversioned_decoded"]);
 
@@ -107,21 +130,25 @@ function checkText(field: string, s: string): void {
   if (LONE_SURROGATE.test(s)) throw new InvalidInputError(field, "is not valid Unicode (a lone surrogate: half of a character)");
 }
 
-/** A JSON value Postgres's jsonb accepts: every string and key without NUL or lone surrogates (walked without recursion). */
+/**
+ * A JSON value Postgres's jsonb accepts: every string and key without NUL or lone surrogates (walked without
+ * recursion). The path in a message shows keys cut short, and its first levels only (a value may nest deep).
+ */
 function checkJson(field: string, value: unknown): void {
-  const stack: { v: unknown; path: () => string }[] = [{ v: value, path: () => field }];
+  const stack: { v: unknown; path: () => string; depth: number }[] = [{ v: value, path: () => field, depth: 0 }];
   while (stack.length > 0) {
-    const { v, path } = stack.pop()!;
+    const { v, path, depth } = stack.pop()!;
+    const below = (segment: () => string) => (depth < SHOWN_LEVELS ? () => `${path()}${segment()}` : depth === SHOWN_LEVELS ? () => `${path()}…` : path);
     if (typeof v === "string") {
       if (v.includes("\u0000")) throw new InvalidInputError(path(), "Postgres JSON cannot hold NUL (\\u0000) characters");
       if (LONE_SURROGATE.test(v)) throw new InvalidInputError(path(), "Postgres JSON cannot hold a lone surrogate (half of a character)");
     } else if (Array.isArray(v)) {
-      v.forEach((x, i) => stack.push({ v: x, path: () => `${path()}[${i}]` }));
+      v.forEach((x, i) => stack.push({ v: x, path: below(() => `[${i}]`), depth: depth + 1 }));
     } else if (v !== null && typeof v === "object") {
       for (const [k, x] of Object.entries(v)) {
-        const at = () => `${path()}[${JSON.stringify(k)}]`;
+        const at = below(() => `[${shown(k)}]`);
         if (k.includes("\u0000") || LONE_SURROGATE.test(k)) throw new InvalidInputError(at(), "Postgres JSON cannot hold this key (NUL or a lone surrogate)");
-        stack.push({ v: x, path: at });
+        stack.push({ v: x, path: at, depth: depth + 1 });
       }
     } else if (typeof v === "number" && !Number.isFinite(v)) {
       throw new InvalidInputError(path(), "expected a finite number");
@@ -182,7 +209,7 @@ function checkVersion(field: string, v: unknown): void {
 function checkVersions(field: string, v: unknown): void {
   if (!isObject(v)) throw new InvalidInputError(field, "expected an object of channel versions");
   for (const [channel, version] of Object.entries(v)) {
-    checkKey(`${field} key ${JSON.stringify(channel)}`, channel, LIMITS.channel);
+    checkKey(`${field} key ${shown(channel)}`, channel, LIMITS.channel);
     checkVersion(`${field}[${JSON.stringify(channel)}]`, version);
   }
 }
@@ -193,7 +220,7 @@ function checkCheckpoint(at: string, cp: unknown, checkpointId: string): void {
   if (!isObject(cp)) throw new InvalidInputError(field, "expected an object");
   if (cp.v !== undefined && (typeof cp.v !== "number" || !Number.isInteger(cp.v))) throw new InvalidInputError(`${field}.v`, "expected an integer (the checkpoint format)");
   if (cp.id !== undefined && cp.id !== checkpointId) {
-    throw new InvalidInputError(`${field}.id`, `is ${JSON.stringify(cp.id)}, but the record's checkpoint_id is ${JSON.stringify(checkpointId)}`);
+    throw new InvalidInputError(`${field}.id`, `is ${shown(cp.id)}, but the record's checkpoint_id is ${JSON.stringify(checkpointId)}`);
   }
   if (cp.ts !== undefined && typeof cp.ts !== "string") throw new InvalidInputError(`${field}.ts`, "expected a string");
   if (cp.channel_versions !== undefined) {
@@ -202,7 +229,7 @@ function checkCheckpoint(at: string, cp: unknown, checkpointId: string): void {
   }
   if (cp.versions_seen !== undefined) {
     if (!isObject(cp.versions_seen)) throw new InvalidInputError(`${field}.versions_seen`, "expected an object (node: channel versions)");
-    for (const [node, seen] of Object.entries(cp.versions_seen)) checkVersions(`${field}.versions_seen[${JSON.stringify(node)}]`, seen);
+    for (const [node, seen] of Object.entries(cp.versions_seen)) checkVersions(`${field}.versions_seen[${shown(node)}]`, seen);
   }
   if (cp.channel_values !== undefined && !isObject(cp.channel_values)) throw new InvalidInputError(`${field}.channel_values`, "expected an object");
   for (const list of ["updated_channels", "pending_sends"] as const) {
@@ -240,7 +267,7 @@ export function validateRecords(records: readonly (ExportRecord | ExportHeader)[
     if (r.kind === "header") {
       if (r.format !== EXPORT_FORMAT) throw new InvalidInputError(`${at}.format`, `expected ${JSON.stringify(EXPORT_FORMAT)}`);
       if (typeof r.version !== "number" || r.version > EXPORT_FORMAT_VERSION) {
-        throw new InvalidInputError(`${at}.version`, `format version ${String(r.version)} is newer than this code reads (${EXPORT_FORMAT_VERSION})`);
+        throw new InvalidInputError(`${at}.version`, `format version ${shown(r.version)} is newer than this code reads (${EXPORT_FORMAT_VERSION})`);
       }
       return;
     }
@@ -280,7 +307,9 @@ export function validateRecords(records: readonly (ExportRecord | ExportHeader)[
     for (const [name, column] of table) if (!column.head) checkField(`${at}.${name}`, r[name], column);
     if (columns) {
       for (const name of Object.keys(r)) {
-        if (!NOT_COLUMNS.has(name) && !table.has(name)) throw new InvalidInputError(`${at}.${name}`, `is not a column of ${TABLES[kind]} in the target schema (an export from a newer schema?)`);
+        if (!NOT_COLUMNS.has(name) && !table.has(name)) {
+          throw new InvalidInputError(`${at}.${name.length > SHOWN_CHARS ? shown(name) : name}`, `is not a column of ${TABLES[kind]} in the target schema (an export from a newer schema?)`);
+        }
       }
     }
     // The target's keys would refuse these too, but only as a bare duplicate-key error.

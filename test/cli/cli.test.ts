@@ -643,6 +643,11 @@ describe("grants", () => {
     const ok = await runCli(["grants", "--role", "agents_app", "--schema", 'we"ird']);
     expect(ok.code).toBe(0);
     expect(ok.stdout.trim()).toBe(grantStatements({ role: "agents_app", schema: 'we"ird' }).map((s) => `${s};`).join("\n"));
+    for (const [flag, store] of [["--no-store", false], ["--store-only", "only"]] as const) {
+      const run = await runCli(["grants", "--role", "agents_app", flag]);
+      expect(run.stdout.trim(), flag).toBe(grantStatements({ role: "agents_app", store }).map((s) => `${s};`).join("\n"));
+    }
+    expect((await runCli(["grants", "--role", "agents_app", "--no-store", "--store-only"])).code).toBe(2);
     const missing = await runCli(["grants"]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/--role/);

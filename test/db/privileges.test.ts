@@ -1,13 +1,14 @@
 /**
  * Least privilege: the schema owner migrates and grants; the application role
  * gets only what `grantStatements` gives it. Every saver operation works as
- * that role; DDL (and migrating) does not.
+ * that role, and every store operation where the store is migrated (issue 37);
+ * DDL (and migrating) does not.
  */
 import { randomBytes } from "node:crypto";
 import { uuid6 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CheckpointConflictError, grantStatements, InvalidOptionsError, migrate, MigrationError, PostgresSaver } from "../../src/index.js";
+import { CheckpointConflictError, grantStatements, InvalidOptionsError, migrate, migrateStore, MigrationError, PostgresSaver, PostgresStore } from "../../src/index.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
 import { addressGraph, approvalGraph, tid } from "../helpers/graphs.js";
@@ -19,6 +20,10 @@ const suffix = randomBytes(4).toString("hex");
 const OWNER = `lgcp_owner_${suffix}`;
 const APP = `lgcp_app ${suffix}`; // a space: the name must be quoted everywhere
 const SCHEMA = "agents";
+/** A schema with the checkpointer only, one with the store only, and one with neither. */
+const PLAIN = "agents_plain";
+const MEMORY = "memory";
+const BARE = "bare";
 const PASSWORD = `pw-${randomBytes(8).toString("hex")}`;
 
 let ownerPool: pg.Pool;
@@ -40,28 +45,68 @@ beforeAll(async () => {
   ownerPool = testPool({ connectionString: urlAs(OWNER), max: 2 });
   appPool = testPool({ connectionString: urlAs(APP), max: 4, application_name: "privileges-app" });
   await migrate({ pool: ownerPool, schema: SCHEMA });
+  await migrateStore({ pool: ownerPool, schema: SCHEMA });
   for (const sql of grantStatements({ schema: SCHEMA, role: APP })) await ownerPool.query(sql);
 });
+
+/** Run `statements` as the pool's role, in order; the NOTICEs they raised. */
+async function runAll(pool: pg.Pool, statements: string[]): Promise<string[]> {
+  const client = await pool.connect();
+  const notices: string[] = [];
+  const onNotice = (n: { severity?: string; message?: string }) => n.severity === "NOTICE" && notices.push(n.message ?? "");
+  client.on("notice", onNotice);
+  try {
+    for (const sql of statements) await client.query(sql);
+  } finally {
+    client.off("notice", onNotice);
+    client.release();
+  }
+  return notices;
+}
+
+/** The role's privileges on the tables of `schema`, as the catalog lists them. */
+async function tablePrivileges(schema: string): Promise<{ table_name: string; privs: string }[]> {
+  const { rows } = await db.pool.query(
+    `SELECT table_name, string_agg(privilege_type, ',' ORDER BY privilege_type) AS privs
+       FROM information_schema.role_table_grants WHERE grantee = $1 AND table_schema = $2
+      GROUP BY table_name ORDER BY table_name`,
+    [APP, schema],
+  );
+  return rows;
+}
 
 afterAll(async () => {
   await appPool?.end();
   await ownerPool?.end();
   // Objects of the owner live in the test database: drop them there, then the roles.
-  await db.pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+  await db.pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA}, ${PLAIN}, ${MEMORY}, ${BARE} CASCADE`);
   await db.pool.query(`DROP OWNED BY ${pg.escapeIdentifier(OWNER)}, ${pg.escapeIdentifier(APP)}`);
   await db.pool.query(`DROP ROLE IF EXISTS ${pg.escapeIdentifier(APP)}`);
   await db.pool.query(`DROP ROLE IF EXISTS ${pg.escapeIdentifier(OWNER)}`);
 });
 
 describe("grantStatements", () => {
-  it("grants USAGE on the schema, DML on the saver's tables, SELECT on the migrations table, EXECUTE on the write gate; names quoted", () => {
-    expect(grantStatements({ schema: 'we"ird', role: "app; DROP TABLE x" })).toEqual([
-      'GRANT USAGE ON SCHEMA "we""ird" TO "app; DROP TABLE x"',
-      'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "we""ird".checkpoints, "we""ird".checkpoint_writes, "we""ird".checkpoint_blobs, "we""ird".checkpoint_heads, "we""ird".checkpoint_tombstones, "we""ird".checkpointer_retention TO "app; DROP TABLE x"',
-      'GRANT SELECT ON TABLE "we""ird".checkpointer_migrations TO "app; DROP TABLE x"',
-      'GRANT EXECUTE ON FUNCTION "we""ird".checkpointer_thread_gate(text, text, text, text[], boolean), "we""ird".checkpointer_put_gate(text, text, text, text, text, jsonb, boolean) TO "app; DROP TABLE x"',
-      'REVOKE CREATE ON SCHEMA "we""ird" FROM "app; DROP TABLE x"',
-      'REVOKE TRUNCATE, REFERENCES, TRIGGER ON TABLE "we""ird".checkpoints, "we""ird".checkpoint_writes, "we""ird".checkpoint_blobs, "we""ird".checkpoint_heads, "we""ird".checkpoint_tombstones, "we""ird".checkpointer_retention FROM "app; DROP TABLE x"',
+  it("grants USAGE on the schema, DML on the saver's tables, SELECT on the migrations table, EXECUTE on the write gate, the store's where it is migrated; names quoted", () => {
+    expect(grantStatements({ schema: "we'i\"rd", role: "app; DROP TABLE x" })).toEqual([
+      'GRANT USAGE ON SCHEMA "we\'i""rd" TO "app; DROP TABLE x"',
+      'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "we\'i""rd".checkpoints, "we\'i""rd".checkpoint_writes, "we\'i""rd".checkpoint_blobs, "we\'i""rd".checkpoint_heads, "we\'i""rd".checkpoint_tombstones, "we\'i""rd".checkpointer_retention TO "app; DROP TABLE x"',
+      'GRANT SELECT ON TABLE "we\'i""rd".checkpointer_migrations TO "app; DROP TABLE x"',
+      'GRANT EXECUTE ON FUNCTION "we\'i""rd".checkpointer_thread_gate(text, text, text, text[], boolean), "we\'i""rd".checkpointer_put_gate(text, text, text, text, text, jsonb, boolean) TO "app; DROP TABLE x"',
+      `DO $lgcp_grants$ BEGIN
+  IF pg_catalog.to_regclass('"we''i""rd".checkpointer_store_migrations') IS NULL THEN
+    RAISE NOTICE '%', 'schema "we''i""rd" holds no store (PostgresStore): nothing of it was granted; run these again once it is migrated (migrate --store)';
+  ELSE
+    GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "we'i""rd".store_items TO "app; DROP TABLE x";
+    GRANT SELECT ON TABLE "we'i""rd".checkpointer_store_migrations TO "app; DROP TABLE x";
+    REVOKE TRUNCATE, REFERENCES, TRIGGER ON TABLE "we'i""rd".store_items FROM "app; DROP TABLE x";
+    IF pg_catalog.to_regclass('"we''i""rd".store_item_vectors') IS NOT NULL THEN
+      GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "we'i""rd".store_item_vectors TO "app; DROP TABLE x";
+      REVOKE TRUNCATE, REFERENCES, TRIGGER ON TABLE "we'i""rd".store_item_vectors FROM "app; DROP TABLE x";
+    END IF;
+  END IF;
+END $lgcp_grants$`,
+      'REVOKE CREATE ON SCHEMA "we\'i""rd" FROM "app; DROP TABLE x"',
+      'REVOKE TRUNCATE, REFERENCES, TRIGGER ON TABLE "we\'i""rd".checkpoints, "we\'i""rd".checkpoint_writes, "we\'i""rd".checkpoint_blobs, "we\'i""rd".checkpoint_heads, "we\'i""rd".checkpoint_tombstones, "we\'i""rd".checkpointer_retention FROM "app; DROP TABLE x"',
       "DO $lgcp_grants$ BEGIN EXECUTE pg_catalog.format('REVOKE TEMPORARY ON DATABASE %I FROM %I', pg_catalog.current_database(), 'app; DROP TABLE x'); END $lgcp_grants$",
     ]);
     expect(grantStatements({ role: "app" })[0]).toBe('GRANT USAGE ON SCHEMA "public" TO "app"');
@@ -69,6 +114,13 @@ describe("grantStatements", () => {
       expect(() => grantStatements({ role: role as string })).toThrow(InvalidOptionsError);
     }
     expect(() => grantStatements({ role: "app", schema: "pg_catalog" })).toThrow(InvalidOptionsError);
+    expect(() => grantStatements({ role: "app", schema: "a$lgcp_grants$b" })).toThrow(InvalidOptionsError);
+    for (const store of ["yes", 1, "all"]) expect(() => grantStatements({ role: "app", store: store as never })).toThrow(InvalidOptionsError);
+    // store: false, the checkpointer's alone; store: "only", the store's alone, required.
+    expect(grantStatements({ role: "app", store: false }).join("\n")).not.toMatch(/store/);
+    const only = grantStatements({ role: "app", store: "only" }).join("\n");
+    expect(only).not.toMatch(/checkpoints|checkpointer_migrations|checkpointer_thread_gate/);
+    expect(only).toMatch(/RAISE EXCEPTION '%', 'schema "public" holds no store \(PostgresStore\): run migrate --store-only first'/);
   });
 
   it("are idempotent (running them twice is harmless)", async () => {
@@ -78,20 +130,16 @@ describe("grantStatements", () => {
 
 describe("the application role", () => {
   it("holds exactly the granted privileges (checked in the catalog)", async () => {
-    const { rows } = await db.pool.query(
-      `SELECT table_name, string_agg(privilege_type, ',' ORDER BY privilege_type) AS privs
-         FROM information_schema.role_table_grants WHERE grantee = $1 AND table_schema = $2
-        GROUP BY table_name ORDER BY table_name`,
-      [APP, SCHEMA],
-    );
-    expect(rows).toEqual([
+    expect(await tablePrivileges(SCHEMA)).toEqual([
       { table_name: "checkpoint_blobs", privs: "DELETE,INSERT,SELECT,UPDATE" },
       { table_name: "checkpoint_heads", privs: "DELETE,INSERT,SELECT,UPDATE" },
       { table_name: "checkpoint_tombstones", privs: "DELETE,INSERT,SELECT,UPDATE" },
       { table_name: "checkpoint_writes", privs: "DELETE,INSERT,SELECT,UPDATE" },
       { table_name: "checkpointer_migrations", privs: "SELECT" },
       { table_name: "checkpointer_retention", privs: "DELETE,INSERT,SELECT,UPDATE" },
+      { table_name: "checkpointer_store_migrations", privs: "SELECT" },
       { table_name: "checkpoints", privs: "DELETE,INSERT,SELECT,UPDATE" },
+      { table_name: "store_items", privs: "DELETE,INSERT,SELECT,UPDATE" },
     ]);
     // EXECUTE on the write gates by its own grant, not only PUBLIC's (which default privileges may take away).
     for (const gate of ["checkpointer_thread_gate(text, text, text, text[], boolean)", "checkpointer_put_gate(text, text, text, text, text, jsonb, boolean)"]) {
@@ -194,6 +242,65 @@ describe("the application role", () => {
     expect(rows).toHaveLength(0);
     // On the migrated schema, setup() is a no-op that the role can run (it only reads).
     expect((await saver.setup()).applied).toEqual([]);
+  });
+});
+
+describe("the store (issue 37)", () => {
+  it("runs every store operation as the role, beside the saver: what opening does (setup, the schema check), put, get, search, listNamespaces, batch, delete, the TTL sweep, getStats", async () => {
+    // The official config's shape sets up at start (ensureTables); open() sets up too; on the caller's pool, only the schema check.
+    const official = new PostgresStore({ connectionOptions: urlAs(APP), schema: SCHEMA, ttl: { defaultTtl: 60 } });
+    const opened = await PostgresStore.open({ databaseUrl: urlAs(APP), schema: SCHEMA, log: false });
+    const mine = new PostgresStore(appPool, { schema: SCHEMA });
+    try {
+      await official.start();
+      await official.put(["users", "u1"], "prefs", { food: "pasta", n: 1 });
+      await opened.put(["users", "u2"], "note", { text: "likes hiking" });
+      expect((await mine.get(["users", "u1"], "prefs"))?.value).toEqual({ food: "pasta", n: 1 });
+      expect((await mine.search(["users"], { filter: { n: 1 } })).map((i) => i.key)).toEqual(["prefs"]);
+      expect((await opened.search(["users"], { query: "hiking", mode: "text" })).map((i) => i.key)).toEqual(["note"]);
+      expect(await mine.listNamespaces({ prefix: ["users"] })).toEqual([["users", "u1"], ["users", "u2"]]);
+      const [item] = await mine.batch([{ namespace: ["users", "u2"], key: "note" }, { namespace: ["users", "u2"], key: "more", value: { x: 1 } }] as const);
+      expect(item?.value).toEqual({ text: "likes hiking" });
+      await official.delete(["users", "u1"], "prefs");
+      expect(await mine.get(["users", "u1"], "prefs")).toBeNull();
+      // The sweep (an advisory lock and a delete) as the role: the owner makes one item expire.
+      await ownerPool.query(`UPDATE ${SCHEMA}.store_items SET expires_at = now() - interval '1 minute' WHERE key = 'more'`);
+      expect(await mine.sweepExpiredItems()).toBe(1);
+      expect(await mine.getStats()).toMatchObject({ totalItems: 1, namespaceCount: 1 });
+      await mine.delete(["users", "u2"], "note");
+    } finally {
+      await official.stop();
+      await opened.stop();
+    }
+  });
+
+  it("a schema without the store: the statements run and say so, granting nothing of it; run again once it is migrated, the store works", async () => {
+    await migrate({ pool: ownerPool, schema: PLAIN });
+    const notices = await runAll(ownerPool, grantStatements({ schema: PLAIN, role: APP }));
+    expect(notices).toEqual([`schema "${PLAIN}" holds no store (PostgresStore): nothing of it was granted; run these again once it is migrated (migrate --store)`]);
+    expect((await tablePrivileges(PLAIN)).map((r) => r.table_name)).not.toContain("store_items");
+    await migrateStore({ pool: ownerPool, schema: PLAIN });
+    expect(await runAll(ownerPool, grantStatements({ schema: PLAIN, role: APP }))).toEqual([]);
+    const store = new PostgresStore(appPool, { schema: PLAIN });
+    await store.put(["a"], "k", { v: 1 });
+    expect((await store.get(["a"], "k"))?.value).toEqual({ v: 1 });
+  });
+
+  it('store: "only", a schema holding the store alone: its grants, the vector table\'s when there is one; none of the checkpointer\'s; a schema without the store refused', async () => {
+    await migrateStore({ pool: ownerPool, schema: MEMORY });
+    // The vector table exists once a store with an index is set up (pgvector); its grants need only a table of that name.
+    await ownerPool.query(`CREATE TABLE ${MEMORY}.store_item_vectors (ns_key text, key text, field_path text)`);
+    expect(await runAll(ownerPool, grantStatements({ schema: MEMORY, role: APP, store: "only" }))).toEqual([]);
+    expect(await tablePrivileges(MEMORY)).toEqual([
+      { table_name: "checkpointer_store_migrations", privs: "SELECT" },
+      { table_name: "store_item_vectors", privs: "DELETE,INSERT,SELECT,UPDATE" },
+      { table_name: "store_items", privs: "DELETE,INSERT,SELECT,UPDATE" },
+    ]);
+    const store = new PostgresStore(appPool, { schema: MEMORY });
+    await store.put(["a"], "k", { v: 1 });
+    expect(await store.search(["a"])).toHaveLength(1);
+    await ownerPool.query(`CREATE SCHEMA ${BARE}`);
+    await expect(runAll(ownerPool, grantStatements({ schema: BARE, role: APP, store: "only" }))).rejects.toThrow(`schema "${BARE}" holds no store (PostgresStore): run migrate --store-only first`);
   });
 });
 

@@ -15,6 +15,8 @@ import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { createRequire } from "node:module";
 import { rm } from "node:fs/promises";
 import { basename, join } from "node:path";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { inject } from "vitest";
 
@@ -38,8 +40,11 @@ export interface Run {
 export interface RunOptions {
   /** Extra environment; DATABASE_URL is removed from the inherited one unless given here. */
   env?: Record<string, string>;
-  /** Written to stdin, then stdin is closed (stdin is always a pipe, never a TTY). */
-  input?: string | Uint8Array;
+  /**
+   * Written to stdin, then stdin is closed (stdin is always a pipe, never a TTY). Chunks of an
+   * iterable are written as the child reads them: input larger than a test would hold.
+   */
+  input?: string | Uint8Array | AsyncIterable<Uint8Array> | Iterable<Uint8Array>;
   cwd?: string;
 }
 
@@ -55,8 +60,14 @@ export function spawnScript(script: string, args: string[], options: RunOptions 
   const bundle = inject("scriptBundle");
   const entry = bundle?.scripts.includes(script) ? [join(bundle.dir, basename(script).replace(/\.ts$/, ".mjs"))] : ["--import", TSX, join(ROOT, script)];
   const child = spawn(process.execPath, [...entry, ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
-  child.stdin.end(options.input ?? "");
+  feed(child, options.input);
   return child;
+}
+
+function feed(child: ChildProcessWithoutNullStreams, input: RunOptions["input"] = ""): void {
+  if (typeof input === "string" || input instanceof Uint8Array) child.stdin.end(input);
+  // The child may stop reading and exit before the end (EPIPE): what it did is in its exit code and output.
+  else pipeline(Readable.from(input), child.stdin).catch(() => undefined);
 }
 
 /** A child's exit code and all it printed. */
@@ -79,7 +90,7 @@ export function runDemo(args: string[], options: RunOptions = {}): Promise<Run> 
   if (!options.env?.DATABASE_URL) delete env.DATABASE_URL;
   delete env.FORCE_COLOR;
   const child = spawn(process.execPath, [join(ROOT, "scripts", "demo.mjs"), ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
-  child.stdin.end(options.input ?? "");
+  feed(child, options.input);
   return collect(child);
 }
 
