@@ -2,12 +2,12 @@
  * The saver: `PostgresSaver`, LangGraph's `BaseCheckpointSaver` on our tables.
  * The class and its public methods (saver.ts; its options in options.ts, what
  * `open()` shares with the store in src/db/open.ts; the state its parts share in context.ts), the write path (write.ts: put and
- * putWrites, their values encoded in encode.ts, several putWrites of a lineage
- * sent as one statement by coalesce.ts), the read path (read.ts: rows back
+ * putWrites, their values encoded in encode.ts), the order of the work on
+ * each thread (threads.ts: results in call order, reads after the writes in
+ * flight, writes riding the next put), the read path (read.ts: rows back
  * into tuples; filter.ts: list's metadata filter), what a put does to its
  * lineage and run leases (lineage.ts), state upgrades (upgrade.ts), channel
- * versions (version.ts), the writes in flight that a read or retry waits for
- * and each thread's call order (inflight.ts), and the statements: their text
+ * versions (version.ts), and the statements: their text
  * (queries.ts), their parameters by name (params.ts), how they run (runner.ts:
  * prepared, typed errors); deleted threads' tombstones and the write gate
  * (tombstones.ts), copying a thread (copy.ts), background retention

@@ -14,7 +14,7 @@ import type { SaverContext } from "./context.js";
 import { lineageKey } from "./elements.js";
 import { putValues } from "./params.js";
 import type { RefusalReason } from "./tombstones.js";
-import { sharedFailure, type TakenWrites } from "./coalesce.js";
+import { sharedFailure, type TakenWrites } from "./threads.js";
 import { MAX_STATEMENT_BYTES } from "./encode.js";
 import { carriedValues, type EncodedPut } from "./write.js";
 
@@ -42,7 +42,7 @@ interface PutRow {
 /**
  * Store an encoded put and report what it did to its lineage; `started` is
  * when the put was called (`performance.now()`), for the events' durations.
- * `take` hands it the lineage's writes waiting to go out (coalesce.ts): its
+ * `take` hands it the lineage's writes waiting to go out (threads.ts): its
  * first statement carries them (`putWithWrites`).
  */
 export async function runPut(

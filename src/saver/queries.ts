@@ -449,7 +449,7 @@ SELECT d.refused, d.head_id, d.ok, ${checked ? "d.parent_known, d.late" : "d.fas
 
     /**
      * {@link put} carrying writes of the lineage that were waiting to go out
-     * (coalesce.ts): one round trip and one commit for a step's writes and the
+     * (threads.ts): one round trip and one commit for a step's writes and the
      * checkpoint that ends it. The writes pass their own gate (as `putWrites`)
      * and are stored whatever becomes of the put; the put's outcome is its own.
      * Parameters as `put`, with the blob rows ($9-$12, $18) also holding the
@@ -490,7 +490,7 @@ SELECT refused FROM gate`,
 
     /**
      * {@link putWrites} for several calls of one lineage at once (coalesced
-     * while another write of the lineage was in flight, see coalesce.ts): the
+     * while another write of the lineage was in flight, see threads.ts): the
      * checkpoint, task and task path travel per row. Each (checkpoint, task,
      * idx) appears once (the coalescer keeps what the calls one after another
      * would have left). $1 thread, $2 ns, $3 checkpoint ids, $4 task ids,

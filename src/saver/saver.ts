@@ -27,10 +27,9 @@ import { emit, guard } from "../events.js";
 import { compactAdopted } from "../ops/compact.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 import { LIMITS, checkKey, readConfig, threadIdOf, withStringThreadId } from "../validate.js";
-import { Coalescer, type TakenWrites } from "./coalesce.js";
 import type { SaverContext } from "./context.js";
 import { readFilter } from "./filter.js";
-import { InFlight, ThreadOrder } from "./inflight.js";
+import { Threads, type Take, type WriteRows } from "./threads.js";
 import { RunLeases, runPut } from "./lineage.js";
 import {
   BOUNDED_POOL,
@@ -82,13 +81,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
   #close: (() => Promise<void>) | undefined;
   /** Runs the statements (and checks once that the schema is migrated). */
   readonly #runner: Runner;
-  readonly #inFlight = new InFlight();
-  /** This saver's puts in flight, per lineage (a write refused for a thread not started again waits for them once). */
-  readonly #puts = new InFlight();
-  /** Queues a lineage's putWrites while one of its writes is in flight, and sends them together (see coalesce.ts). */
-  readonly #coalescer = new Coalescer((calls) => sendWrites(this.#ctx, calls));
-  /** Delivers each thread's results in the order its operations were called. */
-  readonly #order = new ThreadOrder();
+  /** The order of this process's work on each thread: when writes go out, when results are delivered (threads.ts). */
+  readonly #threads = new Threads((calls) => sendWrites(this.#ctx, calls));
   /** Run leases of failed runs (linear mode), retried in the background; end() stops them. */
   readonly #leases: RunLeases;
   /** copyThread's statements, built at its first call. */
@@ -327,15 +321,9 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const { threadId, checkpointNs, checkpointId } = readConfig(config, "getTuple", false);
     // LangGraph's contract (and its conformance suite): no thread, no tuple.
     if (threadId === undefined) return undefined;
-    const ns = checkpointNs ?? "";
     // After a failed invocation, writes of that run may still be on their way: a retry must start
-    // from the head they make (see InFlight).
-    await this.#inFlight.settled(InFlight.keyOf(config));
-    // The read takes its place among the thread's results here, after the writes it waited for, not
-    // at the call: there, a put of the failed run issued meanwhile would be delivered only after the
-    // read, so LangGraph would put that run's next checkpoint only once the read had returned the
-    // head before it, and the retry starting from that head would fork the thread.
-    return this.#order.deliver(config, this.#readTuple(threadId, ns, checkpointId));
+    // from the head they make (threads.ts).
+    return this.#threads.read(config, () => this.#readTuple(threadId, checkpointNs ?? "", checkpointId));
   }
 
   async #readTuple(threadId: string, ns: string, checkpointId: string | undefined): Promise<CheckpointTuple | undefined> {
@@ -397,9 +385,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    */
   put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     config = withStringThreadId(config);
-    const key = InFlight.keyOf(config);
-    const put = this.#coalescer.during(key, (take) => this.#putOrRelease(config, checkpoint, metadata, newVersions, take));
-    return this.#order.deliver(config, this.#inFlight.track(key, this.#puts.track(key, put)));
+    return this.#threads.put(config, (take) => this.#putOrRelease(config, checkpoint, metadata, newVersions, take));
   }
 
   async #putOrRelease(
@@ -407,7 +393,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
     newVersions: ChannelVersions,
-    take: (maxBytes: number) => TakenWrites | undefined,
+    take: Take,
   ): Promise<RunnableConfig> {
     const started = performance.now();
     try {
@@ -417,7 +403,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
         return await put();
       } catch (err) {
         // A subgraph's first checkpoint may reach the database before the root put that starts the conversation.
-        if (!(await waitForRestart(this.#puts, err, config, false))) throw err;
+        if (!(await waitForRestart(this.#threads, err, config, false))) throw err;
         return await put();
       }
     } catch (err) {
@@ -440,18 +426,18 @@ export class PostgresSaver extends BaseCheckpointSaver {
    */
   putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
     config = withStringThreadId(config);
-    return this.#order.deliver(config, this.#inFlight.track(InFlight.keyOf(config), this.#putWritesOrRelease(config, writes, taskId, taskPath)));
+    return this.#threads.write(config, (queue) => this.#putWritesOrRelease(config, writes, taskId, taskPath, queue));
   }
 
-  async #putWritesOrRelease(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string): Promise<void> {
+  async #putWritesOrRelease(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string, queue: (rows: WriteRows) => Promise<void>): Promise<void> {
     const started = performance.now();
     try {
       try {
-        await this.#putWrites(config, writes, taskId, taskPath, started);
+        await this.#putWrites(config, writes, taskId, taskPath, started, queue);
       } catch (err) {
         // With async durability a run's writes may reach the database before the put that starts the conversation.
-        if (!(await waitForRestart(this.#puts, err, config, true))) throw err;
-        await this.#putWrites(config, writes, taskId, taskPath, started);
+        if (!(await waitForRestart(this.#threads, err, config, true))) throw err;
+        await this.#putWrites(config, writes, taskId, taskPath, started, queue);
       }
     } catch (err) {
       this.#reportRefusal(err, started);
@@ -460,10 +446,17 @@ export class PostgresSaver extends BaseCheckpointSaver {
     }
   }
 
-  async #putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string, started: number): Promise<void> {
+  async #putWrites(
+    config: RunnableConfig,
+    writes: PendingWrite[],
+    taskId: string,
+    taskPath: string,
+    started: number,
+    queue: (rows: WriteRows) => Promise<void>,
+  ): Promise<void> {
     const rows = await encodeWrites(this.#ctx, { config, writes, taskId, taskPath });
     if (rows === undefined) return;
-    await this.#coalescer.write(InFlight.keyOf(config), rows);
+    await queue(rows);
     // Stored: the put of the checkpoint's child need not send these element rows again (elements.ts).
     if (rows.hashes.length > 0) this.#ctx.elements?.rememberWrites(lineageKey(rows.threadId, rows.checkpointNs), rows.checkpointId, rows.hashes);
     emit(this.#ctx.onEvent, {
@@ -501,7 +494,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     await this.#runner.ensureReady();
     // This process's writes already issued on the thread go first: one still on its way (say, the first
     // put of a conversation) would otherwise land after the deletion and start the thread again.
-    await this.#inFlight.settledThread(threadId);
+    await this.#threads.settledThread(threadId);
     try {
       await deleteThread(this.#ctx, threadId);
     } catch (err) {
@@ -546,7 +539,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    */
   override getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {
     if (options?.config) options = { ...options, config: withStringThreadId(options.config) };
-    return this.#order.deliver(options?.config, this.#getDeltaChannelHistory(options));
+    return this.#threads.deliver(options?.config, this.#getDeltaChannelHistory(options));
   }
 
   async #getDeltaChannelHistory(options: { config: RunnableConfig; channels: string[] }): Promise<Record<string, DeltaChannelHistory>> {

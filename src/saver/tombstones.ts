@@ -84,7 +84,7 @@ import { ThreadDeletedError } from "../errors.js";
 import { emit } from "../events.js";
 import { quoteIdent } from "../validate.js";
 import type { SaverContext } from "./context.js";
-import { InFlight } from "./inflight.js";
+import type { Threads } from "./threads.js";
 
 /** The writes' gate (migration 0007), and its argument types for GRANT and REVOKE. */
 export const GATE_FUNCTION = "checkpointer_thread_gate";
@@ -188,17 +188,13 @@ export async function deleteThread(ctx: SaverContext, threadId: string): Promise
 /**
  * A write refused because its thread was deleted and has not started again
  * (`reason: "thread"`) may be a new conversation's, sent before the put that
- * starts it committed: wait once for the saver's puts in flight (`puts`) on
- * the thread's root lineage (and, for writes, on their own), then say whether
- * to try again. A put in the root namespace is never such a case (LangGraph
- * puts a checkpoint only once its parent's put is done).
+ * starts it committed: wait once for the saver's puts in flight on the
+ * thread's root lineage (and, for writes, on their own: threads.ts), then say
+ * whether to try again. A put in the root namespace is never such a case
+ * (LangGraph puts a checkpoint only once its parent's put is done).
  */
-export async function waitForRestart(puts: InFlight, err: unknown, config: RunnableConfig, isWrite: boolean): Promise<boolean> {
+export async function waitForRestart(threads: Threads, err: unknown, config: RunnableConfig, isWrite: boolean): Promise<boolean> {
   if (!(err instanceof ThreadDeletedError) || err.reason !== "thread") return false;
-  const root = InFlight.keyOf({ configurable: { thread_id: err.threadId, checkpoint_ns: "" } });
-  const own = InFlight.keyOf(config);
-  const keys = isWrite ? [root, own] : err.checkpointNs === "" ? [] : [root];
-  if (!keys.some((k) => puts.busy(k))) return false;
-  for (const k of keys) await puts.settled(k);
-  return true;
+  if (!isWrite && err.checkpointNs === "") return false;
+  return threads.putsSettled(err.threadId, isWrite ? config : undefined);
 }

@@ -12,7 +12,7 @@ import { encodeMetadata } from "../serde/metadata.js";
 import { dumpsForRow } from "../serde/rowserde.js";
 import { isSyntheticVersion } from "../serde/upcast.js";
 import { LIMITS, checkKey, readConfig } from "../validate.js";
-import type { WriteRows } from "./coalesce.js";
+import type { WriteRows } from "./threads.js";
 import type { SaverContext } from "./context.js";
 import { MAX_STATEMENT_BYTES, boundBytes, checkSize, checkStatementSize, encodeUnversioned, named, pack } from "./encode.js";
 import { ELEMENTS_CHANNEL, isElementList, lineageKey, type ElementRow } from "./elements.js";

@@ -1,5 +1,5 @@
 /**
- * Write coalescing (src/saver/coalesce.ts): while a write of a lineage is in flight,
+ * Write coalescing (src/saver/threads.ts): while a write of a lineage is in flight,
  * its next putWrites calls wait and go out together in one statement. Each call
  * still settles only once its rows are stored, with the outcome it would have
  * had alone; reads wait for queued writes; results come in call order.
@@ -13,7 +13,7 @@ import { uuid6, type PendingWrite } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { DatabaseOperationError, migrate, PostgresSaver, ThreadDeletedError } from "../../src/index.js";
-import { MAX_WAIT_MS } from "../../src/saver/coalesce.js";
+import { MAX_WAIT_MS } from "../../src/saver/threads.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
 import { tid } from "../helpers/graphs.js";

@@ -361,7 +361,7 @@ describe("one thread's results come back in call order", () => {
         }
         throw new Error("the put never waited on the lock");
       };
-      // The put waits on the lock; the read waits for the put (a write in flight on its lineage, src/saver/inflight.ts).
+      // The put waits on the lock; the read waits for the put (a write in flight on its lineage, src/saver/threads.ts).
       await lockWaiter();
       // Only the put's client is out: the read has not started its statement.
       for (let i = 0; i < 500 && pool.totalCount - pool.idleCount !== 1; i++) await new Promise((r) => setTimeout(r, 10));

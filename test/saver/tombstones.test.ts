@@ -307,7 +307,7 @@ describe("a deletion and a write at the same time (real connections, forced orde
     }
   });
 
-  it("a put carrying writes (coalesce.ts) that reaches its lock while a deletion holds the thread waits, then both see the tombstone", async () => {
+  it("a put carrying writes (threads.ts) that reaches its lock while a deletion holds the thread waits, then both see the tombstone", async () => {
     const saver = savers.branch;
     const threadId = tid("race");
     const { second } = await conversation(saver, threadId);
