@@ -26,7 +26,7 @@ import { chatGraph, tenNodeGraph, type Durability } from "./graph.js";
 import { createPgSaver, loadOurs, memorySaver, saverOn, type PgSaverName } from "./savers.js";
 import { cloneThread, tablesOf } from "./scale.js";
 import { compare, fmtRatio, median, pairedRatio, type ContenderStats, type Ratio } from "./stats.js";
-import { buildQueries } from "../src/saver/queries.js";
+import { saverStatements } from "../src/saver/sql/index.js";
 import { ChatThread } from "./workload.js";
 
 // ---- time spent inside pg queries (every Client.query of this process)
@@ -326,7 +326,7 @@ async function serverStats(pool: pg.Pool, names: Map<string, string>): Promise<M
  */
 async function breakdownSection(adminUrl: string, invokes: number): Promise<void> {
   const names = new Map<string, string>();
-  for (const [name, text] of Object.entries(buildQueries("public"))) if (typeof text === "string") names.set(signature(text), name);
+  for (const [name, text] of Object.entries(saverStatements("public"))) if (typeof text === "string") names.set(signature(text), name);
   const h = await createPgSaver("ours", adminUrl, "breakdown");
   let stats: pg.Pool | undefined = h.db.pool({ max: 1 });
   try {

@@ -59,7 +59,7 @@ export function buildSql(schema: string) {
          AND NOT ${stores(c, "d.ch")}
        ORDER BY 1)`;
 
-  /** Checkpoints before format v4 read their pending sends from their parent's writes (see saver/queries.ts, read kind 3). */
+  /** Checkpoints before format v4 read their pending sends from their parent's writes (see saver/sql/read.ts, read kind 3). */
   const legacy = (c: string) =>
     `${c}.${COL.parentCheckpointId} IS NOT NULL AND pg_catalog.jsonb_typeof(${c}.${COL.checkpoint} -> 'v') = 'number' AND (${c}.${COL.checkpoint} ->> 'v')::numeric < 4`;
 
@@ -352,7 +352,7 @@ gone_b AS (SELECT ${COL.threadId}, bytes FROM unreferenced)`
 gone_w AS (DELETE FROM ${wr} w USING (SELECT * FROM victim_writes UNION ALL SELECT * FROM orphan_writes) g
             WHERE ${sameCheckpoint("w", "g")} AND w.${COL.taskId} = g.${COL.taskId} AND w.${COL.idx} = g.${COL.idx} RETURNING g.bytes),
 -- A put that relies on a value this snapshot finds unreferenced (an element it sent again, a value a
--- checkpoint with an unknown parent names) touches its row (saver/queries.ts): locked here only if
+-- checkpoint with an unknown parent names) touches its row (saver/sql/put.ts): locked here only if
 -- unchanged since the snapshot (a changed row fails the row_version test when re-read), and never
 -- waited for (a put holding it is relying on it); a put that comes later waits, then stores it anew.
 doomed AS MATERIALIZED (

@@ -58,7 +58,7 @@
  * at the end of each run.
  *
  * Issue #6. The statements are in prune-sql.ts, next to the one function that
- * runs them, rather than in saver/queries.ts (the saver's statements); the options
+ * runs them, rather than in saver/sql/ (the saver's statements); the options
  * and their checks in prune-options.ts.
  */
 import pg from "pg";

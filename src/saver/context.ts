@@ -11,10 +11,10 @@ import type { EventHandler, HandlerErrorHandler } from "../events.js";
 import type { StateVersioning } from "../serde/upcast.js";
 import type { ElementMemory } from "./elements.js";
 import type { LineageMode } from "./options.js";
-import type { Queries } from "./queries.js";
+import type { Statements } from "./sql/index.js";
 
 /** The fixed statements (all but `list`'s, which are built per call). */
-export type StatementName = { [K in keyof Queries]: Queries[K] extends string ? K : never }[keyof Queries];
+export type StatementName = { [K in keyof Statements]: Statements[K] extends string ? K : never }[keyof Statements];
 
 export interface SaverContext {
   readonly schema: string;
@@ -22,7 +22,7 @@ export interface SaverContext {
   /** The saver's serializer, read at each use (it is a public field of the base class). */
   readonly serde: SerializerProtocol;
   readonly db: Db;
-  readonly queries: Queries;
+  readonly queries: Statements;
   readonly onEvent: EventHandler | undefined;
   readonly onHandlerError: HandlerErrorHandler | undefined;
   /** Linear mode: how long a run's newest checkpoint keeps the lineage busy (runLeaseMs), in seconds. */

@@ -4,7 +4,7 @@
  * included. The copy keeps the checkpoint ids, parents, metadata, values and
  * pending writes, so it reads exactly as the source at every checkpoint (time
  * travel and forks on it work as on the source). Its statements live here,
- * next to the one function that runs them (as prune's do), not in queries.ts.
+ * next to the one function that runs them (as prune's do), not in sql/.
  *
  * What is copied: the source's checkpoints (all of them, or with `upTo`
  * those whose id sorts at or before it: the thread as it stood when `upTo`

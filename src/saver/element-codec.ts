@@ -22,7 +22,7 @@
  *   turned on: plain hashes); `reencrypt` re-keys those and lists of old keys.
  *
  * The tag is 16 bytes, so a refs value stays a whole number of hashes: the SQL
- * that expands refs values (queries.ts, prune, export) sees the tag as one
+ * that expands refs values (sql/read.ts, prune, export) sees the tag as one
  * more hash, which names no row (2^-128).
  */
 import * as crypto from "node:crypto";

@@ -23,7 +23,7 @@
  *   an encrypting serializer (element-codec.ts, which also checks every row
  *   read against its hash).
  *
- * A read expands refs values in SQL (queries.ts `read`), in the same
+ * A read expands refs values in SQL (sql/read.ts), in the same
  * statement; {@link resolveList} puts the list back together.
  *
  * ## What a put sends

@@ -8,7 +8,7 @@
  * into tuples; filter.ts: list's metadata filter), what a put does to its
  * lineage and run leases (lineage.ts), state upgrades (upgrade.ts), channel
  * versions (version.ts), and the statements: their text
- * (queries.ts), their parameters by name (params.ts), how they run (runner.ts:
+ * (sql/), their parameters by name (params.ts), how they run (runner.ts:
  * prepared, typed errors); deleted threads' tombstones and the write gate
  * (tombstones.ts), copying a thread (copy.ts), background retention
  * (retention.ts). This file is what the package exports from the folder.

@@ -1,6 +1,6 @@
 /**
  * What a put does to its lineage, and run leases. `runPut` sends an encoded
- * put (queries.ts `put`, then `putChecked` for what that one leaves) and
+ * put (sql/put.ts `put`, then `putChecked` for what that one leaves) and
  * turns its answer into the outcome: stored (perhaps as a fork, reported by
  * a `fork` event), a conflict, or a parent that is not stored. `RunLeases`
  * gives a lineage back to other runs when a run fails in linear mode.
@@ -25,7 +25,7 @@ import { carriedValues, type EncodedPut } from "./write.js";
  */
 const MAX_PUT_ATTEMPTS = 10;
 
-/** A row of the put statements (queries.ts `put`, `putChecked`). */
+/** A row of the put statements (sql/put.ts `put`, `putChecked`). */
 interface PutRow {
   /** Why the thread's tombstone refused the put (tombstones.ts); null: not refused. */
   refused: RefusalReason | null;

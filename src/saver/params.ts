@@ -1,5 +1,5 @@
 /**
- * The parameters of the write statements (queries.ts `put`, `putChecked`,
+ * The parameters of the write statements (sql/put.ts `put`, `putChecked`,
  * `putWithWrites`, `putWrites`, `putWritesBatch`) by name, and the functions that put them in
  * the order of the statements' `$n`: the one place that order is written
  * down outside the statements themselves.

@@ -1,5 +1,5 @@
 /**
- * The read path, after the statement: the rows of queries.ts's one-statement
+ * The read path, after the statement: the rows of the one-statement
  * reads (`getById`, `getHead`, `listPage`: a checkpoint with its blobs and
  * pending writes, see `ReadRow`) back into LangGraph's tuples, and the rows
  * of `deltaHistory` into each channel's seed and writes.
@@ -23,7 +23,7 @@ import type { SaverContext } from "./context.js";
 import { elementCodec } from "./element-codec.js";
 import { elementKey, lineageKey, type StoredElement } from "./elements.js";
 import { decodeStoredValue, namesElements } from "./stored.js";
-import type { ReadRow } from "./queries.js";
+import type { DeltaRow, ReadRow } from "./sql/index.js";
 
 /** Decode a value stored whole; `row` is where it is stored (a serializer may check that the value belongs there). */
 function decode(ctx: SaverContext, type: string, value: Buffer | null, row: ValueRow): Promise<unknown> {
@@ -140,20 +140,6 @@ async function toTuple(ctx: SaverContext, entry: Entry, elements: Map<string, St
   }
   if (upcast && ctx.versioning) upcastTuple(tuple, head.n, ctx.versioning);
   return tuple;
-}
-
-/** A row of queries.ts `deltaHistory`. */
-export interface DeltaRow {
-  kind: number;
-  depth: number;
-  checkpoint_id: string;
-  channel: string;
-  version: string | null;
-  task_id: string | null;
-  task_path: string | null;
-  idx: number | null;
-  type: string;
-  value: Buffer | null;
 }
 
 /** Each channel's seed and the writes after it, from the rows of `deltaHistory`; a walk that stopped short throws. */

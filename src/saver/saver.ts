@@ -4,7 +4,7 @@
  * it validates input, has the values serialized before any connection is
  * taken, runs one statement per operation (deleteThread: two, in one
  * transaction) and delivers each thread's results in call order. The work is
- * in the files beside it (see index.ts); SQL lives in queries.ts.
+ * in the files beside it (see index.ts); SQL lives in sql/.
  */
 import type { RunnableConfig } from "@langchain/core/runnables";
 import {
@@ -43,9 +43,9 @@ import {
   type PostgresSaverOptions,
   type SetupOptions,
 } from "./options.js";
-import { buildQueries, type ListWhere, type ReadRow } from "./queries.js";
+import { saverStatements, type DeltaRow, type ListWhere, type ReadRow } from "./sql/index.js";
 import { Runner } from "./runner.js";
-import { toDeltaHistory, toTuples, type DeltaRow } from "./read.js";
+import { toDeltaHistory, toTuples } from "./read.js";
 import { upgradeState } from "./upgrade.js";
 import { nextVersion } from "./version.js";
 import { ElementMemory, lineageKey } from "./elements.js";
@@ -119,7 +119,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
     const onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
     const runner = new Runner({ db, schema, prepared, onEvent });
     this.#runner = runner;
-    const queries = buildQueries(schema);
+    const queries = saverStatements(schema);
     // eslint-disable-next-line @typescript-eslint/no-this-alias
     const saver = this;
     this.#ctx = {

@@ -23,7 +23,7 @@
  *    (the parallel tasks of a step), and those that arrive while a put of the
  *    lineage is in flight (until it is done, or the first of them has waited
  *    {@link MAX_WAIT_MS}). The next put takes what is queued into its own
- *    statement (queries.ts `putWithWrites`); what no put takes goes out on its
+ *    statement (sql/put.ts `putWithWrites`); what no put takes goes out on its
  *    own once the run of promise callbacks that queued it is over. LangGraph
  *    calls a thread's next put only after the previous one resolved
  *    (pregel/loop.ts, `_checkpointerPutAfterPrevious`), and a step's writes

@@ -7,7 +7,7 @@ import { dumpsForRow } from "../serde/rowserde.js";
 import { isSyntheticVersion, realVersion, upcastTuple, type StateVersioning } from "../serde/upcast.js";
 import type { SaverContext } from "./context.js";
 import { encodeUnversioned } from "./encode.js";
-import type { ReadRow } from "./queries.js";
+import type { ReadRow } from "./sql/index.js";
 import { toTuples } from "./read.js";
 
 /**

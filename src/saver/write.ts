@@ -1,7 +1,7 @@
 /**
  * The write path, up to the statement: `put` and `putWrites` validate their
  * input and serialize every value (before any connection is taken), into the
- * named parameters of queries.ts `put` and `putWrites`; `sendWrites` sends
+ * named parameters of sql/put.ts `put` and sql/writes.ts `putWrites`; `sendWrites` sends
  * one putWrites call's rows, or several coalesced ones, as one statement.
  * What a put's statement says about its lineage is lineage.ts.
  */

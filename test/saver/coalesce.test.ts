@@ -26,7 +26,7 @@ let saver: PostgresSaver;
 let statements = 0;
 /** Every statement the saver's clients sent, newest last. */
 let sent: Sent[];
-/** Whether a statement sent is a put carrying writes (queries.ts `putWithWrites`). */
+/** Whether a statement sent is a put carrying writes (src/saver/sql/put.ts `putWithWrites`). */
 const carries = (s: Sent) => s.text.includes("carried AS");
 
 beforeAll(async () => {

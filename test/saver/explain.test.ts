@@ -6,7 +6,7 @@
 import { uuid6 } from "@langchain/langgraph-checkpoint";
 import { beforeAll, expect, it } from "vitest";
 import { migrate, PostgresSaver } from "../../src/index.js";
-import { buildQueries } from "../../src/saver/queries.js";
+import { saverStatements } from "../../src/saver/sql/index.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { withTestDatabase } from "../helpers/db.js";
 
@@ -69,7 +69,7 @@ function expectNoSeqScan(text: string) {
   for (const table of BIG) expect(text, text).not.toMatch(new RegExp(`Seq Scan on ${table}(_p\\d+)?\\b`));
 }
 
-const q = buildQueries("public");
+const q = saverStatements("public");
 
 it("getTuple (latest and by id) uses indexes", async () => {
   expectNoSeqScan(await plan(q.getHead, [threadId, ""], ["text", "text"]));

@@ -156,7 +156,7 @@ describe("hot paths: one thread's (one namespace's) partitions, planned and run"
     const verdicts = await expectSingle("put with putWrites coalesced", "checkpoint_writes", thread, () =>
       Promise.all([saver.put(head, cp, meta(2), cp.channel_versions), saver.putWrites(head, [["n", 6]], "task-2"), saver.putWrites(head, [["n", 7]], "task-3")]),
     );
-    // The put carried both calls' writes (queries.ts putWithWrites): one statement writing both tables.
+    // The put carried both calls' writes (saver/sql/put.ts putWithWrites): one statement writing both tables.
     expect(verdicts).toHaveLength(1);
     const parents = new Set(verdicts[0]!.touched.map((t) => t.parent));
     expect(parents.has("checkpoints") && parents.has("checkpoint_writes"), [...parents].join(", ")).toBe(true);
