@@ -53,13 +53,13 @@ export async function toTuples(ctx: SaverContext, rows: ReadRow[], upcast = true
   const elements = new Map<string, StoredElement>();
   const keyOf = (r: ReadRow) => `${r.thread_id}\u0000${r.checkpoint_ns}\u0000${r.checkpoint_id}`;
   for (const r of rows) {
-    if (r.kind === 0) byKey.set(keyOf(r), { head: r, blobs: [], writes: [], sends: [] });
-    else if (r.kind === 4) elements.set(elementKey(r.thread_id, r.checkpoint_ns, r.s1!), { type: r.s3!, value: r.v });
+    if (r.kind === "checkpoint") byKey.set(keyOf(r), { head: r, blobs: [], writes: [], sends: [] });
+    else if (r.kind === "element") elements.set(elementKey(r.thread_id, r.checkpoint_ns, r.version!), { type: r.type!, value: r.value });
   }
   for (const r of rows) {
-    if (r.kind === 0 || r.kind === 4) continue;
+    if (r.kind === "checkpoint" || r.kind === "element") continue;
     const e = byKey.get(keyOf(r))!;
-    (r.kind === 1 ? e.blobs : r.kind === 2 ? e.writes : e.sends).push(r);
+    (r.kind === "blob" ? e.blobs : r.kind === "write" ? e.writes : e.sends).push(r);
   }
   const entries = [...byKey.values()].sort(
     (a, b) =>
@@ -72,37 +72,37 @@ export async function toTuples(ctx: SaverContext, rows: ReadRow[], upcast = true
 
 async function toTuple(ctx: SaverContext, entry: Entry, elements: Map<string, StoredElement>, upcast: boolean, remember: boolean): Promise<CheckpointTuple> {
   const { head, blobs, writes, sends } = entry;
-  const byOrder = (a: ReadRow, b: ReadRow) => compareWritesSortKeys(writesSortKey(a.s4 ?? "", a.s1!, a.n!), writesSortKey(b.s4 ?? "", b.s1!, b.n!));
+  const byOrder = (a: ReadRow, b: ReadRow) => compareWritesSortKeys(writesSortKey(a.task_path ?? "", a.task_id!, a.idx!), writesSortKey(b.task_path ?? "", b.task_id!, b.idx!));
   writes.sort(byOrder);
   const threadId = head.thread_id;
   const checkpointNs = head.checkpoint_ns;
   // What this checkpoint's values and writes refer to, for the next put on it (elements.ts).
   const lists = new Map<string, string[]>();
   const written: string[] = [];
-  const writeRow = (w: ReadRow, checkpointId: string): ValueRow => ({ table: "checkpoint_writes", threadId, checkpointNs, checkpointId, taskId: w.s1!, idx: w.n! });
+  const writeRow = (w: ReadRow, checkpointId: string): ValueRow => ({ table: "checkpoint_writes", threadId, checkpointNs, checkpointId, taskId: w.task_id!, idx: w.idx! });
   const [values, unversioned, pendingWrites, metadata] = await Promise.all([
     Promise.all(
       blobs.map(async (b) => {
         let hashes: string[] | undefined;
-        if (remember && namesElements(b.s3!)) lists.set(b.s1!, (hashes = []));
-        const row: ValueRow = { table: "checkpoint_blobs", threadId, checkpointNs, channel: b.s1!, version: b.s2! };
-        const value = await decodeValue(ctx, b.s3!, b.v, row, elements, hashes && ((h) => hashes.push(h)));
-        return [b.s1!, value] as const;
+        if (remember && namesElements(b.type!)) lists.set(b.channel!, (hashes = []));
+        const row: ValueRow = { table: "checkpoint_blobs", threadId, checkpointNs, channel: b.channel!, version: b.version! };
+        const value = await decodeValue(ctx, b.type!, b.value, row, elements, hashes && ((h) => hashes.push(h)));
+        return [b.channel!, value] as const;
       }),
     ),
-    head.uv === null
+    head.value === null
       ? undefined
-      : (decode(ctx, head.s3!, head.uv, { table: "checkpoints", threadId, checkpointNs, checkpointId: head.checkpoint_id }) as Promise<Record<string, unknown>>),
+      : (decode(ctx, head.type!, head.value, { table: "checkpoints", threadId, checkpointNs, checkpointId: head.checkpoint_id }) as Promise<Record<string, unknown>>),
     Promise.all(
       writes.map(async (w): Promise<CheckpointPendingWrite> => [
-        w.s1!,
-        w.s2!,
-        await decodeValue(ctx, w.s3!, w.v, writeRow(w, head.checkpoint_id), elements, remember ? (h) => written.push(h) : undefined),
+        w.task_id!,
+        w.channel!,
+        await decodeValue(ctx, w.type!, w.value, writeRow(w, head.checkpoint_id), elements, remember ? (h) => written.push(h) : undefined),
       ]),
     ),
-    decodeMetadata(head.md, head.v),
+    decodeMetadata(head.metadata, head.metadata_raw),
   ]);
-  const stored = head.cp as Partial<Omit<Checkpoint, "channel_values">>;
+  const stored = head.checkpoint as Partial<Omit<Checkpoint, "channel_values">>;
   const checkpoint = {
     ...stored,
     // Stored in its own column only (rows written before 0.1.0, and adopted ones, hold it in the JSON too).
@@ -113,11 +113,11 @@ async function toTuple(ctx: SaverContext, entry: Entry, elements: Map<string, St
     // A blob holding undefined is no value: the checkpoints that hold one list it in `unversioned` (encode.ts).
     channel_values: { ...unversioned, ...Object.fromEntries(values.filter(([, value]) => value !== undefined)) },
   } as Checkpoint;
-  const parent = head.s1 ?? undefined;
+  const parent = head.parent_id ?? undefined;
   if (checkpoint.v < 4 && parent !== undefined) {
     // Checkpoints before format v4 kept pending sends as writes of the parent.
     sends.sort(byOrder);
-    checkpoint.channel_values[TASKS] = await Promise.all(sends.map((w) => decode(ctx, w.s3!, w.v, writeRow(w, parent))));
+    checkpoint.channel_values[TASKS] = await Promise.all(sends.map((w) => decode(ctx, w.type!, w.value, writeRow(w, parent))));
     const existing = Object.values(checkpoint.channel_versions ?? {});
     checkpoint.channel_versions = {
       ...checkpoint.channel_versions,
@@ -138,7 +138,7 @@ async function toTuple(ctx: SaverContext, entry: Entry, elements: Map<string, St
     ctx.elements.rememberCheckpoint(lineage, head.checkpoint_id, null, lists);
     ctx.elements.rememberWrites(lineage, head.checkpoint_id, written);
   }
-  if (upcast && ctx.versioning) upcastTuple(tuple, head.n, ctx.versioning);
+  if (upcast && ctx.versioning) upcastTuple(tuple, head.state_version, ctx.versioning);
   return tuple;
 }
 
@@ -149,7 +149,7 @@ export async function toDeltaHistory(
   lineage: { threadId: string; checkpointNs: string; channels: string[] },
 ): Promise<Record<string, DeltaChannelHistory>> {
   const { threadId, checkpointNs: ns, channels } = lineage;
-  const stopped = rows.find((r) => r.kind === 0);
+  const stopped = rows.find((r) => r.kind === "stopped");
   if (stopped) {
     throw new HistoryCorruptError({
       threadId,
@@ -161,7 +161,7 @@ export async function toDeltaHistory(
   }
   const result: Record<string, DeltaChannelHistory> = {};
   for (const ch of channels) result[ch] = { writes: [] };
-  const writeRows = rows.filter((r) => r.kind === 2);
+  const writeRows = rows.filter((r) => r.kind === "write");
   // Oldest ancestor first; within one checkpoint, the order live execution applies writes.
   writeRows.sort(
     (a, b) =>
@@ -169,7 +169,7 @@ export async function toDeltaHistory(
       compareWritesSortKeys(writesSortKey(a.task_path ?? "", a.task_id!, a.idx!), writesSortKey(b.task_path ?? "", b.task_id!, b.idx!)),
   );
   const elements = new Map<string, StoredElement>();
-  for (const r of rows) if (r.kind === 3) elements.set(elementKey(threadId, ns, r.version!), { type: r.type, value: r.value });
+  for (const r of rows) if (r.kind === "element") elements.set(elementKey(threadId, ns, r.version!), { type: r.type, value: r.value });
   const decoded = await Promise.all(
     writeRows.map((r) =>
       decodeValue(ctx, r.type, r.value, { table: "checkpoint_writes", threadId, checkpointNs: ns, checkpointId: r.checkpoint_id, taskId: r.task_id!, idx: r.idx! }, elements),
@@ -177,7 +177,7 @@ export async function toDeltaHistory(
   );
   writeRows.forEach((r, i) => result[r.channel]!.writes.push([r.task_id!, r.channel, decoded[i]]));
   for (const r of rows) {
-    if (r.kind === 1) {
+    if (r.kind === "seed") {
       result[r.channel]!.seed = await decodeValue(ctx, r.type, r.value, { table: "checkpoint_blobs", threadId, checkpointNs: ns, channel: r.channel, version: r.version! }, elements);
     }
   }

@@ -37,7 +37,7 @@ export async function upgradeState(
         const key = [row.thread_id, row.checkpoint_ns, row.checkpoint_id];
         const rows = (await tx.query<ReadRow>(q.getById, key)).rows;
         const [tuple] = await toTuples(ctx, rows, false);
-        const renames = upcastTuple(tuple!, rows.find((r) => r.kind === 0)!.n, versioning);
+        const renames = upcastTuple(tuple!, rows.find((r) => r.kind === "checkpoint")!.state_version, versioning);
         const cp = tuple!.checkpoint;
         // Made-up versions become real ones: same counter, now backed by a stored blob.
         const real = realVersion;

@@ -23,28 +23,32 @@ export interface ListWhere {
 /**
  * Read rows share one shape so a single statement can return a checkpoint with
  * its blobs and writes (`UNION ALL`), without aggregating bytea into arrays.
- *   kind 0 checkpoint: s1 parent id, s3 unversioned_type, n state_version, v metadata_raw, uv unversioned_values,
- *                      cp checkpoint, md metadata
- *   kind 1 blob:       s1 channel, s2 version, s3 type, v value
- *   kind 2 write:      s1 task id, s2 channel, s3 type, s4 task path, n idx, v value
- *   kind 3 parent's pending sends (checkpoints with v < 4 only), same as kind 2
- *   kind 4 element row of a list channel (elements.ts), once per lineage and read:
- *                      s1 hash, s3 type, v value (checkpoint_id empty)
+ * Each kind fills the columns it has, the others are NULL:
+ *   checkpoint: parent_id, checkpoint, metadata, metadata_raw, state_version,
+ *               type and value (its values without a version: unversioned_type, unversioned_values)
+ *   blob:       channel, version, type, value
+ *   write:      task_id, task_path, idx, channel, type, value
+ *   send:       a parent's pending send (checkpoints before format v4), as a write
+ *   element:    an element row a value names (stored.ts), once per lineage and read:
+ *               version (its hash), type, value; checkpoint_id empty
  */
 export interface ReadRow {
-  kind: 0 | 1 | 2 | 3 | 4;
+  kind: "checkpoint" | "blob" | "write" | "send" | "element";
   thread_id: string;
   checkpoint_ns: string;
   checkpoint_id: string;
-  s1: string | null;
-  s2: string | null;
-  s3: string | null;
-  s4: string | null;
-  n: number | null;
-  v: Buffer | null;
-  uv: Buffer | null;
-  cp: unknown;
-  md: unknown;
+  parent_id: string | null;
+  channel: string | null;
+  version: string | null;
+  task_id: string | null;
+  task_path: string | null;
+  idx: number | null;
+  type: string | null;
+  value: Buffer | null;
+  metadata_raw: Buffer | null;
+  state_version: number | null;
+  checkpoint: unknown;
+  metadata: unknown;
 }
 
 /** The columns of a checkpoint row a read returns. */
@@ -105,21 +109,21 @@ e1 AS MATERIALIZED (${elementRows(p, "(SELECT thread_id, checkpoint_ns, type, va
 ),
 e2 AS MATERIALIZED (${elementRows(p, "e1", "e1", thread ?? "r.thread_id")}
 )
-SELECT 0 AS kind, p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id AS s1,
-       NULL::text AS s2, p.unversioned_type AS s3, NULL::text AS s4, p.state_version AS n, p.metadata_raw AS v,
-       p.unversioned_values AS uv, p.checkpoint AS cp, p.metadata AS md
+SELECT 'checkpoint' AS kind, p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id AS parent_id,
+       NULL::text AS channel, NULL::text AS version, NULL::text AS task_id, NULL::text AS task_path, NULL::int AS idx,
+       p.unversioned_type AS type, p.unversioned_values AS value, p.metadata_raw, p.state_version, p.checkpoint, p.metadata
   FROM page p
 UNION ALL
-SELECT 1, bl.thread_id, bl.checkpoint_ns, bl.checkpoint_id, bl.channel, bl.version, bl.type, NULL, NULL, bl.value, NULL, NULL, NULL FROM bl
+SELECT 'blob', bl.thread_id, bl.checkpoint_ns, bl.checkpoint_id, NULL, bl.channel, bl.version, NULL, NULL, NULL, bl.type, bl.value, NULL, NULL, NULL, NULL FROM bl
 UNION ALL
-SELECT 4, e.thread_id, e.checkpoint_ns, '', e.h, NULL, e.type, NULL, NULL, e.value, NULL, NULL, NULL FROM e1 e
+SELECT 'element', e.thread_id, e.checkpoint_ns, '', NULL, NULL, e.h, NULL, NULL, NULL, e.type, e.value, NULL, NULL, NULL, NULL FROM e1 e
 UNION ALL
-SELECT 4, e.thread_id, e.checkpoint_ns, '', e.h, NULL, e.type, NULL, NULL, e.value, NULL, NULL, NULL FROM e2 e
+SELECT 'element', e.thread_id, e.checkpoint_ns, '', NULL, NULL, e.h, NULL, NULL, NULL, e.type, e.value, NULL, NULL, NULL, NULL FROM e2 e
 UNION ALL
-SELECT 2, w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.type, w.task_path, w.idx, w.value, NULL, NULL, NULL FROM wr w
+SELECT 'write', w.thread_id, w.checkpoint_ns, w.checkpoint_id, NULL, w.channel, NULL, w.task_id, w.task_path, w.idx, w.type, w.value, NULL, NULL, NULL, NULL FROM wr w
 UNION ALL
 -- Checkpoints before format v4 kept pending sends as writes of their parent.
-SELECT 3, p.thread_id, p.checkpoint_ns, p.checkpoint_id, w.task_id, w.channel, w.type, w.task_path, w.idx, w.value, NULL, NULL, NULL
+SELECT 'send', p.thread_id, p.checkpoint_ns, p.checkpoint_id, NULL, w.channel, NULL, w.task_id, w.task_path, w.idx, w.type, w.value, NULL, NULL, NULL, NULL
   FROM page p
   JOIN ${p.s}.checkpoint_writes w ON w.thread_id = ${t} AND w.checkpoint_ns = p.checkpoint_ns
                   AND w.checkpoint_id = p.parent_checkpoint_id AND w.channel = '__pregel_tasks'
@@ -175,7 +179,7 @@ export function listPage(p: Place, where: ListWhere): { text: string; values: un
 
 /** A row of {@link deltaHistory}. */
 export interface DeltaRow {
-  kind: number;
+  kind: "stopped" | "seed" | "write" | "element";
   depth: number;
   checkpoint_id: string;
   channel: string;
@@ -190,10 +194,10 @@ export interface DeltaRow {
 /**
  * Delta-channel history: walk the parent chain of a checkpoint once, for all requested channels;
  * each channel stops at the nearest ancestor holding a non-empty blob for it (its seed). Returns per
- * ancestor (depth 0 = parent of the target) kind 1 seed blobs and kind 2 writes of still-walking
- * channels, kind 3 the element rows their values name. The walk is bounded: a step to a parent with
+ * ancestor (depth 0 = parent of the target) the seed blobs (`seed`) and the writes (`write`) of
+ * still-walking channels, and the element rows their values name (`element`, the hash as `version`). The walk is bounded: a step to a parent with
  * a greater id (never the case for LangGraph's time-ordered ids, so never paid for) is taken only
- * while the walk is shorter than the lineage has checkpoints, so a cycle ends it. A kind 0 row says
+ * while the walk is shorter than the lineage has checkpoints, so a cycle ends it. A `stopped` row says
  * why a walk that still needed parents stopped (`type`: cycle or missing-parent) at `checkpoint_id`.
  * $1 thread, $2 ns, $3 target id|null (null: the head), $4 channels text[].
  */
@@ -241,16 +245,16 @@ WITH RECURSIVE target AS (
 ), e1 AS MATERIALIZED (${elementRows(p, "(SELECT thread_id, checkpoint_ns, type, value FROM seeds UNION ALL SELECT thread_id, checkpoint_ns, type, value FROM dw)", undefined, "$1")}
 ), e2 AS MATERIALIZED (${elementRows(p, "e1", "e1", "$1")}
 )
-SELECT 0 AS kind, NULL::int AS depth, s.checkpoint_id, NULL::text AS channel, NULL::text AS version, NULL::text AS task_id,
+SELECT 'stopped' AS kind, NULL::int AS depth, s.checkpoint_id, NULL::text AS channel, NULL::text AS version, NULL::text AS task_id,
        NULL::text AS task_path, NULL::int AS idx,
        CASE WHEN EXISTS (SELECT 1 FROM ${p.s}.checkpoints p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = s.parent_checkpoint_id)
             THEN 'cycle' ELSE 'missing-parent' END AS type, NULL::bytea AS value
   FROM stopped s
 UNION ALL
-SELECT 1, depth, checkpoint_id, channel, version, NULL, NULL, NULL, type, value FROM seeds
+SELECT 'seed', depth, checkpoint_id, channel, version, NULL, NULL, NULL, type, value FROM seeds
 UNION ALL
-SELECT 3, NULL, '', NULL, h, NULL, NULL, NULL, type, value FROM e1
+SELECT 'element', NULL, '', NULL, h, NULL, NULL, NULL, type, value FROM e1
 UNION ALL
-SELECT 3, NULL, '', NULL, h, NULL, NULL, NULL, type, value FROM e2
+SELECT 'element', NULL, '', NULL, h, NULL, NULL, NULL, type, value FROM e2
 UNION ALL
-SELECT 2, depth, checkpoint_id, channel, NULL, task_id, task_path, idx, type, value FROM dw`;
+SELECT 'write', depth, checkpoint_id, channel, NULL, task_id, task_path, idx, type, value FROM dw`;
