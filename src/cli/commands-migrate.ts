@@ -15,7 +15,7 @@ import { isEncryptedSerializer, reencrypt, type ReencryptResult } from "../ops/r
 import { rollbackAdoption } from "../ops/rollback.js";
 import { PostgresSaver } from "../saver/saver.js";
 import { MsgpackSerializer } from "../serde/serde.js";
-import type { Upcaster } from "../serde/upcast.js";
+import type { Upcaster } from "../saver/upcast.js";
 import { quoteIdent } from "../validate.js";
 import { BIN } from "./args.js";
 import { EXIT, NoEmbeddedDatabaseError, NotFoundError } from "./exit.js";

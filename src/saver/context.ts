@@ -8,7 +8,7 @@ import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import type pg from "pg";
 import type { Db } from "../db/db.js";
 import type { EventHandler, HandlerErrorHandler } from "../events.js";
-import type { StateVersioning } from "../serde/upcast.js";
+import type { StateVersioning } from "./upcast.js";
 import type { ElementMemory } from "./elements.js";
 import type { LineageMode } from "./options.js";
 import type { Statements } from "./sql/index.js";

@@ -11,7 +11,7 @@ import { LOCATION_OPTIONS, checkLocation, type Location, type OpenLocationOption
 import { InvalidOptionsError } from "../errors.js";
 import type { EventHandler, HandlerErrorHandler } from "../events.js";
 import { parseDuration } from "../duration.js";
-import { checkVersioning, type StateVersioning, type Upcaster } from "../serde/upcast.js";
+import { checkVersioning, type StateVersioning, type Upcaster } from "./upcast.js";
 import { checkSchemaName } from "../validate.js";
 import { checkRetention, type RetentionOptions, type RetentionSettings } from "./retention.js";
 import { MAX_STATEMENT_BYTES } from "./encode.js";

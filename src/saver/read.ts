@@ -18,7 +18,7 @@ import {
 import { HistoryCorruptError } from "../errors.js";
 import { decodeMetadata } from "../serde/metadata.js";
 import { loadsForRow, type ValueRow } from "../serde/rowserde.js";
-import { upcastTuple } from "../serde/upcast.js";
+import { upcastTuple } from "./upcast.js";
 import type { SaverContext } from "./context.js";
 import { elementCodec } from "./element-codec.js";
 import { elementKey, lineageKey, type StoredElement } from "./elements.js";

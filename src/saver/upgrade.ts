@@ -4,7 +4,7 @@
  */
 import { DatabaseOperationError } from "../errors.js";
 import { dumpsForRow } from "../serde/rowserde.js";
-import { isSyntheticVersion, realVersion, upcastTuple, type StateVersioning } from "../serde/upcast.js";
+import { isSyntheticVersion, realVersion, upcastTuple, type StateVersioning } from "./upcast.js";
 import type { SaverContext } from "./context.js";
 import { encodeUnversioned } from "./encode.js";
 import type { ReadRow } from "./sql/index.js";

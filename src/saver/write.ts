@@ -10,7 +10,7 @@ import { TASKS, WRITES_IDX_MAP, type ChannelVersions, type Checkpoint, type Chec
 import { InvalidInputError, ThreadDeletedError } from "../errors.js";
 import { encodeMetadata } from "../serde/metadata.js";
 import { dumpsForRow } from "../serde/rowserde.js";
-import { isSyntheticVersion } from "../serde/upcast.js";
+import { isSyntheticVersion } from "./upcast.js";
 import { LIMITS, checkKey, readConfig } from "../validate.js";
 import type { WriteRows } from "./threads.js";
 import type { SaverContext } from "./context.js";

@@ -10,7 +10,7 @@ import { compareChannelVersions, maxChannelVersion, type BaseCheckpointSaver } f
 import { beforeAll, describe, expect, it } from "vitest";
 import { migrate, PostgresSaver } from "../../src/index.js";
 import { officialVersion } from "../../src/ops/rollback.js";
-import { isSyntheticVersion, realVersion } from "../../src/serde/upcast.js";
+import { isSyntheticVersion, realVersion } from "../../src/saver/upcast.js";
 import { withTestDatabase } from "../helpers/db.js";
 import { counter, LONG_VERSION_RE, tid, VERSION_RE } from "../helpers/graphs.js";
 

@@ -11,7 +11,7 @@
  */
 import type { CheckpointPendingWrite, CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import { CheckpointerError, InvalidOptionsError } from "../errors.js";
-import { counterText, parseVersion, versionCounter } from "../saver/version.js";
+import { counterText, parseVersion, versionCounter } from "./version.js";
 
 export interface UpcastContext {
   threadId: string;
