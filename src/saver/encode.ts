@@ -8,6 +8,8 @@ import type { Checkpoint } from "@langchain/langgraph-checkpoint";
 import { PayloadTooLargeError, SerializationError } from "../errors.js";
 import { dumpsForRow, type ValueRow } from "../serde/rowserde.js";
 import type { SaverContext } from "./context.js";
+import { isElementList } from "./elements.js";
+import type { StoreContext } from "./stored.js";
 
 /**
  * What one statement may carry in all: Postgres refuses a protocol message over
@@ -107,4 +109,13 @@ export async function encodeUnversioned(
   const [type, bytes] = await dumpsForRow(ctx.serde, Object.fromEntries(entries), row);
   checkSize(ctx, field, bytes);
   return { type, bytes };
+}
+
+/**
+ * How values are stored with this saver: by content (stored.ts) when element storage is on and the
+ * serializer allows it (found out once, with the first value), else whole.
+ */
+export async function storeContext(ctx: SaverContext, sample: unknown): Promise<StoreContext> {
+  const codec = ctx.elements ? await ctx.elements.codec(ctx.serde, isElementList(sample) ? sample[0] : sample) : undefined;
+  return { serde: ctx.serde, codec };
 }

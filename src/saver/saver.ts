@@ -30,7 +30,8 @@ import { LIMITS, checkKey, readConfig, threadIdOf, withStringThreadId } from "..
 import type { SaverContext } from "./context.js";
 import { readFilter } from "./filter.js";
 import { Threads, type Take, type WriteRows } from "./threads.js";
-import { RunLeases, runPut } from "./lineage.js";
+import { RunLeases } from "./leases.js";
+import { encodePut, runPut } from "./put.js";
 import {
   BOUNDED_POOL,
   CONN_STRING_OPTIONS,
@@ -52,7 +53,7 @@ import { ElementMemory, lineageKey } from "./elements.js";
 import { checkCopyArguments, copyStatements, copyThread, type CopyThreadOptions, type CopyThreadResult } from "./copy.js";
 import { checkRetention, Retention, type RetentionOptions } from "./retention.js";
 import { deleteThread, waitForRestart } from "./tombstones.js";
-import { encodePut, encodeWrites, sendWrites } from "./write.js";
+import { encodeWrites, sendWrites } from "./writes.js";
 
 /** Page size of `list` when no limit is given: memory stays bounded on long threads. */
 const LIST_PAGE = 100;
@@ -76,7 +77,7 @@ const LIST_PAGE = 100;
 export class PostgresSaver extends BaseCheckpointSaver {
   readonly schema: string;
   readonly lineage: LineageMode;
-  /** What the saver's parts (write.ts, read.ts, lineage.ts, upgrade.ts) share. */
+  /** What the saver's parts (put.ts, writes.ts, read.ts, leases.ts, upgrade.ts) share. */
   readonly #ctx: SaverContext;
   #close: (() => Promise<void>) | undefined;
   /** Runs the statements (and checks once that the schema is migrated). */

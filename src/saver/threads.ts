@@ -46,7 +46,7 @@
  */
 import { classify, DatabaseOperationError } from "../errors.js";
 import type { ElementRow } from "./elements.js";
-import type { WritesParams } from "./params.js";
+import type { WritesParams } from "./sql/writes.js";
 
 /** The rows of one `putWrites` call: its statement's parameters before the values are packed. */
 export interface WriteRows extends Omit<WritesParams, "offsets" | "lengths" | "bytes" | "elementHashes" | "elementTypes" | "elementOffsets" | "elementLengths"> {

@@ -2,8 +2,9 @@
  * The put statements, each written whole: `put` (the common case: its parent
  * is the head, or stored), `putWithWrites` (the same, carrying the writes that
  * waited for it: threads.ts) and `putChecked` (what `put` leaves: a parent that
- * is not stored, a root into a lineage that has a head). lineage.ts sends them
- * and reads their answer; params.ts puts their parameters in order:
+ * is not stored, a root into a lineage that has a head). put.ts sends them and
+ * reads their answer; their parameters, by name, are put in order at the end
+ * of this file:
  *
  *   $1 thread, $2 namespace, $3 checkpoint id, $4 parent id | NULL, $5 checkpoint (jsonb, without
  *   its values), $6 metadata (jsonb), $7 metadata_raw | NULL, $8 linear lineage, $9 channels,
@@ -16,7 +17,7 @@
  * with a compare-and-set on its row_version (a HOT update: checkpoint rows are only inserted); a
  * put that moved it while this one waited for the lock is seen (the locked row is re-read). Blobs
  * and the checkpoint row are written only if the head moved; the one case it does not is two first
- * puts of a lineage racing to create its head row (`moved` 0: lineage.ts runs it again). In linear
+ * puts of a lineage racing to create its head row (`moved` 0: put.ts runs it again). In linear
  * mode ($8) nothing is written unless the head is the parent (or the checkpoint itself, a re-put),
  * and a put starting a run ($13: new input or a state update) also needs a settled head.
  *
@@ -32,9 +33,16 @@ export interface Place {
   lock: string;
 }
 
-/** A put's gate (tombstones.ts, migration 0009): whether it starts a lineage is its own (no parent, not a subgraph's input checkpoint). */
+/**
+ * A put's gate (tombstones.ts, migration 0009): the checkpoint, its parent, the enclosing graphs'
+ * checkpoints it names, and whether it starts a lineage: no parent, and not a subgraph's input
+ * checkpoint (`source` "input", naming its enclosing graphs' checkpoints in `metadata.parents`:
+ * LangGraph puts it after the root checkpoint it names, unlike a subgraph's checkpoint with "exit"
+ * durability, put before it).
+ */
 const putGate = ({ s, lock }: Place) =>
-  `${s}.checkpointer_put_gate(${lock}, $1, $2, $3, $4::text, $6::jsonb -> 'parents', ($4::text IS NULL AND ($2::text = '' OR ($6::jsonb ->> 'source') IS DISTINCT FROM 'input')))`;
+  `${s}.checkpointer_put_gate(${lock}, $1, $2, $3, $4::text, $6::jsonb -> 'parents', ($4::text IS NULL AND NOT (coalesce($6::jsonb ->> 'source' = 'input', false)
+                                         AND coalesce(pg_catalog.jsonb_typeof($6::jsonb -> 'parents') = 'object' AND $6::jsonb -> 'parents' <> '{}'::jsonb, false))))`;
 
 /**
  * The put whose parent is stored (usually the head), or a lineage's first root. Any other put (a
@@ -310,3 +318,73 @@ SELECT d.refused, d.head_id, d.ok, d.parent_known, d.late, (SELECT pg_catalog.co
        (SELECT pg_catalog.count(*) FROM ins WHERE fresh)::int AS inserted,
        (SELECT pg_catalog.count(*) FROM new_blobs)::int AS blobs, d.missing
   FROM decision d`;
+
+// The parameters, by name, and the functions that put them in the order of the statements' `$n`.
+
+/**
+ * The parameters of `put` and `putChecked`, by name; {@link putValues} puts
+ * them in the order of the statements' `$n`.
+ */
+export interface PutParams {
+  threadId: string;
+  checkpointNs: string;
+  checkpointId: string;
+  parentId: string | null;
+  /** The checkpoint without its channel values, as JSON text. */
+  checkpoint: string;
+  /** The metadata's JSONB projection, as JSON text. */
+  metadata: string;
+  /** The metadata's exact copy, when the projection is not exact. */
+  metadataRaw: Uint8Array | null;
+  linear: boolean;
+  /** The blobs written: channel, version, type, and the values packed (see `put`). */
+  channels: string[];
+  versions: string[];
+  types: string[];
+  offsets: number[];
+  lengths: number[];
+  bytes: Buffer;
+  startsRun: boolean;
+  leaseSeconds: number;
+  ttlSeconds: number | null;
+  stateVersion: number | null;
+  hasPendingTasks: boolean;
+  unversionedType: string | null;
+  unversionedValues: Uint8Array | null;
+}
+
+/**
+ * `put`'s values ($1 to $21); `putChecked`'s with `referenced` ($22, $23: the
+ * channels and versions the checkpoint refers to without writing them).
+ */
+export function putValues(p: PutParams, referenced?: { channels: string[]; versions: string[] }): unknown[] {
+  const values: unknown[] = [
+    p.threadId, p.checkpointNs, p.checkpointId, p.parentId, p.checkpoint, p.metadata, p.metadataRaw, p.linear,
+    p.channels, p.versions, p.types, p.offsets, p.startsRun, p.leaseSeconds, p.ttlSeconds, p.stateVersion,
+    p.hasPendingTasks, p.lengths, p.bytes, p.unversionedType, p.unversionedValues,
+  ];
+  if (referenced) values.push(referenced.channels, referenced.versions);
+  return values;
+}
+
+/** The writes a put carries (see `putWithWrites`), by name: one row each, values in the put's `bytes`. */
+export interface CarriedParams {
+  checkpointIds: string[];
+  taskIds: string[];
+  taskPaths: string[];
+  idx: number[];
+  channels: string[];
+  types: string[];
+  offsets: number[];
+  lengths: number[];
+  /** Per blob row of the put (`PutParams.channels`...): 1 the put's, 2 the writes' element row, 3 both's. */
+  owners: number[];
+}
+
+/** `putWithWrites`'s values, $1 to $30: the put's (its blob rows holding the writes' element rows too), then the writes'. */
+export function putWithWritesValues(p: PutParams, w: CarriedParams): unknown[] {
+  return [
+    ...putValues(p),
+    w.checkpointIds, w.taskIds, w.taskPaths, w.idx, w.channels, w.types, w.offsets, w.lengths, w.owners,
+  ];
+}

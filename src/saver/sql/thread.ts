@@ -1,6 +1,6 @@
 /**
  * The statements on a thread as a whole, outside put and read: deleting it (two statements in one
- * transaction: tombstones.ts), a failed run's lease (lineage.ts), the head for a conflict report,
+ * transaction: tombstones.ts), a failed run's lease (leases.ts), the head for a conflict report,
  * and upgradeState's batches (upgrade.ts).
  */
 import type { Place } from "./put.js";

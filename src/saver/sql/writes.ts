@@ -64,3 +64,49 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
  WHERE EXCLUDED.idx < 0
 )
 SELECT refused FROM gate`;
+
+// The parameters, by name, and the functions that put them in the order of the statements' `$n`.
+
+/** The values of one putWrites call's rows, by name (see `putWrites`). */
+export interface WritesParams {
+  threadId: string;
+  checkpointNs: string;
+  checkpointId: string;
+  taskId: string;
+  taskPath: string;
+  idx: number[];
+  channels: string[];
+  types: string[];
+  offsets: number[];
+  lengths: number[];
+  /** The write values, then the element rows' values, packed. */
+  bytes: Buffer;
+  /** The element rows the writes name that go with them (stored.ts): hash, type, where in `bytes`. */
+  elementHashes: string[];
+  elementTypes: string[];
+  elementOffsets: number[];
+  elementLengths: number[];
+}
+
+/** `putWrites`'s values, $1 to $15. */
+export function putWritesValues(w: WritesParams): unknown[] {
+  return [
+    w.threadId, w.checkpointNs, w.checkpointId, w.taskId, w.taskPath, w.idx, w.channels, w.types, w.offsets, w.lengths, w.bytes,
+    w.elementHashes, w.elementTypes, w.elementOffsets, w.elementLengths,
+  ];
+}
+
+/** The rows of several putWrites calls of one lineage, by name: checkpoint, task and path per row (see `putWritesBatch`). */
+export interface WritesBatchParams extends Omit<WritesParams, "checkpointId" | "taskId" | "taskPath"> {
+  checkpointIds: string[];
+  taskIds: string[];
+  taskPaths: string[];
+}
+
+/** `putWritesBatch`'s values, $1 to $15. */
+export function putWritesBatchValues(w: WritesBatchParams): unknown[] {
+  return [
+    w.threadId, w.checkpointNs, w.checkpointIds, w.taskIds, w.taskPaths, w.idx, w.channels, w.types, w.offsets, w.lengths, w.bytes,
+    w.elementHashes, w.elementTypes, w.elementOffsets, w.elementLengths,
+  ];
+}
