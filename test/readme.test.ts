@@ -29,6 +29,7 @@ import {
   expectedOutput,
   kindOf,
   localLinks,
+  NOT_RUN,
   outputMatches,
   pointedAtSources,
   quickStart,
@@ -49,6 +50,10 @@ it("every fenced block is run by a test or marked as output: no block without a 
   // An output block compared with a program's output follows that program.
   const stray = blocks.filter((b, i) => b.meta === "output" && (i === 0 || blocks[i - 1]!.lang !== "ts" || blocks[i - 1]!.file !== b.file)).map(where);
   expect(stray).toEqual([]);
+  // Each reason not to run a command block still names one (test/tarball.test.ts runs the others).
+  const commands = blocks.filter((b) => kindOf(b) === "commands");
+  const stale = NOT_RUN.filter(([re]) => !commands.some((b) => re.test(b.code) || [...b.code.matchAll(/run: (.*)$/gm)].some((m) => re.test(m[1]!.trim())))).map(([re]) => String(re));
+  expect(stale).toEqual([]);
   // A configuration file parses: sections and key = value lines, comments.
   for (const b of blocks.filter((b) => kindOf(b) === "config")) {
     const bad = b.code.split("\n").filter((l) => l.trim() !== "" && !/^\s*([;#].*|\[[\w.-]+\]|[\w.]+\s*=\s*\S.*)$/.test(l));
