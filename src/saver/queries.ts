@@ -248,8 +248,9 @@ SELECT 3, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols
    * The tombstone check of a put (tombstones.ts), before any row is locked: the
    * checkpoint, its parent, the enclosing graphs' checkpoints it names, and
    * whether it starts a lineage: no parent, and not a subgraph's input
-   * checkpoint (which LangGraph puts after the root checkpoint it names, unlike
-   * a subgraph's checkpoint with "exit" durability, put before it).
+   * checkpoint (`source` "input", naming its enclosing graphs' checkpoints in
+   * `metadata.parents`: LangGraph puts it after the root checkpoint it names,
+   * unlike a subgraph's checkpoint with "exit" durability, put before it).
    */
   const putGate = putGateCall(schema, {
     thread: "$1",
@@ -257,7 +258,8 @@ SELECT 3, p.${C.threadId}, p.${C.checkpointNs}, p.${C.checkpointId}, ${writeCols
     id: "$3",
     parent: "$4::text",
     ancestors: "$6::jsonb -> 'parents'",
-    starts: "($4::text IS NULL AND ($2::text = '' OR ($6::jsonb ->> 'source') IS DISTINCT FROM 'input'))",
+    starts: `($4::text IS NULL AND NOT (coalesce($6::jsonb ->> 'source' = 'input', false)
+                                         AND coalesce(pg_catalog.jsonb_typeof($6::jsonb -> 'parents') = 'object' AND $6::jsonb -> 'parents' <> '{}'::jsonb, false)))`,
   });
 
   /**
