@@ -233,7 +233,7 @@ export class MigrationError extends CheckpointerError {
  * and Postgres cannot turn a table into a partitioned one in place. Nothing
  * was changed. `found` is the schema's number of partitions per table (0:
  * plain tables). To partition an existing schema, migrate a new one with
- * `partitions` and move the threads over (`export | import`, README "Scaling out").
+ * `partitions` and move the threads over (`export | import`, docs/scaling-out.md).
  *
  * @example
  * ```ts
@@ -257,7 +257,7 @@ export class PartitionsMismatchError extends CheckpointerError {
         (track === "store"
           ? "the items (INSERT INTO <new schema>.store_items SELECT * FROM <this schema>.store_items)"
           : "the threads (`export --all | import --schema <new schema>`)") +
-        ' (README "Scaling out"); or leave out partitions to migrate the schema as it is.',
+        ' (docs/scaling-out.md); or leave out partitions to migrate the schema as it is.',
     );
     this.schema = schema;
     this.track = track;
@@ -306,7 +306,7 @@ export class AdoptionRequiredError extends CheckpointerError {
         `\`npx langgraph-checkpoint-pg migrate --schema ${target} --adopt ${from} --dry-run\` prints the plan; without --dry-run it runs it; ` +
         `in code: \`new PostgresSaver(pool, { schema: "${target}" }).setup({ adopt: { from: "${from}" } })\`. ` +
         (inTarget ? "" : "To start empty beside them instead, pass `adopt: false`. ") +
-        'See "Switching from @langchain/langgraph-checkpoint-postgres" in the README.',
+        "See docs/adoption.md (switching from @langchain/langgraph-checkpoint-postgres).",
     );
     this.schema = schema;
     this.found = found;
@@ -479,7 +479,7 @@ export class CheckpointParentMissingError extends CheckpointerError {
  * written, and the thread stays deleted. Not retryable: `withRetry` and
  * `withConflictRetry` rethrow it at once. A new conversation on the same
  * thread id (a run that starts from no checkpoint) is not refused. The rule is
- * in the README ("Deleted threads stay deleted").
+ * in docs/threads.md ("Deleted threads stay deleted").
  *
  * - `history`: the write names a checkpoint of the deleted history (its
  *   parent, its own id, or the checkpoint of the writes) that is not stored.
@@ -680,7 +680,7 @@ export class StoreAdoptionRequiredError extends CheckpointerError {
         "(@langchain/langgraph-checkpoint-postgres/store). langgraph-checkpoint-pg never changes them. Nothing was changed. " +
         `To copy their items (the official tables stay as they are): \`npx langgraph-checkpoint-pg migrate --store --schema ${JSON.stringify(schema)} --adopt-store ${found[0]} --dry-run\` ` +
         `prints the plan, without --dry-run it runs it; in code: \`store.setup({ adopt: { from: "${found[0]}" } })\`. To start empty beside them: \`adopt: false\`. ` +
-        'See "Switching from the official PostgresStore" in the README.',
+        "See docs/store.md (switching from the official PostgresStore).",
     );
     this.schema = schema;
     this.found = found;

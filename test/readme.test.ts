@@ -1,68 +1,170 @@
 /**
- * The README's quick-start block, run as written (the package import pointed at
- * src/), and its table of contents. test/tarball.test.ts runs the quick start and
- * every command block against the packed package.
+ * The documentation as tests: README.md and every page of docs/ (the rule is
+ * in docs/tests.md, "The examples in these pages", and test/helpers/readme.ts).
+ * Every fenced block is run or marked as output; each page's programs (ts) and
+ * SQL run as written, in the page's order, against a database of the page's
+ * own that holds the quick start's thread, with the package imported from
+ * src/ (each program compiled by esbuild, as tsx compiles it, and run by node
+ * in a process of its own); every local link resolves. test/tarball.test.ts runs the command
+ * blocks, the quick start and two other programs against the packed package.
  */
 import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { expect, it } from "vitest";
-import { withTestDatabase } from "./helpers/db.js";
-import { anchor, quickStart, readme, readmeBlocks } from "./helpers/readme.js";
+import { build } from "esbuild";
+import pg from "pg";
+import { describe, expect, it } from "vitest";
+import { PostgresSaver, migrate, migrateStore } from "../src/index.js";
+import { ROOT } from "./helpers/cli.js";
+import { createTestDatabase, type TestDatabase } from "./helpers/db.js";
+import { addressGraph } from "./helpers/graphs.js";
+import {
+  anchorsOf,
+  brokenLink,
+  docBlocks,
+  docFiles,
+  expectedOutput,
+  kindOf,
+  localLinks,
+  NOT_RUN,
+  outputMatches,
+  pointedAtSources,
+  quickStart,
+  type DocBlock,
+} from "./helpers/readme.js";
 
-const db = withTestDatabase("readme");
+const exec = promisify(execFile);
+const files = docFiles();
+const where = (b: { file: string; line: number }) => `${b.file}:${b.line}`;
 
-it("the table of contents links every ## section, in order", () => {
-  const text = readme();
-  const toc = /\*\*Contents\*\*:([\s\S]*?)\n\n/.exec(text)?.[1];
-  expect(toc, "a **Contents**: paragraph near the top").toBeDefined();
-  const links = [...toc!.matchAll(/\[[^\]]*\]\(#([^)]+)\)/g)].map((m) => m[1]);
-  const sections = [...text.matchAll(/^## (.*)$/gm)].map((m) => anchor(m[1]!));
-  // A new section needs its entry in the Contents line at the top of the README.
-  expect(links).toEqual(sections);
+it("every fenced block is run by a test or marked as output: no block without a language the tests know", () => {
+  const refused = docBlocks()
+    .filter((b) => kindOf(b) === undefined)
+    .map((b) => `${where(b)}: \`\`\`${b.lang || "(no language)"}`);
+  // A new block is a `ts` program, `sql`, a command (`bash`, `yaml`, `cron`), or output (`text`, `console`).
+  expect(refused).toEqual([]);
+  const blocks = docBlocks();
+  // An output block compared with a program's output follows that program.
+  const stray = blocks.filter((b, i) => b.meta === "output" && (i === 0 || blocks[i - 1]!.lang !== "ts" || blocks[i - 1]!.file !== b.file)).map(where);
+  expect(stray).toEqual([]);
+  // Each reason not to run a command block still names one (test/tarball.test.ts runs the others).
+  const commands = blocks.filter((b) => kindOf(b) === "commands");
+  const stale = NOT_RUN.filter(([re]) => !commands.some((b) => re.test(b.code) || [...b.code.matchAll(/run: (.*)$/gm)].some((m) => re.test(m[1]!.trim())))).map(([re]) => String(re));
+  expect(stale).toEqual([]);
+  // A configuration file parses: sections and key = value lines, comments.
+  for (const b of blocks.filter((b) => kindOf(b) === "config")) {
+    const bad = b.code.split("\n").filter((l) => l.trim() !== "" && !/^\s*([;#].*|\[[\w.-]+\]|[\w.]+\s*=\s*\S.*)$/.test(l));
+    expect(bad, where(b)).toEqual([]);
+  }
 });
 
-it("the quick-start example runs and prints the article's final state, twice on one thread", async () => {
-  const code = quickStart().replace(`from "langgraph-checkpoint-pg"`, `from ${JSON.stringify(join(process.cwd(), "src/index.ts"))}`);
+it("every link of README.md and docs/*.md to a local file or an anchor resolves, and the README links every page", () => {
+  const broken = files.flatMap((f) => localLinks(f)).flatMap((l) => {
+    const why = brokenLink(l);
+    return why ? [`${where(l)}: ${l.target}: ${why}`] : [];
+  });
+  expect(broken).toEqual([]);
+  const linked = new Set(localLinks("README.md").map((l) => l.target.split("#")[0]));
+  expect(files.filter((f) => f.startsWith("docs/") && !linked.has(f))).toEqual([]);
+  // The anchors the README's first screen promises exist (a sanity check of the slugs themselves).
+  expect(anchorsOf("docs/data-model.md").has("what-one-run-stores-npm-run-demo")).toBe(true);
+});
+
+it("the quick start is at most 20 lines and imports only the package and LangGraph", () => {
+  const code = quickStart();
   expect(code.split("\n").length).toBeLessThanOrEqual(20);
-  // Inside the repo, so the example's imports resolve from node_modules.
-  const dir = mkdtempSync(join(process.cwd(), "test", ".readme-"));
-  const file = join(dir, "quick-start.mts");
-  writeFileSync(file, code);
-  try {
-    const run = () =>
-      promisify(execFile)(process.execPath, ["--import", "tsx", file], {
-        cwd: process.cwd(),
-        env: { ...process.env, DATABASE_URL: db.url },
-      });
-    for (let i = 0; i < 2; i++) {
-      const { stdout } = await run();
-      expect(stdout).toContain("name: 'pavaneeshwar'");
-      expect(stdout).toContain("address: 'Hyderabad residency'");
-    }
-    const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM checkpoints WHERE thread_id = '12345'");
-    expect(rows[0].n).toBe(6); // three per run, the second run continuing the same thread
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  expect([...code.matchAll(/from "([^"]+)"/g)].map((m) => m[1])).toEqual(["@langchain/langgraph", "langgraph-checkpoint-pg"]);
 });
 
-it("the thread lifecycle examples (deleted threads, copying, retention) run as written", async () => {
-  const blocks = readmeBlocks().filter(
-    (b) => b.lang === "ts" && (b.section === "Deleting and copying threads" || (b.section === "Retention" && b.code.includes("retention: {"))),
-  );
-  const expected = [/^true undefined\ndone\n$/, /\[\n?\s*'first question',\s*'echo: first question',\s*'another question',\s*'echo: another question'\s*\]/, /retention stopped/];
-  expect(blocks).toHaveLength(expected.length);
-  const dir = mkdtempSync(join(process.cwd(), "test", ".readme-"));
-  try {
-    for (const [i, block] of blocks.entries()) {
-      const file = join(dir, `lifecycle-${i}.mts`);
-      writeFileSync(file, block.code.replace(`from "langgraph-checkpoint-pg"`, `from ${JSON.stringify(join(process.cwd(), "src/index.ts"))}`));
-      const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", file], { cwd: process.cwd(), env: { ...process.env, DATABASE_URL: db.url } });
-      expect(stdout, `README.md line ${block.line}`).toMatch(expected[i]!);
-    }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
+/** A page's database: migrated (public; `agents` with the store too, for SQL that names it), holding the quick start's thread "12345". */
+async function pageDatabase(file: string, blocks: DocBlock[]): Promise<TestDatabase> {
+  const db = await createTestDatabase(`docs ${file.replace(/^docs\//, "").replace(/\.md$/, "")}`);
+  await migrate({ pool: db.pool });
+  const saver = new PostgresSaver(db.pool);
+  await addressGraph(saver).invoke({}, { configurable: { thread_id: "12345" } });
+  await saver.end();
+  if (blocks.some((b) => kindOf(b) === "sql" && /\bagents\./.test(b.code))) {
+    // The store's vector table exists only for a store with an index, which needs pgvector on the server.
+    const vector = (await db.pool.query("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")).rowCount! > 0;
+    await migrate({ pool: db.pool, schema: "agents" });
+    await migrateStore({ pool: db.pool, schema: "agents", ...(vector ? { index: { dims: 3, distanceMetric: "cosine", indexType: "hnsw" } } : {}) });
+    // Stand-ins of Citus's functions (docs/scaling-out.md): they check that each table and column a block names exists.
+    await db.pool.query(`
+      CREATE FUNCTION public.create_distributed_table(t text, col text, colocate_with text DEFAULT 'default') RETURNS void
+      LANGUAGE plpgsql AS $$ BEGIN
+        IF t LIKE '%.store_item_vectors' AND pg_catalog.to_regclass(t) IS NULL AND NOT ${vector} THEN RETURN; END IF;
+        IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = t::regclass AND attname = col AND NOT attisdropped) THEN RAISE 'no column % in %', col, t; END IF;
+        IF colocate_with <> 'default' THEN PERFORM colocate_with::regclass; END IF;
+      END $$;
+      CREATE FUNCTION public.create_reference_table(t regclass) RETURNS void LANGUAGE sql AS 'SELECT';`);
   }
-}, 120_000);
+  return db;
+}
+
+/** A SQL block with its placeholders standing for the test's: the database `app`, the role `app`. */
+function sqlOf(code: string, db: TestDatabase, role: string): string {
+  const database = new URL(db.url).pathname.slice(1);
+  return code.replace(/\bDATABASE app\b/g, `DATABASE ${pg.escapeIdentifier(database)}`).replace(/\bROLE app\b/g, `ROLE ${pg.escapeIdentifier(role)}`);
+}
+
+describe.concurrent("each page's programs and SQL run as written, in order, on a database of its own", () => {
+  for (const file of files) {
+    const blocks = docBlocks(file);
+    const runnable = blocks.filter((b) => kindOf(b) === "program" || kindOf(b) === "sql");
+    if (runnable.length === 0) continue;
+    it(`${file}: ${runnable.map((b) => `${b.lang} at line ${b.line}`).join(", ")}`, async () => {
+      const db = await pageDatabase(file, blocks);
+      // Programs live inside the repository, so their imports resolve from its node_modules; they run in a
+      // folder of their own, where an embedded database (./.langgraph-pg) may be created.
+      const dir = mkdtempSync(join(ROOT, "test", ".readme-"));
+      const cwd = mkdtempSync(join(tmpdir(), "lgpg-docs-"));
+      const role = `docs_app_${randomBytes(4).toString("hex")}`;
+      const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: db.url, CKPT_KEY_2025_06: randomBytes(32).toString("base64") };
+      delete env.FORCE_COLOR;
+      try {
+        if (runnable.some((b) => kindOf(b) === "sql" && /\bROLE app\b/.test(b.code))) await db.pool.query(`CREATE ROLE ${pg.escapeIdentifier(role)} NOLOGIN`);
+        // Each program compiled as tsx would (esbuild, types stripped, nothing checked), all of the page's in one
+        // build: node then runs them without tsx's loader, a third of the CPU time per program (dependencies stay
+        // in node_modules; src/ is bundled, and finds migrations/ above it as the package does).
+        const programs = runnable.filter((b) => kindOf(b) === "program");
+        for (const block of programs) writeFileSync(join(dir, `line-${block.line}.mts`), pointedAtSources(block.code));
+        await build({
+          entryPoints: programs.map((b) => join(dir, `line-${b.line}.mts`)),
+          outdir: dir,
+          outExtension: { ".js": ".mjs" },
+          bundle: true,
+          packages: "external",
+          format: "esm",
+          platform: "node",
+          target: "node20",
+          logLevel: "silent",
+        });
+        for (const block of runnable) {
+          if (kindOf(block) === "sql") {
+            await db.pool.query(sqlOf(block.code, db, role)).catch((e: Error) => {
+              throw new Error(`${where(block)}: ${e.message}`);
+            });
+            continue;
+          }
+          const run = await exec(process.execPath, [join(dir, `line-${block.line}.mjs`)], { cwd, env, maxBuffer: 16 << 20 }).catch((e: { code: number; stdout: string; stderr: string }) => {
+            throw new Error(`${where(block)} exited ${e.code}\n${e.stderr}\n${e.stdout}`);
+          });
+          const expected = expectedOutput(blocks, block);
+          if (expected) expect(outputMatches(expected.code, run.stdout), `${where(block)} printed:\n${run.stdout}\nthe page shows (line ${expected.line}):\n${expected.code}`).toBe(true);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+        rmSync(cwd, { recursive: true, force: true });
+        await db.drop();
+        if (runnable.some((b) => kindOf(b) === "sql" && /\bROLE app\b/.test(b.code))) {
+          const admin = new pg.Client({ connectionString: db.adminUrl });
+          await admin.connect();
+          await admin.query(`DROP ROLE IF EXISTS ${pg.escapeIdentifier(role)}`).finally(() => admin.end());
+        }
+      }
+    }, 600_000);
+  }
+});

@@ -4,8 +4,10 @@
  * offline: from the npm cache that `npm ci` filled, at the versions of
  * package-lock.json. Then, against Postgres: `import` and `require`, a strict
  * TypeScript file (skipLibCheck false, ESM and CommonJS), the README's quick
- * start as written, the CLI through `npx --no-install`, and every command
- * block of the README.
+ * start as written (and the drizzle and store examples of docs/), the CLI
+ * through `npx --no-install`, and every command block of README.md and
+ * docs/*.md (test/helpers/readme.ts: which blocks are commands, and which are
+ * not run, and why).
  */
 import { execFile, execFileSync, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
@@ -20,7 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ROOT, collect, type Run } from "./helpers/cli.js";
 import { withTestDatabase } from "./helpers/db.js";
 import { addressGraph } from "./helpers/graphs.js";
-import { quickStart, readmeBlocks, type ReadmeBlock } from "./helpers/readme.js";
+import { commandsOf, docBlocks, docText, kindOf, quickStart, readmeBlocks, type DocBlock } from "./helpers/readme.js";
 
 const exec = promisify(execFile);
 const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
@@ -30,17 +32,18 @@ const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
   dependencies: Record<string, string>;
   peerDependencies: Record<string, string>;
   peerDependenciesMeta: Record<string, { optional?: boolean }>;
+  optionalDependencies?: Record<string, string>;
   bin: Record<string, string>;
   engines: Record<string, string>;
 };
-/** What the README's Install section has users install next to the package (the optional PGlite aside). */
+/** Installed next to the package: what the README's Install section names, the peers they bring, and pg, which the pages' programs import. */
 const PEERS = ["pg", "@langchain/langgraph-checkpoint", "@langchain/core", "@langchain/langgraph"];
-/** Installed too: to run the README's TypeScript and to load a .ts upcasters module; drizzle for the Data model's example (an optional peer). */
+/** Installed too: to run the pages' TypeScript and to load a .ts upcasters module; drizzle for the Data model's example (an optional peer). */
 const TOOLS = ["tsx", "drizzle-orm"];
 
 const db = withTestDatabase("tarball"); // DATABASE_URL of the README's commands
 const other = withTestDatabase("tarball_other"); // postgres://other/db
-const official = withTestDatabase("tarball_official"); // the Switching section: the official saver's tables in public
+const official = withTestDatabase("tarball_official"); // docs/adoption.md: the official saver's tables in public
 
 const work = mkdtempSync(join(tmpdir(), "lgpg-tarball-"));
 const app = join(work, "app");
@@ -284,7 +287,7 @@ describe("the packed package, installed in an empty project", () => {
     expect(a.tables.map((t: { name: string }) => t.name).sort()).toEqual(Object.keys(migrated).sort());
   });
 
-  it("langgraph-checkpoint-pg/store: import and require give the root's PostgresStore; the README's Store example runs as written, twice", async () => {
+  it("langgraph-checkpoint-pg/store: import and require give the root's PostgresStore; the store example (docs/store.md) runs as written, twice", async () => {
     const program = (load: string) => `${load}
       console.log(JSON.stringify({ same: store.PostgresStore === root.PostgresStore, errors: new store.StoreIndexMismatchError("s", { dims: 1, distanceMetric: "l2", indexType: "hnsw" }, { dims: 2, distanceMetric: "l2", indexType: "hnsw" }) instanceof root.CheckpointerError, exports: Object.keys(store).filter((k) => /Store|migrateStore/.test(k)).sort() }));`;
     writeFileSync(join(app, "store-esm.mjs"), program('const store = await import("langgraph-checkpoint-pg/store"); const root = await import("langgraph-checkpoint-pg");'));
@@ -294,8 +297,8 @@ describe("the packed package, installed in an empty project", () => {
     expect(a).toEqual(b);
     expect(a).toMatchObject({ same: true, errors: true });
     expect(a.exports).toEqual(expect.arrayContaining(["PostgresStore", "migrateStore", "StoreAdoptionRequiredError", "StoreIndexMismatchError"]));
-    const block = readmeBlocks().find((b) => b.section === "Store" && b.lang === "ts" && b.code.includes("langgraph-checkpoint-pg/store"));
-    expect(block, "a ts block importing langgraph-checkpoint-pg/store under ## Store").toBeDefined();
+    const block = docBlocks("docs/store.md").find((b) => b.lang === "ts" && b.code.includes("langgraph-checkpoint-pg/store"));
+    expect(block, "a ts block importing langgraph-checkpoint-pg/store in docs/store.md").toBeDefined();
     writeFileSync(join(app, "store-example.mts"), block!.code);
     for (let i = 0; i < 2; i++) {
       const out = ok(await sh("node --import tsx store-example.mts")).trim().split("\n");
@@ -390,9 +393,9 @@ export = blobValue;
     expect(rows[0].n).toBe(6);
   });
 
-  it("the README's drizzle example (Data model) joins an application table with the checkpoints, as written", async () => {
-    const block = readmeBlocks().find((b) => b.section === "Data model" && b.lang === "ts" && b.code.includes("langgraph-checkpoint-pg/schema"));
-    expect(block, "a ts block importing langgraph-checkpoint-pg/schema under ## Data model").toBeDefined();
+  it("the drizzle example (docs/data-model.md) joins an application table with the checkpoints, as written", async () => {
+    const block = docBlocks("docs/data-model.md").find((b) => b.lang === "ts" && b.code.includes("langgraph-checkpoint-pg/schema"));
+    expect(block, "a ts block importing langgraph-checkpoint-pg/schema in docs/data-model.md").toBeDefined();
     writeFileSync(join(app, "drizzle-join.mts"), block!.code);
     // The thread the quick start wrote (run here if this test runs alone), and the application's table.
     const has = await db.pool.query("SELECT 1 FROM public.checkpoint_heads WHERE thread_id = '12345'").catch(() => ({ rowCount: 0 }));
@@ -455,25 +458,18 @@ export = blobValue;
 });
 
 /**
- * Every command block of the README, run in the test project: fenced bash
+ * Every command block of README.md and docs/*.md, in the order of
+ * test/helpers/readme.ts (docFiles), run in the test project: fenced bash
  * blocks, the `run:` steps of the YAML ones, the cron line. A few are not run
- * here, each for the reason given (SKIPPED); anything else is run, so a new
- * block is tested the moment it is written. The placeholders of the README
- * stand for the test's databases (PLACEHOLDERS).
+ * here, each for the reason given (NOT_RUN); anything else is run, so a new
+ * block is tested the moment it is written. The placeholders of the pages
+ * stand for the test's databases (placeholders).
  */
-describe("the README's command blocks, run in that project", () => {
-  const SKIPPED: [RegExp, string][] = [
-    [/^npm install langgraph-checkpoint-pg /m, "installs from the registry: the test installs these packages from the tarball (the lists are compared below)"],
-    [/^npm ci && npm pack/m, "the clone's install and pack: the test packs the same sources and installs the tarball (the name is compared below)"],
-    [/^npm ci\nnpm run demo\n$/, "the clone's demo: test/cli/demo.test.ts runs it as npm run demo does"],
-    [/^(TEST_DATABASE_URL=\S+ )?npm (test|run test\S*)\b/m, "the test suite itself"],
-    [/^npm ci$/, "a CI job's install step: the test project is installed"],
-    [/^npx vitest run /m, "runs one of this repository's test files from a clone: the test suite runs it"],
-  ];
+describe("the command blocks of README.md and docs/, run in that project", () => {
   let placeholders: [string, string][];
-  const env = (b: ReadmeBlock) => {
+  const env = (b: DocBlock) => {
     // The switch-over runbook needs the official saver's tables in public: its own database.
-    const url = b.section.startsWith("Switching") ? official.url : db.url;
+    const url = b.file === "docs/adoption.md" ? official.url : db.url;
     return { DATABASE_URL: url, OWNER_DATABASE_URL: url, CKPT_KEY_2025_06: randomBytes(32).toString("base64"), PATH: [join(work, "bin"), join(app, "node_modules", ".bin"), ...psqlDirs(), process.env.PATH].join(delimiter) };
   };
 
@@ -505,43 +501,45 @@ describe("the README's command blocks, run in that project", () => {
     chmodSync(join(work, "bin", "npx"), 0o755);
   });
 
-  /** The runnable commands of a block, or why it is not run. */
-  function commandsOf(b: ReadmeBlock): { run: string[] } | { skip: string } {
-    const skipped = SKIPPED.find(([re]) => re.test(b.code));
-    if (skipped && (b.lang === "bash" || b.lang === "sh")) return { skip: skipped[1] };
-    if (b.lang === "bash" || b.lang === "sh" || b.lang === "shell") return { run: [b.code] };
-    if (b.lang === "cron") return { run: b.code.trim().split("\n").map((l) => l.trim().split(/\s+/).slice(5).join(" ")) };
-    if (b.lang === "yaml") {
-      const runs = [...b.code.matchAll(/^\s*-?\s*run: (.*)$/gm)].map((m) => m[1]!.trim());
-      return { run: runs.filter((r) => !SKIPPED.some(([re]) => re.test(r))) };
-    }
-    return { run: [] };
-  }
-
   it("installs what the README's Install section names, and the tarball it names", () => {
     const install = readmeBlocks().filter((b) => b.section === "Install" && b.lang === "bash");
     expect(install).toHaveLength(2);
     const names = (line: string) => line.split(/\s+/).slice(2).filter((w) => !w.startsWith("-") && !w.startsWith("#"));
     const registry = install[0]!.code.split("\n").filter((l) => l.startsWith("npm install"));
-    expect(names(registry[0]!)).toEqual([pkg.name, ...PEERS]);
-    // Then one line per optional peer, each with what it is for.
-    expect(registry.slice(1).flatMap(names)).toEqual(Object.keys(pkg.peerDependenciesMeta).filter((n) => pkg.peerDependenciesMeta[n]!.optional));
+    expect(registry).toHaveLength(1);
+    const named = names(registry[0]!);
+    expect(named[0]).toBe(pkg.name);
+    // Every package the quick start imports is named, and every peer the package needs is named or
+    // comes with one that is (package-lock.json says what each depends on).
+    const imported = [...quickStart().matchAll(/from "([^"]+)"/g)].map((m) => m[1]!).filter((n) => n !== pkg.name);
+    expect(named).toEqual(expect.arrayContaining(imported));
+    const lock = (JSON.parse(readFileSync(join(ROOT, "package-lock.json"), "utf8")) as { packages: Record<string, LockEntry> }).packages;
+    const brought = new Set(named.flatMap((n) => Object.keys(lock[`node_modules/${n}`]?.dependencies ?? {})));
+    const required = Object.keys(pkg.peerDependencies).filter((n) => !pkg.peerDependenciesMeta[n]?.optional);
+    expect(required.filter((n) => !named.includes(n) && !brought.has(n))).toEqual([]);
+    // What is optional (the embedded database, drizzle) is named in the section, and how to leave it out.
+    const section = docText("README.md").split(/^## /m).find((part) => part.startsWith("Install\n"))!;
+    const optional = [...Object.keys(pkg.optionalDependencies ?? {}), ...Object.keys(pkg.peerDependenciesMeta).filter((n) => pkg.peerDependenciesMeta[n]!.optional)];
+    for (const n of optional) expect(section, n).toContain(n);
+    expect(section).toContain("--omit=optional");
     const fromTarball = install[1]!.code.split("\n").find((l) => l.startsWith("npm install"))!;
     const [tgz, ...peers] = names(fromTarball);
     expect(tgz!.endsWith(`/${tarball.split("/").pop()}`)).toBe(true);
-    expect(peers).toEqual(PEERS);
+    expect(peers).toEqual(named.slice(1));
     expect(install[1]!.code).toContain(`writes ${tarball.split("/").pop()}`);
+    // This project installed at least what the README names.
+    expect(PEERS).toEqual(expect.arrayContaining(named.slice(1)));
   });
 
   it("runs every other block, in order, and each exits 0", async () => {
     const ran: string[] = [];
-    for (const block of readmeBlocks()) {
+    for (const block of docBlocks().filter((b) => kindOf(b) === "commands")) {
       const what = commandsOf(block);
       if ("skip" in what) continue;
       for (let command of what.run) {
         for (const [from, to] of placeholders) command = command.split(from).join(to);
         const r = await sh(command, env(block));
-        expect(r.code, `README.md line ${block.line} (${block.section}): ${command}\n${r.stderr}\n${r.stdout}`).toBe(0);
+        expect(r.code, `${block.file}:${block.line} (${block.section}): ${command}\n${r.stderr}\n${r.stdout}`).toBe(0);
         ran.push(command);
       }
     }

@@ -271,7 +271,7 @@ export function compactSummary(result: CompactResult, where: string, st: ReturnT
   const lines = [
     result.dryRun
       ? `${st.yellow("Dry run")}: would rewrite ${what} in ${where}. Nothing was changed; run it again without --dry-run to convert.`
-      : `Rewrote ${what} in ${where}.` + (result.values > 0 ? "\nA release before element storage cannot read these threads any more (see the README)." : ""),
+      : `Rewrote ${what} in ${where}.` + (result.values > 0 ? "\nA release before element storage cannot read these threads any more (see docs/element-storage.md)." : ""),
   ];
   if (result.valuesSkipped > 0) {
     lines.push(`${st.yellow(`Left ${result.valuesSkipped} value(s) whole`)}: their rows changed while compact ran (the next run converts them).`);

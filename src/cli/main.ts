@@ -161,7 +161,7 @@ const COMMANDS: Record<string, CommandSpec> = {
       "A schema migrated by a newer release is refused (exit 3), unless its newer\n" +
       "migrations say this release keeps working. On a database holding the official\n" +
       "LangGraph saver's tables, the first migration of a schema stops (exit 3) until told\n" +
-      "what to do with them: switching from it takes three steps, see the README.\n" +
+      "what to do with them: switching from it takes three steps, see docs/adoption.md.\n" +
       "A server that is not reachable yet (starting up, restarting) is waited for,\n" +
       "one line on stderr per failed attempt.",
     options: `  --dry-run             print the SQL (or the rollback's counts); change nothing
@@ -169,8 +169,8 @@ const COMMANDS: Record<string, CommandSpec> = {
                         0: one attempt); a wrong password or a bad URL fails at once
   --partitions N        a new schema's tables hash partitioned by thread_id (the store's:
                         by namespace), N partitions each (2 to ${MAX_PARTITIONS}); a schema
-                        migrated before keeps its layout, another N is refused (README
-                        "Scaling out")
+                        migrated before keeps its layout, another N is refused
+                        (docs/scaling-out.md)
   --adopt <schema>      switch from the official saver whose tables are in <schema>:
                         copy its threads into --schema and keep copying what its
                         instances still write (its tables stay as they are); then store
@@ -274,7 +274,7 @@ const COMMANDS: Record<string, CommandSpec> = {
       "`threads delete` deletes threads whole (every namespace: checkpoints, writes, blobs), each in\n" +
       "one transaction, as the saver's deleteThread does; with --dry-run it prints what would go.\n" +
       "A thread that does not exist is an error (exit 1) and nothing is deleted. A deleted thread\n" +
-      "stays deleted: a run still going on it cannot write it back (README, \"Deleted threads stay deleted\").\n" +
+      "stays deleted: a run still going on it cannot write it back (docs/threads.md, \"Deleted threads stay deleted\").\n" +
       "`threads copy` copies a thread's history (every namespace, values, pending writes) to another\n" +
       "thread id in one transaction, as the saver's copyThread does: the copy reads exactly as the\n" +
       "source at every checkpoint. An existing target is refused (exit 1) unless --overwrite.",
@@ -646,8 +646,8 @@ const COMMANDS: Record<string, CommandSpec> = {
       "Prints the statements that let an application role run every saver operation and\n" +
       "nothing more (no DDL): USAGE on the schema, SELECT/INSERT/UPDATE/DELETE on the six\n" +
       "tables (checkpoints, checkpoint_writes, checkpoint_blobs, checkpoint_heads, checkpoint_tombstones,\n" +
-      "checkpointer_retention), SELECT on checkpointer_migrations, EXECUTE on the write gate\n" +
-      "(checkpointer_thread_gate); and, where the store (PostgresStore) is migrated in the\n" +
+      "checkpointer_retention), SELECT on checkpointer_migrations, EXECUTE on the write gates\n" +
+      "(checkpointer_thread_gate, checkpointer_put_gate); and, where the store (PostgresStore) is migrated in the\n" +
       "schema, every store operation: the same on store_items (and store_item_vectors, once a\n" +
       "store with an index made it), SELECT on checkpointer_store_migrations; a schema without\n" +
       "it gets a NOTICE instead (run them again once it is migrated). Then it revokes what the\n" +

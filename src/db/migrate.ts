@@ -117,7 +117,7 @@ export const DEFAULT_RETRY: Readonly<Required<RetryOptions>> = Object.freeze({ a
  * - not given (default): if any schema of the database holds them, stop with
  *   `AdoptionRequiredError` and change nothing;
  * - `{ from: "public" }`: adopt the official tables of that schema (see
- *   README, "Switching"); `true`: the one schema that holds them;
+ *   docs/adoption.md); `true`: the one schema that holds them;
  * - `false`: ignore them and start empty beside them.
  *
  * @example
@@ -134,7 +134,7 @@ export interface MigrateOptions extends TargetOptions {
    * Hash partition the tables by `thread_id` into this many partitions each
    * (2 to 1024), on Postgres's declarative partitioning; for a schema created
    * by this call. A schema migrated before keeps its layout: asking it for
-   * another one is a `PartitionsMismatchError`. See README "Scaling out".
+   * another one is a `PartitionsMismatchError`. See docs/scaling-out.md.
    */
   partitions?: number;
   /** See {@link AdoptOption}. */

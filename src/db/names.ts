@@ -5,7 +5,7 @@
  * schema.ts when the package compiles (`satisfies`): renaming a table or a
  * column there, adding or dropping one, is a type error here until this file
  * says the same. At run time they are plain strings, so neither the saver nor
- * the tools load drizzle (an optional peer dependency, see README "Data model").
+ * the tools load drizzle (an optional peer dependency, see docs/data-model.md).
  *
  * @example
  * ```ts

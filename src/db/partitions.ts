@@ -21,8 +21,7 @@
  * storage parameters (`ALTER TABLE ... SET (fillfactor = 70)`) are set on
  * each partition (a partitioned table has no storage of its own). Everything
  * else runs as written: Postgres applies `ADD COLUMN`, `CREATE INDEX` and row
- * triggers to every partition. What a new migration must respect is in README
- * "Scaling out": a unique index or key includes the key column, and no
+ * triggers to every partition. What a new migration must respect is in docs/scaling-out.md: a unique index or key includes the key column, and no
  * statement reads system columns (`xmax`, `ctid`) of these tables.
  *
  * A schema's layout is decided when it is first created and read back from the

@@ -1,7 +1,7 @@
 /**
  * The one definition of the tables: the three that mirror the
- * in-memory saver's three dictionaries, and the lineage heads (see README
- * "Data model"). It is the source of `migrations/` (change it, run
+ * in-memory saver's three dictionaries, and the lineage heads (see
+ * docs/data-model.md). It is the source of `migrations/` (change it, run
  * `npm run generate`, commit the new SQL file; a test fails when the two
  * drift), the names the operations' statements use (`names.ts`), and what
  * users import as `langgraph-checkpoint-pg/schema` to query the tables with

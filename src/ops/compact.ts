@@ -146,7 +146,7 @@ interface Settings {
  * elements, objects holding lists, large values by content; in blobs and in
  * pending writes. Reads return the same values before and after; a second
  * run changes nothing. A release before element storage cannot read
- * converted values (see README "Lists stored by their elements"). Bad
+ * converted values (see docs/element-storage.md). Bad
  * options throw {@link InvalidOptionsError} before any SQL.
  *
  * @example

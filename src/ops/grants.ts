@@ -65,7 +65,7 @@ export interface GrantOptions {
  * `TRUNCATE`, `REFERENCES` and `TRIGGER` on the tables, and `TEMPORARY` on
  * the database (also from `PUBLIC` with `revokePublicTemp`). The role cannot
  * change the schema, so it cannot migrate either - run migrations as the
- * owner, then run these as the owner. What stays (README, "Least privilege"):
+ * owner, then run these as the owner. What stays (docs/reliability.md, "Least privilege"):
  * `LOCK TABLE` in any mode on the tables, which Postgres allows to any role
  * that may UPDATE or DELETE them. Idempotent. Run them again after a release
  * whose migrations add a table, and after the store is first migrated or

@@ -47,7 +47,7 @@ export interface PruneOptions {
    */
   grace?: string | number;
   /**
-   * How long a deleted thread's tombstone is kept (README, "Deleted threads
+   * How long a deleted thread's tombstone is kept (docs/threads.md, "Deleted threads
    * stay deleted"): while it is, a run that was still going when the thread
    * was deleted cannot write it back. Older ones are deleted at the end of
    * the run (with `threadIds`, only theirs). Keep it longer than your longest

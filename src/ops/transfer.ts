@@ -178,7 +178,7 @@ const hexToBase64 = (hex: unknown): string | null => (typeof hex === "string" ? 
  * `metadata_decoded`, `unversioned_decoded`; ignored on import), decoded
  * with `serde`. Off by default: an import needs only the stored bytes, and
  * the views make an export about 1.5 times as large (with them, a long
- * chat's export is larger than its tables: README "CLI"); `show` reads a
+ * chat's export is larger than its tables: docs/cli.md); `show` reads a
  * checkpoint decoded.
  *
  * @example

@@ -87,7 +87,7 @@ export interface PostgresSaverOptions {
    */
   preparedStatements?: boolean;
   /**
-   * Store what a thread repeats once (README "Lists stored by their elements"):
+   * Store what a thread repeats once (docs/element-storage.md):
    * list-valued channels (a chat's `messages`) element by element, each
    * element once per thread and namespace, so a conversation's storage grows
    * with its length, not with its square; a task's writes of lists, objects
@@ -107,7 +107,7 @@ export interface PostgresSaverOptions {
    * keepTombstones?, ... }`, prune's options by their names. Starts with the
    * saver unless `start: false` (then `startRetention()`); stops on
    * `stopRetention()` and `end()`. Each run is reported by a `retention` event.
-   * Default: off (run `prune` or the CLI yourself). See README, "Retention".
+   * Default: off (run `prune` or the CLI yourself). See docs/retention.md.
    */
   retention?: RetentionOptions;
 }
@@ -145,7 +145,7 @@ export interface SetupOptions {
    * The official LangGraph saver's tables: adopt them (`true`, or `{ from:
    * "<schema>" }`), or start empty beside them (`false`). Without it, setup()
    * on a database holding them stops with `AdoptionRequiredError` and changes
-   * nothing. See README, "Switching from @langchain/langgraph-checkpoint-postgres".
+   * nothing. See docs/adoption.md.
    * Once the adoption commits, what it copied whole is stored by content with
    * this saver's serializer, as `compact` does (with `elementStorage` on, the
    * default): reported in the result's `adoption.compacted`.
@@ -161,7 +161,7 @@ export interface SetupOptions {
    * Hash partition the tables by `thread_id`, this many partitions each (2 to
    * 1024), when this call creates the schema; a schema migrated before keeps
    * its layout (another one is refused with `PartitionsMismatchError`). See
-   * README "Scaling out".
+   * docs/scaling-out.md.
    */
   partitions?: number;
 }

@@ -481,7 +481,7 @@ export class PostgresSaver extends BaseCheckpointSaver {
    * Delete every checkpoint, write and blob of a thread (all namespaces), and
    * leave its tombstone: a run still in flight on it cannot write it back
    * afterwards (its puts and writes fail with {@link ThreadDeletedError}),
-   * while a new conversation on the same id starts cleanly (README, "Deleted
+   * while a new conversation on the same id starts cleanly (docs/threads.md, "Deleted
    * threads stay deleted"). Waits for the thread's writes in flight to commit: those this
    * process issued before the call, and those other processes have started.
    *

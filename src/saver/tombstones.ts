@@ -19,7 +19,9 @@
  *   (`metadata.parents`, each in its namespace); a putWrites' checkpoint; or
  * - (`thread`) no lineage of the thread has a head (nothing has started it
  *   again since the deletion), unless it is a put that starts a lineage: one
- *   without a parent, but for a subgraph's input checkpoint (see below).
+ *   without a parent, but for a subgraph's input checkpoint (`source`
+ *   "input", naming its enclosing graphs' checkpoints in `metadata.parents`;
+ *   see below).
  *
  * Puts check both rules in `checkpointer_put_gate` (migration 0009), writes
  * in `checkpointer_thread_gate` (0007). A refused put also takes along what

@@ -105,8 +105,8 @@ export interface MsgpackSerializerOptions {
    * supported ones (a `URL`, your own classes), objects with `toJSON`,
    * functions and symbols, circular references, subclasses of the supported
    * classes (a `Buffer`, a custom `Error`). Default `false`: such values are
-   * stored as LangGraph's JSON serializer would store them (see the README's
-   * serialization table).
+   * stored as LangGraph's JSON serializer would store them (see the
+   * serialization table in docs/serialization.md).
    */
   strict?: boolean;
 }

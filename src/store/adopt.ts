@@ -6,7 +6,7 @@
  * it (each ":" becomes a label boundary of our key); an item's TTL is what its expiry says (`expires_at - updated_at`).
  * Copying again later takes each official item updated since (the newer
  * `updated_at` wins): deletions made by official instances in between are
- * not copied, which the README's runbook accounts for.
+ * not copied, which the runbook in docs/store.md accounts for.
  */
 import type { Queryable } from "../db/db.js";
 import { InvalidOptionsError, MigrationError, StoreAdoptionRequiredError } from "../errors.js";

@@ -40,7 +40,7 @@ export interface MigrateStoreOptions extends TargetOptions {
   /**
    * Hash partition the store's tables by their namespace key (`ns_key`) into
    * this many partitions each (2 to 1024), for a schema whose store tables this
-   * call creates; see `migrate()`'s `partitions` and README "Scaling out".
+   * call creates; see `migrate()`'s `partitions` and docs/scaling-out.md.
    */
   partitions?: number;
 }

@@ -72,7 +72,7 @@ export interface StoreSetupOptions {
   adopt?: StoreAdoptOption;
   /** Retrying while the database is not reachable yet, as the saver's `setup()` does. Default: 10 attempts (about 30 s); `false`: one. */
   retry?: RetryOptions | false;
-  /** Hash partition the store's tables by namespace key, this many partitions each (2 to 1024), when this call creates them (README "Scaling out"). */
+  /** Hash partition the store's tables by namespace key, this many partitions each (2 to 1024), when this call creates them (docs/scaling-out.md). */
   partitions?: number;
 }
 

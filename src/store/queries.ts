@@ -93,8 +93,7 @@ export function storeQueries(schema: string) {
    * must leave it stored with the refreshed expiry (issue 37). A row without
    * TTL is returned as read: no sweep deletes it. `ns` (and `key`): the
    * parameter naming the one namespace (and key) read, when there is one: the
-   * update then names it too, so a store partitioned by namespace (README
-   * "Scaling out") is pruned to its partition when planned, not scanned whole,
+   * update then names it too, so a store partitioned by namespace (docs/scaling-out.md) is pruned to its partition when planned, not scanned whole,
    * and a get's update is a primary-key lookup even on a table not analyzed.
    */
   const refreshing = (hits: string, columns: string, ns = "hit.ns_key", key = "hit.key") =>

@@ -8,7 +8,7 @@
  * instead, so its count covers everything expired when it started.
  *
  * The batch is deleted by its keys, not by `ctid`: in a store partitioned by
- * namespace (README "Scaling out") a ctid names a row only within one
+ * namespace (docs/scaling-out.md) a ctid names a row only within one
  * partition, and `ctid = ANY (...)` deleted the rows at those places in every
  * partition, expired or not.
  */

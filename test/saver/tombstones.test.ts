@@ -120,6 +120,16 @@ describe.each(["branch", "linear"] as const)("after deleteThread (%s lineage)", 
     expect(await rowsOf(threadId)).toEqual(NONE);
   });
 
+  it("a lineage in another namespace naming no enclosing graph (not LangGraph's subgraph) starts on a deleted thread, as it did before it", async () => {
+    const saver = savers[mode];
+    const threadId = tid("tomb");
+    await conversation(saver, threadId);
+    await saver.deleteThread(threadId);
+    const ns = cfg(threadId, undefined, "notes");
+    const first = await saver.put(ns, makeCheckpoint({ y: 1 }, { y: "-a1.00000001" }), meta(-1), { y: "-a1.00000001" });
+    expect((await saver.getTuple(ns))?.checkpoint.id).toBe(first.configurable!.checkpoint_id);
+  });
+
   it("refuses a subgraph's checkpoint that names a root checkpoint of the deleted history", async () => {
     const saver = savers[mode];
     const threadId = tid("tomb");

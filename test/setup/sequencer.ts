@@ -7,7 +7,7 @@
 import { relative } from "node:path";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 
-const LONGEST = ["cli/cli", "ops/prune", "db/pglite", "cli/demo", "tarball", "ops/adopt"].map((name) => `test/${name}.test.ts`);
+const LONGEST = ["cli/cli", "ops/prune", "db/pglite", "cli/demo", "tarball", "ops/adopt", "readme"].map((name) => `test/${name}.test.ts`);
 
 export default class LongestFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
