@@ -84,7 +84,7 @@ WITH hit AS MATERIALIZED (
   -- The new expiry of each one that has a TTL and is still stored.
   UPDATE ${p.s}.store_items it SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => it.ttl_minutes * 60)
     FROM hit
-   WHERE it.ns_key = hit.ns_key AND it.key = hit.key AND it.key = hit.key AND hit.ttl_minutes IS NOT NULL
+   WHERE it.ns_key = hit.ns_key AND it.key = hit.key AND hit.ttl_minutes IS NOT NULL
   RETURNING it.ns_key, it.key
 )
 SELECT hit.op, hit.ns_key, hit.key, hit.value, hit.created_at, hit.updated_at, hit.ttl_minutes
