@@ -9,7 +9,7 @@
  */
 import { execFile, execFileSync, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
@@ -28,12 +28,13 @@ const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
   version: string;
   license: string;
   dependencies: Record<string, string>;
+  optionalDependencies: Record<string, string>;
   peerDependencies: Record<string, string>;
   peerDependenciesMeta: Record<string, { optional?: boolean }>;
   bin: Record<string, string>;
   engines: Record<string, string>;
 };
-/** What the README's Install section has users install next to the package (the optional PGlite aside). */
+/** What the README's Install section has users install next to the package (PGlite comes along as an optional dependency). */
 const PEERS = ["pg", "@langchain/langgraph-checkpoint", "@langchain/core", "@langchain/langgraph"];
 /** Installed too: to run the README's TypeScript and to load a .ts upcasters module; drizzle for the Data model's example (an optional peer). */
 const TOOLS = ["tsx", "drizzle-orm"];
@@ -93,6 +94,7 @@ function writeProject(dir: string, tgz: string): void {
     integrity: `sha512-${createHash("sha512").update(readFileSync(tgz)).digest("base64")}`,
     license: pkg.license,
     dependencies: pkg.dependencies,
+    optionalDependencies: pkg.optionalDependencies,
     peerDependencies: pkg.peerDependencies,
     peerDependenciesMeta: pkg.peerDependenciesMeta,
     bin: pkg.bin,
@@ -112,7 +114,7 @@ function writeProject(dir: string, tgz: string): void {
     if (picked[key]) return;
     const { dev, devOptional, peer, ...entry } = packages[key]!;
     picked[key] = entry;
-    // Optional peers (PGlite for this package) are the user's choice: not installed.
+    // Optional peers (drizzle, pgvector for PGlite) are the user's choice: not installed. Optional dependencies are (PGlite).
     const peers = Object.keys(entry.peerDependencies ?? {}).filter((n) => !entry.peerDependenciesMeta?.[n]?.optional);
     for (const name of [...Object.keys({ ...entry.dependencies, ...entry.optionalDependencies }), ...peers]) {
       const found = find(key, name);
@@ -142,6 +144,24 @@ interface LockEntry {
   peerDependenciesMeta?: Record<string, { optional?: boolean }>;
   bin?: Record<string, string>;
   engines?: Record<string, string>;
+}
+
+/**
+ * The packages a built file imports by name (`from "x"`, `import("x")`, `import "x"`, `require("x")`):
+ * each package name once, without node: builtins or the package itself; comments (its examples) aside.
+ */
+function bareImports(text: string): string[] {
+  const code = text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+  // A package name right after the keyword: not a word that merely ends in "from" or a string reading "from".
+  const names = [...code.matchAll(/(?:(?<![\w.$"'`])from\s*|(?<![\w.$])import\s*\(\s*|(?<![\w.$])import\s+|(?<![\w.$])require\s*\(\s*)["']([@a-z0-9][\w./@-]*)["']/g)].map(([, spec]) =>
+    spec!.startsWith("@") ? spec!.split("/").slice(0, 2).join("/") : spec!.split("/")[0]!,
+  );
+  return [...new Set(names)].filter((n) => !n.startsWith("node:") && n !== pkg.name);
+}
+
+/** Declared as a dependency, an optional dependency or a peer: what an installer lets the package import. */
+function isDeclared(name: string): boolean {
+  return name in pkg.dependencies || name in (pkg.optionalDependencies ?? {}) || name in pkg.peerDependencies;
 }
 
 /** A shell command in the test project; never fetches from the npm registry. */
@@ -196,15 +216,24 @@ describe("the packed package, installed in an empty project", () => {
     expect(packed.filter((f) => f.endsWith(".sql")).sort()).toEqual([...tags("migrations"), ...tags("migrations/store")].sort());
     expect(packed).toContain("migrations/store/meta/_journal.json");
     // Shipped declarations name only what a dependency or a peer brings.
-    const declared = new Set([...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies)]);
     const installed = join(app, "node_modules", pkg.name);
     for (const file of packed.filter((f) => f.endsWith(".d.ts"))) {
-      const text = readFileSync(join(installed, file), "utf8").replace(/\/\*\*[\s\S]*?\*\//g, "");
-      for (const [, spec] of text.matchAll(/(?:from |import\()"([^".][^"]*)"/g)) {
-        const name = spec!.startsWith("@") ? spec!.split("/").slice(0, 2).join("/") : spec!.split("/")[0]!;
-        if (!name.startsWith("node:")) expect(declared.has(name) || declared.has(`@types/${name}`), `${file} imports ${spec}`).toBe(true);
+      for (const spec of bareImports(readFileSync(join(installed, file), "utf8"))) {
+        expect(isDeclared(spec) || isDeclared(`@types/${spec}`), `${file} imports ${spec}`).toBe(true);
       }
     }
+  });
+
+  it("every package the built code imports (ESM and the CommonJS bundle, static or dynamic) is declared: strict installers (pnpm) refuse the rest", () => {
+    const installed = join(app, "node_modules", pkg.name);
+    const undeclared = packed
+      .filter((f) => /^dist\/.*\.js$/.test(f))
+      .flatMap((file) => bareImports(readFileSync(join(installed, file), "utf8")).map((spec) => ({ file, spec })))
+      .filter(({ spec }) => !isDeclared(spec));
+    expect(undeclared).toEqual([]);
+    // The check sees the optional imports too (a regex that missed dynamic ones would pass on anything).
+    const cjs = bareImports(readFileSync(join(installed, "dist/cjs/index.js"), "utf8"));
+    expect(cjs).toEqual(expect.arrayContaining(["pg", "@electric-sql/pglite", "@electric-sql/pglite-pgvector"]));
   });
 
   it("finds its migrations above its own file, never a host application's drizzle migrations", async () => {
@@ -420,7 +449,18 @@ export = blobValue;
     expect(ok(version).trim()).toBe(pkg.version);
   });
 
-  it("without PGlite (an optional peer, not installed here): an option typo is reported as the typo; production refuses the fallback; elsewhere the message names what to install", async () => {
+  it("installing the package brings PGlite (an optional dependency): without DATABASE_URL, open() falls back to the embedded database, as the quick start does", async () => {
+    expect(existsSync(join(app, "node_modules", "@electric-sql", "pglite", "package.json"))).toBe(true);
+    const elsewhere = mkdtempSync(join(work, "embedded-"));
+    writeFileSync(
+      join(app, "embedded-open.mjs"),
+      'import { PostgresSaver } from "langgraph-checkpoint-pg";\nconst saver = await PostgresSaver.open({ log: false });\nconsole.log(JSON.stringify({ schema: saver.schema }));\nawait saver.end();\n',
+    );
+    expect(JSON.parse(ok(await sh(`node ${JSON.stringify(join(app, "embedded-open.mjs"))}`, { DATABASE_URL: "" }, elsewhere)))).toEqual({ schema: "public" });
+    expect(existsSync(join(elsewhere, ".langgraph-pg"))).toBe(true);
+  });
+
+  it("without PGlite (installed with --omit=optional): an option typo is reported as the typo; production refuses the fallback; elsewhere the message names what to install", async () => {
     const program = (options: string) =>
       `import { PostgresSaver } from "langgraph-checkpoint-pg";\n` +
       `try { await PostgresSaver.open(${options}); console.log("opened"); } catch (e) { console.log(JSON.stringify({ name: e.name, option: e.option, message: e.message })); }\n`;
@@ -429,10 +469,17 @@ export = blobValue;
       ["", { NODE_ENV: "production" }, /^NODE_ENV is production and no database URL is set: refusing to fall back to the embedded database/],
       ["", {}, /^Invalid option databaseUrl: none was given and DATABASE_URL is not set, and the embedded database needs the optional package @electric-sql\/pglite/],
     ];
-    for (const [i, [options, env, message]] of cases.entries()) {
-      writeFileSync(join(app, `no-pglite-${i}.mjs`), program(options));
-      const out = JSON.parse(ok(await sh(`node no-pglite-${i}.mjs`, { DATABASE_URL: "", ...env }))) as { message: string };
-      expect(out.message).toMatch(message);
+    // What --omit=optional leaves: the project without PGlite (put back afterwards for the tests that follow).
+    const pglite = join(app, "node_modules", "@electric-sql", "pglite");
+    renameSync(pglite, `${pglite}.omitted`);
+    try {
+      for (const [i, [options, env, message]] of cases.entries()) {
+        writeFileSync(join(app, `no-pglite-${i}.mjs`), program(options));
+        const out = JSON.parse(ok(await sh(`node no-pglite-${i}.mjs`, { DATABASE_URL: "", ...env }))) as { message: string };
+        expect(out.message).toMatch(message);
+      }
+    } finally {
+      renameSync(`${pglite}.omitted`, pglite);
     }
     expect(existsSync(join(app, ".langgraph-pg"))).toBe(false);
   });
