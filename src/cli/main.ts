@@ -25,7 +25,6 @@ import {
 } from "./args.js";
 import type { Common, Io } from "./commands.js";
 import { MAX_PARTITIONS } from "../db/partitions.js";
-import { parseDuration } from "../duration.js";
 import { EXIT, errorText, exitCodeOf } from "./exit.js";
 import { resolveUrl } from "./mask.js";
 
@@ -165,7 +164,7 @@ const COMMANDS: Record<string, CommandSpec> = {
       "one line on stderr per failed attempt.",
     options: `  --dry-run             print the SQL (or the rollback's counts); change nothing
   --wait <duration>     how long to wait for a server that is not reachable yet (default 60s;
-                        0: one attempt); a wrong password or a bad URL fails at once
+                        0 or 0s: one attempt); a wrong password or a bad URL fails at once
   --partitions N        a new schema's tables hash partitioned by thread_id (the store's:
                         by namespace), N partitions each (2 to ${MAX_PARTITIONS}); a schema
                         migrated before keeps its layout, another N is refused (README
@@ -219,11 +218,11 @@ const COMMANDS: Record<string, CommandSpec> = {
       const chosen = (["adopt", "no-adopt", "finish-adoption", "rollback-adoption"] as const).filter((k) => values[k] !== undefined);
       if (chosen.length > 1) throw new UsageError(`--${chosen[0]} and --${chosen[1]} exclude each other`, "migrate");
       const from = values.adopt === undefined ? undefined : schemaOption("migrate", values.adopt);
-      const wait = values.wait === undefined ? DEFAULT_MIGRATE_WAIT : values.wait === "0" ? "0" : durationArg("migrate", "wait", values.wait)!;
+      const wait = durationArg("migrate", "wait", values.wait ?? DEFAULT_MIGRATE_WAIT, { zero: true })!;
       const c = {
         ...common("migrate", values),
         dryRun: values["dry-run"] === true,
-        wait: { text: wait, ms: wait === "0" ? 0 : parseDuration(wait, "wait") },
+        wait,
         adopt: from !== undefined ? { from } : values["no-adopt"] ? false : undefined,
         step: values["finish-adoption"] ? ("finish" as const) : values["rollback-adoption"] ? ("rollback" as const) : undefined,
         partitions: partitionsFlag(values.partitions),
@@ -508,10 +507,10 @@ const COMMANDS: Record<string, CommandSpec> = {
       if (values.ttl && values["no-ttl"]) throw new UsageError("--ttl and --no-ttl exclude each other", "prune");
       if (values.yes && values["dry-run"]) throw new UsageError("--dry-run and --yes exclude each other", "prune");
       const keepLast = values["keep-last"] === undefined ? undefined : positiveInt("prune", "keep-last", values["keep-last"], 1);
-      const olderThan = durationArg("prune", "older-than", values["older-than"]);
-      const idleFor = durationArg("prune", "idle-for", values["idle-for"]);
-      const grace = values.grace === "0" ? "0" : durationArg("prune", "grace", values.grace);
-      const keepTombstones = values["keep-tombstones"] === "0" ? "0" : durationArg("prune", "keep-tombstones", values["keep-tombstones"]);
+      const olderThan = durationArg("prune", "older-than", values["older-than"])?.text;
+      const idleFor = durationArg("prune", "idle-for", values["idle-for"])?.text;
+      const grace = durationArg("prune", "grace", values.grace, { zero: true })?.text;
+      const keepTombstones = durationArg("prune", "keep-tombstones", values["keep-tombstones"], { zero: true })?.text;
       if (keepLast === undefined && olderThan === undefined && idleFor === undefined && !values.ttl) {
         throw new UsageError("no retention rule: give --keep-last, --older-than, --idle-for, or --ttl", "prune");
       }

@@ -288,8 +288,7 @@ export function checkedSettings(options: PostgresSaverOptions): {
   if (options.onEvent !== undefined && typeof options.onEvent !== "function") throw new InvalidOptionsError("onEvent", "expected a function");
   if (options.onHandlerError !== undefined && typeof options.onHandlerError !== "function") throw new InvalidOptionsError("onHandlerError", "expected a function");
   const schema = checkSchemaName(options.schema ?? "public");
-  const lease = options.runLeaseMs ?? 300_000;
-  if (typeof lease !== "number" || !Number.isFinite(lease) || lease < 0) throw new InvalidOptionsError("runLeaseMs", "expected a non-negative number of milliseconds");
+  const lease = parseDuration(options.runLeaseMs ?? 300_000, "runLeaseMs", { zero: true });
   const versioning = checkVersioning(options.stateVersion, options.upcasters);
   const maxValueBytes = options.maxValueBytes ?? 64 * 1024 * 1024;
   if (!Number.isInteger(maxValueBytes) || maxValueBytes < 1 || maxValueBytes > MAX_STATEMENT_BYTES) {
