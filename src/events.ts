@@ -155,7 +155,8 @@ export type SaverEvent =
  * A run of the saver's background retention (option `retention`): what its
  * `prune` deleted, and when it started and finished by the database's clock;
  * or a run that failed (`retentionFailed`: the message and SQLSTATE or socket
- * code; the next check tries again).
+ * code; the next check tries again); or, once, that the schema is not migrated
+ * yet (`retentionWaiting`: the first run comes after `setup()` or `migrate`).
  */
 export type RetentionEvent =
   | {
@@ -176,7 +177,8 @@ export type RetentionEvent =
       finishedAt: string;
       durationMs: number;
     }
-  | { type: "retentionFailed"; schema: string; message: string; code: string | undefined };
+  | { type: "retentionFailed"; schema: string; message: string; code: string | undefined }
+  | { type: "retentionWaiting"; schema: string; message: string };
 
 /** Receives structured events. May be async: a rejected promise is contained like a throw. */
 export type EventHandler = (event: SaverEvent) => unknown;

@@ -250,6 +250,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
     }
     const { adopt, retry, partitions } = options;
     const result = await runMigrations(this.#ctx.db, this.schema, { onEvent: this.#ctx.onEvent, adopt, retry, partitions, operation: "setup" });
+    // Retention started with the saver may have found no tables yet: its first run comes now.
+    this.#retention?.schemaReady();
     await this.#runner.recheck();
     // The adoption copied the official saver's values whole: store them as this saver stores values (issue 27).
     if (result.adoption?.adopted && this.#ctx.elements) {
