@@ -277,9 +277,11 @@ export interface OfficialTables {
 
 /**
  * `setup()` or `migrate` found the tables of the official LangGraph Postgres
- * saver (JS or Python) and was not told what to do with them. Nothing was
- * changed. Adopt them explicitly (`setup({ adopt: true })`, `migrate --adopt
- * <schema>`), or start empty beside them (`adopt: false`).
+ * saver (JS or Python) in the schema it was to set up, and was not told what
+ * to do with them. Nothing was changed. Give this package its own schema and
+ * adopt them there (`setup({ adopt: { from } })`, `migrate --adopt <schema>`).
+ * (Official tables in other schemas do not stop a migration: it says so once,
+ * an `officialTablesFound` event, and goes on beside them.)
  *
  * @example
  * ```ts
@@ -660,8 +662,8 @@ export class StoreIndexMismatchError extends CheckpointerError {
 
 /**
  * The store's first `setup()` or `migrate --store` found the tables of the
- * official `PostgresStore` (`store`, `store_migrations`) and was not told what
- * to do with them. Nothing was changed. Copy their items (`adopt: { from }`,
+ * official `PostgresStore` (`store`, `store_migrations`) in its own schema and
+ * was not told what to do with them. Nothing was changed. Copy their items (`adopt: { from }`,
  * CLI `--adopt-store <schema>`), or start empty beside them (`adopt: false`).
  *
  * @example

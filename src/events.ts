@@ -144,6 +144,21 @@ export type SaverEvent =
       message: string;
     }
   | {
+      /**
+       * A schema's first migration (`setup()`, `migrate`) found the tables of
+       * the official LangGraph saver (`of: "saver"`) or of its PostgresStore
+       * (`of: "store"`) in other schemas, and set this one up beside them:
+       * they stay as they are, unread. Adopting them is a choice (`adopt`,
+       * README "Switching"); the message says how.
+       */
+      type: "officialTablesFound";
+      schema: string;
+      of: "saver" | "store";
+      /** The schemas holding them. */
+      schemas: string[];
+      message: string;
+    }
+  | {
       /** The schema was migrated by a newer release whose newer migrations this code works with (additive). */
       type: "schemaNewer";
       schema: string;

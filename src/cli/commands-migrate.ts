@@ -4,6 +4,7 @@
  */
 import type pg from "pg";
 import { isPGlite, pgliteDb, poolDb } from "../db/db.js";
+import type { EventHandler } from "../events.js";
 import { migrationNumber } from "../errors.js";
 import { migrationStatus } from "../ops/inspect.js";
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
@@ -82,7 +83,7 @@ export async function migrateCommand(
   const dbOf = (conn: { pool: unknown }) => (isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool));
   const once = () =>
     withConnection(c, !dryRun, async (conn) => ({
-      result: await runMigrations(dbOf(conn), schema, { dryRun, adopt: c.adopt, retry: false, partitions: c.partitions }),
+      result: await runMigrations(dbOf(conn), schema, { dryRun, adopt: c.adopt, retry: false, partitions: c.partitions, onEvent: noteOfficialTables(io) }),
       label: conn.label,
     }));
   try {
@@ -108,6 +109,13 @@ export async function migrateCommand(
     const all = loadMigrations().map((m) => ({ version: m.version, name: m.name, sql: layout ? statementsText(partitionStatements(m.statements, layout, partitioned)) : m.sql }));
     return print({ schema, fromVersion: 0, toVersion: 0, applied: all }, "a new embedded database");
   }
+}
+
+/** The official tables a first migration found in other schemas and left alone: one line on stderr (the store's migrate says its own). */
+export function noteOfficialTables(io: Io): EventHandler {
+  return (e) => {
+    if (e.type === "officialTablesFound") io.err(`${BIN} migrate: ${e.message}`);
+  };
 }
 
 /**

@@ -40,7 +40,7 @@ const EXIT_HELP = `Exit codes:
   1  the operation failed (database error, thread not found, import conflict, bad file)
   2  bad usage (unknown command or option, missing or malformed argument); nothing was done
   3  schema not migrated, or migrated by a newer release (status: not up to date),
-     or the official saver's tables found (migrate: --adopt <schema> or --no-adopt)
+     or the official saver's tables in the schema to migrate (migrate: another --schema, --adopt)
   4  the embedded data folder is in use by another process`;
 
 const MAIN_HELP = `${BIN}: migrate and inspect the LangGraph.js Postgres checkpointer
@@ -157,9 +157,9 @@ const COMMANDS: Record<string, CommandSpec> = {
       "Apply the pending migrations to the schema, in one transaction under an advisory lock\n" +
       "(safe to run from several deploy steps at once). Creates the schema if missing.\n" +
       "A schema migrated by a newer release is refused (exit 3), unless its newer\n" +
-      "migrations say this release keeps working. On a database holding the official\n" +
-      "LangGraph saver's tables, the first migration of a schema stops (exit 3) until told\n" +
-      "what to do with them: switching from it takes three steps, see the README.\n" +
+      "migrations say this release keeps working. A schema holding the official LangGraph\n" +
+      "saver's tables is refused (exit 3): switching from it (--adopt) takes three steps, see\n" +
+      "the README. Official tables in other schemas are said once on stderr and left alone.\n" +
       "A server that is not reachable yet (starting up, restarting) is waited for,\n" +
       "one line on stderr per failed attempt.",
     options: `  --dry-run             print the SQL (or the rollback's counts); change nothing
