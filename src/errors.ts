@@ -680,7 +680,9 @@ export class StoreAdoptionRequiredError extends CheckpointerError {
       "ADOPTION_REQUIRED",
       `Setting up the store in schema "${schema}" stopped: ${found.map((f) => `schema "${f}"`).join(", ")} holds the tables of the official PostgresStore ` +
         "(@langchain/langgraph-checkpoint-postgres/store). langgraph-checkpoint-pg never changes them. Nothing was changed. " +
-        `To copy their items (the official tables stay as they are): \`npx langgraph-checkpoint-pg migrate --store --schema ${JSON.stringify(schema)} --adopt-store ${found[0]} --dry-run\` ` +
+        // --store-only: the store's migration alone. With --store the checkpointer's runs first, and refuses
+        // a schema that also holds the official saver's tables (their usual place, beside the official store).
+        `To copy their items (the official tables stay as they are): \`npx langgraph-checkpoint-pg migrate --store-only --schema ${JSON.stringify(schema)} --adopt-store ${found[0]} --dry-run\` ` +
         `prints the plan, without --dry-run it runs it; in code: \`store.setup({ adopt: { from: "${found[0]}" } })\`. To start empty beside them: \`adopt: false\`. ` +
         'See "Switching from the official PostgresStore" in the README.',
     );

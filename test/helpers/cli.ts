@@ -73,6 +73,29 @@ export function collect(child: ChildProcessWithoutNullStreams): Promise<Run> {
 
 export const runCli = (args: string[], options?: RunOptions) => runScript("src/cli/main.ts", args, options);
 
+/**
+ * The CLI commands a message suggests (each `npx langgraph-checkpoint-pg ...` in backquotes), as the
+ * words a POSIX shell would pass (quotes removed), to run them as written with {@link runCli}.
+ *
+ * @example
+ * ```ts
+ * const [args] = suggestedCommands(err.message);
+ * const run = await runCli(args!, { env: { DATABASE_URL: db.url } });
+ * ```
+ */
+export function suggestedCommands(message: string): string[][] {
+  return [...message.matchAll(/`npx langgraph-checkpoint-pg ([^`]*)`/g)].map(([, line]) => shellWords(line!));
+}
+
+/** A command line split as sh splits it: '...' literal, "..." with \" and \\ escaped, words on spaces. */
+function shellWords(line: string): string[] {
+  const words: string[] = [];
+  for (const [, single, double, bare] of line.matchAll(/'([^']*)'|"((?:[^"\\]|\\.)*)"|(\S+)/g)) {
+    words.push(single ?? double?.replace(/\\(.)/g, "$1") ?? bare!);
+  }
+  return words;
+}
+
 /** The demo as `npm run demo` runs it: scripts/demo.mjs bundles src/demo.ts and runs it without tsx. */
 export function runDemo(args: string[], options: RunOptions = {}): Promise<Run> {
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };

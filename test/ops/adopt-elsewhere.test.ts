@@ -4,15 +4,16 @@
  * other schema never stop `setup()`, `open()` or `migrate` of an unrelated new
  * schema; the first migration says so once (an `officialTablesFound` event,
  * one line on stderr from the CLI and from `open()`) and leaves them as they
- * are. In the very schema being set up they still stop it (test/ops/adopt.test.ts,
- * test/store/migrate.test.ts).
+ * are. In the very schema being set up they still stop it. And the store's
+ * refusal suggests a command that works as written, next to the official
+ * checkpointer's tables too.
  */
 import { randomBytes } from "node:crypto";
 import { PostgresSaver as OfficialSaver } from "@langchain/langgraph-checkpoint-postgres";
 import { PostgresStore as OfficialStore } from "@langchain/langgraph-checkpoint-postgres/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { latestVersion, migrate, PostgresSaver, PostgresStore, type SaverEvent } from "../../src/index.js";
-import { runCli } from "../helpers/cli.js";
+import { latestVersion, migrate, migrateStore, PostgresSaver, PostgresStore, StoreAdoptionRequiredError, type SaverEvent } from "../../src/index.js";
+import { runCli, suggestedCommands } from "../helpers/cli.js";
 import { withTestDatabase } from "../helpers/db.js";
 import { logGraph } from "../helpers/graphs.js";
 import { tableNames } from "../helpers/partitions.js";
@@ -113,5 +114,27 @@ describe("official tables in other schemas", () => {
     expect(run.stderr.trimEnd().split("\n")).toHaveLength(1);
     expect(run.stderr).toMatch(/^langgraph-checkpoint-pg migrate: .*the tables of the official PostgresStore/);
     expect(await officialState()).toEqual(before);
+  });
+});
+
+// In the schema being set up they still stop it, as before: test/ops/adopt.test.ts, test/store/migrate.test.ts.
+describe("the official store in the schema being set up", () => {
+  it("the store's refusal suggests a command that runs as written, though the official saver's tables share the schema", async () => {
+    const refused = await new PostgresStore(db.pool, { schema: OFF_BOTH }).setup().catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(StoreAdoptionRequiredError);
+    const [hinted] = suggestedCommands((refused as Error).message);
+    expect(hinted).toEqual(expect.arrayContaining(["migrate", "--adopt-store", OFF_BOTH, "--dry-run"]));
+    // The hint as a user runs it: DATABASE_URL set, the words as written.
+    const dry = await runCli(hinted!, { env: { DATABASE_URL: db.url } });
+    expect(dry.stderr).toBe("");
+    expect(dry.code).toBe(0);
+    expect(dry.stdout).toContain(`copying the official store's items from schema "${OFF_BOTH}" (1 item(s))`);
+    const run = await runCli(hinted!.filter((w) => w !== "--dry-run"), { env: { DATABASE_URL: db.url } });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain(`Copied 1 item(s)`);
+    expect((await new PostgresStore(db.pool, { schema: OFF_BOTH }).get(["users", "u1"], "prefs"))?.value).toEqual({ theme: "dark" });
+    // The checkpointer's tables were not asked for: the official saver's stay alone in that schema.
+    expect((await migrateStore({ pool: db.pool, schema: OFF_BOTH })).applied).toEqual([]);
+    expect(await tableNames(db.pool, OFF_BOTH)).not.toContain("checkpointer_migrations");
   });
 });
