@@ -13,6 +13,7 @@ import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, re
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { PostgresSaver as OfficialSaver } from "@langchain/langgraph-checkpoint-postgres";
 import pg from "pg";
@@ -447,6 +448,22 @@ export = blobValue;
     expect(ok(help)).toMatch(/^langgraph-checkpoint-pg: migrate and inspect the LangGraph\.js Postgres checkpointer\n\nUsage: langgraph-checkpoint-pg <command> \[options\]/);
     expect(help.stdout).toMatch(/^ {2}threads delete <id> +delete threads whole/m);
     expect(ok(version).trim()).toBe(pkg.version);
+  });
+
+  it("the installed command loads no @langchain/* for --help, status and migrate: only the commands that decode values do", async () => {
+    const hook = `--import=${pathToFileURL(join(ROOT, "test", "helpers", "module-log.mjs")).href}`;
+    const cli = join(app, "node_modules", ".bin", "langgraph-checkpoint-pg");
+    const loaded = async (args: string, code = 0) => {
+      const log = join(work, `modules-${randomBytes(4).toString("hex")}.txt`);
+      const r = await sh(`${JSON.stringify(cli)} ${args}`, { MODULE_LOG: log, NODE_OPTIONS: hook });
+      expect(r.code, `${args}: ${r.stderr}`).toBe(code);
+      return readFileSync(log, "utf8").split("\n").filter((m) => /\/node_modules\/@langchain\//.test(m));
+    };
+    expect(await loaded("--help")).toEqual([]);
+    expect(await loaded("migrate --schema loading_app")).toEqual([]);
+    expect(await loaded("status --schema loading_app")).toEqual([]);
+    expect(await loaded("threads --schema loading_app")).toEqual([]);
+    expect((await loaded("show no-such-thread --schema loading_app", 1)).length).toBeGreaterThan(0);
   });
 
   it("installing the package brings PGlite (an optional dependency): without DATABASE_URL, open() falls back to the embedded database, as the quick start does", async () => {

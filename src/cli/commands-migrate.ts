@@ -1,30 +1,22 @@
 /**
- * The schema commands: migrate (with its adoption steps), status,
- * upgrade-state and reencrypt.
+ * The schema commands: migrate (with its adoption steps) and status. What
+ * only an adoption needs (the serializer that stores what it copied, the
+ * rollback's conversion: @langchain/*) is loaded when one runs, so a plain
+ * migrate and status start without it.
  */
 import type pg from "pg";
 import { isPGlite, pgliteDb, poolDb } from "../db/db.js";
 import type { EventHandler } from "../events.js";
 import { migrationNumber } from "../errors.js";
-import { migrationStatus } from "../ops/inspect.js";
-import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
+import { migrationStatus } from "../ops/status.js";
 import { CHECKPOINTER_TRACK, MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, statementsText, withBackoff, type AdoptOption, type MigrateResult } from "../db/migrate.js";
 import { partitionStatements } from "../db/partitions.js";
-import { finishAdoption } from "../ops/adopt-steps.js";
-import { compactAdopted } from "../ops/compact.js";
-import { isEncryptedSerializer, reencrypt, type ReencryptResult } from "../ops/reencrypt.js";
-import { rollbackAdoption } from "../ops/rollback.js";
-import { PostgresSaver } from "../saver/saver.js";
-import { MsgpackSerializer } from "../serde/serde.js";
-import type { Upcaster } from "../serde/upcast.js";
 import { quoteIdent } from "../validate.js";
 import { BIN } from "./args.js";
-import { EXIT, NoEmbeddedDatabaseError, NotFoundError } from "./exit.js";
-import { fields, formatTime, progress, styleFor, table } from "./format.js";
+import { EXIT, NoEmbeddedDatabaseError } from "./exit.js";
+import { fields, formatTime, styleFor, table } from "./format.js";
 import { json, withConnection, type Common, type Io } from "./context.js";
 import { resolveUrl, scrub } from "./mask.js";
-import { loadModule } from "./module.js";
-import { compactSummary, serdeFrom } from "./commands-write.js";
 
 export async function migrateCommand(
   c: Common & { dryRun: boolean; wait: { text: string; ms: number }; adopt: AdoptOption | undefined; step: "finish" | "rollback" | undefined; module?: string; partitions?: number | undefined },
@@ -33,8 +25,10 @@ export async function migrateCommand(
   const { schema, dryRun } = c;
   const flag = schema === "public" ? "" : ` --schema ${schema}`;
   if (c.step) return adoptionStepCommand(c, c.step, io);
-  // The serializer that stores what an adoption copies by content: the saver's, when it is not the default.
-  const serde = c.module === undefined ? new MsgpackSerializer() : await serdeFrom(c.module);
+  // The serializer that stores what an adoption copies by content: the saver's, when it is not the default (checked before anything runs).
+  const serde = c.module === undefined ? undefined : await (await import("./commands-write.js")).serdeFrom(c.module);
+  // What an adoption's report needs (the summary of what it stored by content): loaded when one was done.
+  let compactSummary: typeof import("./commands-write.js").compactSummary | undefined;
   const print = (result: MigrateResult, label: string) => {
     const adoption = result.adoption;
     if (c.json) {
@@ -68,7 +62,7 @@ export async function migrateCommand(
           `Adopted the official ${adoption.source === "js" ? "JS" : "Python"} saver's tables in schema ${JSON.stringify(adoption.from)} ` +
             `(checkpoint_migrations at version ${adoption.officialVersion}): every thread is copied, and what its instances still write is copied as they write it.`,
         );
-        if (adoption.compacted) io.out(`What it copied, stored by content as compact does: ${compactSummary(adoption.compacted, `schema ${JSON.stringify(schema)}`, styleFor(process.stdout))}`);
+        if (adoption.compacted && compactSummary) io.out(`What it copied, stored by content as compact does: ${compactSummary(adoption.compacted, `schema ${JSON.stringify(schema)}`, styleFor(process.stdout))}`);
         io.out(
           `Next: run this package on schema ${JSON.stringify(schema)}; once no official instance runs any more: \`npx ${BIN} migrate${flag} --finish-adoption\`, ` +
             `then \`npx ${BIN} compact${flag}\` (what official instances write meanwhile is copied whole). ` +
@@ -90,11 +84,13 @@ export async function migrateCommand(
     const { result, label } = await untilReachable(c, io, once);
     // After the adoption committed, and outside the retries: a migrate run again finds the adoption done.
     if (result.adoption?.adopted && !dryRun) {
+      const [{ compactAdopted }, { MsgpackSerializer }, write] = await Promise.all([import("../ops/compact.js"), import("../serde/serde.js"), import("./commands-write.js")]);
+      compactSummary = write.compactSummary;
       await withConnection(
         c,
         false,
         async (conn) => {
-          const compacted = await compactAdopted(dbOf(conn), schema, serde);
+          const compacted = await compactAdopted(dbOf(conn), schema, serde ?? new MsgpackSerializer());
           if (compacted) result.adoption!.compacted = compacted;
         },
         { announced: true },
@@ -139,6 +135,7 @@ async function adoptionStepCommand(c: Common & { dryRun: boolean }, step: "finis
   const flag = schema === "public" ? "" : ` --schema ${schema}`;
   return withConnection(c, false, async (conn) => {
     if (step === "finish") {
+      const { finishAdoption } = await import("../ops/adopt-steps.js");
       const r = await finishAdoption({ pool: conn.pool, schema, dryRun });
       if (c.json) io.out(json({ database: conn.label, dryRun, ...r }));
       else if (!r.finished) io.out(`The adoption of schema ${JSON.stringify(r.from)} by ${JSON.stringify(schema)} is finished already; nothing to do.`);
@@ -151,6 +148,8 @@ async function adoptionStepCommand(c: Common & { dryRun: boolean }, step: "finis
       }
       return EXIT.OK;
     }
+    // Converting back decodes and re-encodes in the official format (@langchain/*): loaded for it alone.
+    const { rollbackAdoption } = await import("../ops/rollback.js");
     const r = await rollbackAdoption({ pool: conn.pool, schema, dryRun });
     if (c.json) io.out(json({ database: conn.label, dryRun, ...r }));
     else {
@@ -240,63 +239,4 @@ function migrationText(version: number, applied?: readonly { version: number; na
   if (version === 0) return "no migration";
   const name = applied?.find((m) => m.version === version)?.name ?? loadMigrations()[version - 1]?.name;
   return `migration ${name ?? migrationNumber(version)}`;
-}
-
-/**
- * Rewrite checkpoints older than the state version into the current shape.
- * The upcasters are code: they come from a module the user names, which
- * exports `stateVersion` and `upcasters` (the same values the app's saver
- * uses), and `serde` when the saver has its own serializer.
- */
-export async function upgradeStateCommand(c: Common & { module: string; batchSize: number }, io: Io): Promise<number> {
-  const spec = await loadModule(c.module, "upcasters", "stateVersion");
-  return withConnection(c, false, async (conn) => {
-    const saver = new PostgresSaver(conn.pool, {
-      schema: c.schema,
-      stateVersion: spec.stateVersion as number,
-      upcasters: spec.upcasters as Record<number, Upcaster>,
-      ...(spec.serde === undefined ? {} : { serde: spec.serde as SerializerProtocol }),
-    });
-    const bar = progress();
-    let result: { rewritten: number };
-    try {
-      result = await saver.upgradeState({ batchSize: c.batchSize, onProgress: (p) => bar.update(`upgrade-state: ${p.rewritten} checkpoints rewritten`) });
-    } finally {
-      bar.done();
-    }
-    if (c.json) io.out(json({ database: conn.label, schema: c.schema, stateVersion: spec.stateVersion, ...result }));
-    else io.out(`Rewrote ${result.rewritten} checkpoint(s) to state version ${String(spec.stateVersion)} in schema ${JSON.stringify(c.schema)} of ${conn.label}.`);
-    return EXIT.OK;
-  });
-}
-
-/** Rewrite encrypted values into the serializer's current form (see src/ops/reencrypt.ts); the serializer comes from a module. */
-export async function reencryptCommand(c: Common & { module: string; batchSize: number; dryRun: boolean }, io: Io): Promise<number> {
-  const spec = await loadModule(c.module, "serializer", "serde");
-  if (!isEncryptedSerializer(spec.serde)) throw new NotFoundError(`the module ${JSON.stringify(c.module)} does not export serde, an EncryptedSerializer`);
-  const serde = spec.serde;
-  return withConnection(c, false, async (conn) => {
-    const bar = progress();
-    let result: ReencryptResult;
-    try {
-      result = await reencrypt({
-        pool: conn.pool,
-        schema: c.schema,
-        serde,
-        batchSize: c.batchSize,
-        dryRun: c.dryRun,
-        onProgress: (p) => bar.update(`reencrypt: ${p.byContent} values by content, ${p.blobs} blobs, ${p.writes} writes, ${p.checkpoints} checkpoints`),
-      });
-    } finally {
-      bar.done();
-    }
-    if (c.json) io.out(json({ database: conn.label, schema: c.schema, ...result }));
-    else {
-      const rekey = result.byContent > 0 ? `re-key ${result.byContent} value(s) stored by content (lists by their elements, large values, objects holding lists) and ` : "";
-      const counts = `${result.blobs} blob(s), ${result.writes} write(s) and the values of ${result.checkpoints} checkpoint(s)`;
-      const where = `in schema ${JSON.stringify(c.schema)} of ${conn.label}`;
-      io.out(c.dryRun ? `Would ${rekey}rewrite ${counts} ${where}.` : `${rekey ? `Re-keyed ${result.byContent} value(s) stored by content and rewrote` : "Rewrote"} ${counts} ${where}.`);
-    }
-    return EXIT.OK;
-  });
 }

@@ -23,7 +23,6 @@
  */
 import pg from "pg";
 import { SCHEMA_LOCK_SQL, type AdoptionSummary } from "../ops/adopt.js";
-import { isEmpty, planAdoption } from "../ops/adopt-plan.js";
 import { dbOf, type Db, type PGliteLike, type Queryable } from "./db.js";
 import { CheckpointerError, InvalidOptionsError, MigrationError, SchemaTooNewError, failureText, type OfficialTables } from "../errors.js";
 import { emit, guard, type EventHandler, type HandlerErrorHandler } from "../events.js";
@@ -216,6 +215,8 @@ async function migrateOnce(
         if (already) {
           result.adoption = { from: already.from, source: already.source, officialVersion: already.officialVersion, adopted: false, sql: "" };
         } else if (adoptFrom !== undefined) {
+          // Loaded when adopting: its bridge decodes the official values (@langchain/*, a second of start-up the CLI's plain migrate does without).
+          const { isEmpty, planAdoption } = await import("../ops/adopt-plan.js");
           if (hasTable && !(await isEmpty(tx, schema))) {
             throw new MigrationError(
               `Schema "${schema}" holds threads already; adopt the official tables into an empty schema (a new one is simplest). Nothing was changed.`,

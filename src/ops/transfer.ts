@@ -16,6 +16,7 @@ import type { Db } from "../db/db.js";
 import { CheckpointerError, DatabaseOperationError, InvalidInputError, sqlStateOf } from "../errors.js";
 import { latestVersion } from "../db/migrate.js";
 import type { ValueRow } from "../serde/rowserde.js";
+import { MsgpackSerializer } from "../serde/serde.js";
 import { checkKey, LIMITS, quoteIdent } from "../validate.js";
 import { decodeMetadataRaw, decodeSafe, outlineSafe, toJsonSafe } from "./decode.js";
 import { open, run, type InspectOptions } from "./inspect.js";
@@ -191,7 +192,8 @@ export async function exportThread(options: InspectOptions & { threadId: string;
   const threadId = checkKey("threadId", options.threadId, LIMITS.thread_id);
   const decoded = options.decoded ?? false;
   if (typeof decoded !== "boolean") throw new InvalidInputError("decoded", "expected true or false");
-  const { db, t, schema, serde } = await open(options);
+  const { db, t, schema } = await open(options);
+  const serde = options.serde ?? new MsgpackSerializer();
   const [columns, cps, writes, blobs] = await db
     .transaction(async (tx) => {
       // One snapshot: a run writing to the thread meanwhile is either all in or all out.
