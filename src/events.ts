@@ -9,6 +9,8 @@
  * });
  * ```
  */
+import type { SuggestedCommand } from "./hint.js";
+
 export type SaverEvent =
   | {
       type: "put";
@@ -157,6 +159,8 @@ export type SaverEvent =
       /** The schemas holding them. */
       schemas: string[];
       message: string;
+      /** The CLI command the message suggests (src/hint.ts), as data: the CLI prints it with its connection flags. */
+      suggested: SuggestedCommand[];
     }
   | {
       /** The schema was migrated by a newer release whose newer migrations this code works with (additive). */

@@ -17,13 +17,15 @@ import { EXIT, NoEmbeddedDatabaseError } from "./exit.js";
 import { fields, formatTime, styleFor, table } from "./format.js";
 import { json, withConnection, type Common, type Io } from "./context.js";
 import { resolveUrl, scrub } from "./mask.js";
+import { contextOf, inContext, suggest } from "../hint.js";
 
 export async function migrateCommand(
   c: Common & { dryRun: boolean; wait: { text: string; ms: number }; adopt: AdoptOption | undefined; step: "finish" | "rollback" | undefined; module?: string; partitions?: number | undefined },
   io: Io,
 ): Promise<number> {
   const { schema, dryRun } = c;
-  const flag = schema === "public" ? "" : ` --schema ${schema}`;
+  // The commands suggested below act on this schema and database (src/hint.ts).
+  const next = (...words: string[]) => suggest({ words, schema }, contextOf(c.target));
   if (c.step) return adoptionStepCommand(c, c.step, io);
   // The serializer that stores what an adoption copies by content: the saver's, when it is not the default (checked before anything runs).
   const serde = c.module === undefined ? undefined : await (await import("./commands-write.js")).serdeFrom(c.module);
@@ -64,9 +66,9 @@ export async function migrateCommand(
         );
         if (adoption.compacted && compactSummary) io.out(`What it copied, stored by content as compact does: ${compactSummary(adoption.compacted, `schema ${JSON.stringify(schema)}`, styleFor(process.stdout))}`);
         io.out(
-          `Next: run this package on schema ${JSON.stringify(schema)}; once no official instance runs any more: \`npx ${BIN} migrate${flag} --finish-adoption\`, ` +
-            `then \`npx ${BIN} compact${flag}\` (what official instances write meanwhile is copied whole). ` +
-            `To go back: \`npx ${BIN} migrate${flag} --rollback-adoption\`.`,
+          `Next: run this package on schema ${JSON.stringify(schema)}; once no official instance runs any more: ${next("migrate", "--finish-adoption")}, ` +
+            `then ${next("compact")} (what official instances write meanwhile is copied whole). ` +
+            `To go back: ${next("migrate", "--rollback-adoption")}.`,
         );
       } else if (adoption) {
         io.out(`Schema ${JSON.stringify(schema)} adopted schema ${JSON.stringify(adoption.from)} already; nothing to do for --adopt.`);
@@ -77,7 +79,7 @@ export async function migrateCommand(
   const dbOf = (conn: { pool: unknown }) => (isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool));
   const once = () =>
     withConnection(c, !dryRun, async (conn) => ({
-      result: await runMigrations(dbOf(conn), schema, { dryRun, adopt: c.adopt, retry: false, partitions: c.partitions, onEvent: noteOfficialTables(io) }),
+      result: await runMigrations(dbOf(conn), schema, { dryRun, adopt: c.adopt, retry: false, partitions: c.partitions, onEvent: noteOfficialTables(c, io) }),
       label: conn.label,
     }));
   try {
@@ -108,9 +110,9 @@ export async function migrateCommand(
 }
 
 /** The official tables a first migration found in other schemas and left alone: one line on stderr (the store's migrate says its own). */
-export function noteOfficialTables(io: Io): EventHandler {
+export function noteOfficialTables(c: Common, io: Io): EventHandler {
   return (e) => {
-    if (e.type === "officialTablesFound") io.err(`${BIN} migrate: ${e.message}`);
+    if (e.type === "officialTablesFound") io.err(`${BIN} migrate: ${inContext(e.message, e.suggested, contextOf(c.target))}`);
   };
 }
 
@@ -132,7 +134,6 @@ export function untilReachable<T>(c: Common & { wait: { text: string; ms: number
 /** `migrate --finish-adoption` and `--rollback-adoption`. */
 async function adoptionStepCommand(c: Common & { dryRun: boolean }, step: "finish" | "rollback", io: Io): Promise<number> {
   const { schema, dryRun } = c;
-  const flag = schema === "public" ? "" : ` --schema ${schema}`;
   return withConnection(c, false, async (conn) => {
     if (step === "finish") {
       const { finishAdoption } = await import("../ops/adopt-steps.js");
@@ -143,7 +144,7 @@ async function adoptionStepCommand(c: Common & { dryRun: boolean }, step: "finis
       else {
         io.out(
           `Finished: the official tables in schema ${JSON.stringify(r.from)} are no longer copied and refuse writes from now on ` +
-            `(an official instance still running fails with SQLSTATE LGB02). Going back stays possible: \`npx ${BIN} migrate${flag} --rollback-adoption\`.`,
+            `(an official instance still running fails with SQLSTATE LGB02). Going back stays possible: ${suggest({ words: ["migrate", "--rollback-adoption"], schema }, contextOf(c.target))}.`,
         );
       }
       return EXIT.OK;
@@ -180,7 +181,7 @@ export async function statusCommand(c: Common, io: Io): Promise<number> {
       s.state === "up-to-date"
         ? st.green("up to date")
         : s.state === "pending"
-          ? st.yellow(`${s.pending.length} migration(s) pending: run \`npx ${BIN} migrate${schema === "public" ? "" : ` --schema ${schema}`}\``)
+          ? st.yellow(`${s.pending.length} migration(s) pending: run ${suggest({ words: ["migrate"], schema }, contextOf(c.target))}`)
           : s.state === "newer-compatible"
             ? st.green(`newer than this code, and its newer migrations keep this code working`)
             : st.red(`NEWER than this code (works with code that knows migration ${migrationNumber(s.compatibleFrom ?? s.schemaVersion)} or later): upgrade the package before using this schema`);

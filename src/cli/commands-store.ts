@@ -40,7 +40,7 @@ export async function storeMigrateCommand(c: Common & StoreFlags & { wait: { tex
           changeIndex: true,
           retry: false,
           partitions: c.partitions,
-          onEvent: noteOfficialTables(io),
+          onEvent: noteOfficialTables(c, io),
         }),
       }),
       { vector: c.index !== undefined, announced: options.announced },

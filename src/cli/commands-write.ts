@@ -10,6 +10,7 @@ import { formatBytes, progress, styleFor, table } from "./format.js";
 import { loadModule } from "./module.js";
 import { importThreads, type ImportSummary } from "./transfer.js";
 import { json, withConnection, type Common, type Io } from "./context.js";
+import { contextOf, suggest } from "../hint.js";
 
 export async function deleteThreadsCommand(c: Common & { threadIds: string[]; dryRun: boolean }, io: Io): Promise<number> {
   const { schema, threadIds, dryRun } = c;
@@ -101,7 +102,7 @@ export async function importCommand(
         if (r.compactError !== undefined) {
           io.err(
             `Thread ${JSON.stringify(r.threadId)}: imported as exported, but its values stored whole could not be stored by content: ${r.compactError}. ` +
-              `Run \`compact --thread ${JSON.stringify(r.threadId)}\`${serde ? "" : " (with --module when your saver's serializer is not the default)"}.`,
+              `Run ${suggest({ words: ["compact", "--thread", r.threadId], schema: c.schema }, contextOf(c.target))}${serde ? "" : " (with --module when your saver's serializer is not the default)"}.`,
           );
         }
       },

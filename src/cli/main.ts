@@ -16,6 +16,7 @@ import { readFileSync } from "node:fs";
 import { BIN, UsageError } from "./args.js";
 import type { Io } from "./context.js";
 import { EXIT, errorText, exitCodeOf } from "./exit.js";
+import { contextOf } from "../hint.js";
 import type { CommandSpec } from "./spec.js";
 import { SCHEMA_COMMANDS } from "./specs-schema.js";
 import { THREAD_COMMANDS } from "./specs-threads.js";
@@ -93,7 +94,10 @@ async function main(argv: string[], io: Io): Promise<number> {
   }
   const command = Object.prototype.hasOwnProperty.call(COMMANDS, name) ? COMMANDS[name] : undefined;
   // Known before parsing, so a message can never leak the password of the URL in use.
-  const url = resolveUrl({ databaseUrl: flagValue(rest, "--database-url"), dataDir: flagValue(rest, "--data-dir") });
+  const target = { databaseUrl: flagValue(rest, "--database-url"), dataDir: flagValue(rest, "--data-dir") };
+  const url = resolveUrl(target);
+  // The commands an error suggests carry these flags, to act on the same database (never the URL's value).
+  const context = contextOf(target);
   try {
     if (!command) throw new UsageError(`unknown command ${JSON.stringify(name)} (commands: ${Object.keys(COMMANDS).join(", ")})`);
     if (rest.includes("--help") || rest.includes("-h")) {
@@ -102,7 +106,7 @@ async function main(argv: string[], io: Io): Promise<number> {
     }
     return await command.run(rest, io);
   } catch (err) {
-    let message = errorText(err, url);
+    let message = errorText(err, url, context);
     if (err instanceof UsageError) {
       const usage = err.command && COMMANDS[err.command] ? `${BIN} ${COMMANDS[err.command]!.usage}` : `${BIN} <command> [options]`;
       message += `\nUsage: ${usage} (see \`${BIN}${err.command ? ` ${err.command}` : ""} --help\`)`;
@@ -112,7 +116,7 @@ async function main(argv: string[], io: Io): Promise<number> {
   }
 }
 
-/** A flag's value before parsing (only to know which URL to mask in messages). */
+/** A flag's value before parsing (to know which URL to mask in messages, and what suggested commands carry). */
 function flagValue(argv: string[], flag: string): string | undefined {
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === flag) return argv[i + 1];

@@ -6,6 +6,7 @@
 import type { Queryable } from "./db.js";
 import { AdoptionRequiredError, InvalidOptionsError, MigrationError, type OfficialTables } from "../errors.js";
 import type { SaverEvent } from "../events.js";
+import { suggest, type SuggestedCommand } from "../hint.js";
 import { readAdoption, type AdoptionRecord } from "../ops/adopt.js";
 import { findOfficialTables } from "../ops/adopt-official.js";
 import { checkSchemaName } from "../validate.js";
@@ -102,7 +103,7 @@ export function officialTablesEvent(schema: string, found: OfficialTables[]): Ex
   const what = found
     .map((f) => `schema "${f.schema}" holds the tables of the official ${f.source === "js" ? "JS" : "Python"} saver (checkpoint_migrations at version ${f.officialVersion})`)
     .join("; ");
-  const from = found[0]!.schema;
+  const adopt: SuggestedCommand = { words: ["migrate", "--adopt", found[0]!.schema, "--dry-run"], schema };
   return {
     type: "officialTablesFound",
     schema,
@@ -110,7 +111,8 @@ export function officialTablesEvent(schema: string, found: OfficialTables[]): Ex
     schemas: found.map((f) => f.schema),
     message:
       `${what}: schema "${schema}" was set up beside them, without their threads; they stay as they are. ` +
-      `To carry their threads over while "${schema}" is still empty: \`npx langgraph-checkpoint-pg migrate --schema ${schema} --adopt ${from} --dry-run\` prints the plan.`,
+      `To carry their threads over while "${schema}" is still empty: ${suggest(adopt)} prints the plan.`,
+    suggested: [adopt],
   };
 }
 

@@ -197,7 +197,7 @@ export interface Lineage {
 export async function history(options: InspectOptions & { threadId: string; checkpointNs?: string }): Promise<Lineage[]> {
   const threadId = checkKey("threadId", options.threadId, LIMITS.thread_id);
   const ns = options.checkpointNs === undefined ? null : checkKey("checkpointNs", options.checkpointNs, LIMITS.checkpoint_ns, { allowEmpty: true });
-  const { db, t } = await open(options);
+  const { db, t, schema } = await open(options);
   const rows = await run<{
     checkpoint_ns: string;
     checkpoint_id: string;
@@ -241,7 +241,7 @@ export async function history(options: InspectOptions & { threadId: string; chec
       if (c.parentCheckpointId !== null) byId.get(`${lineage.checkpointNs}\u0000${c.parentCheckpointId}`)?.children.push(c.checkpointId);
     }
     const loop = findCycle(lineage.checkpoints);
-    if (loop !== undefined) throw new HistoryCorruptError({ threadId, checkpointNs: lineage.checkpointNs, checkpointId: loop, reason: "cycle", operation: "history" });
+    if (loop !== undefined) throw new HistoryCorruptError({ schema, threadId, checkpointNs: lineage.checkpointNs, checkpointId: loop, reason: "cycle", operation: "history" });
   }
   return [...lineages.values()];
 }

@@ -228,7 +228,7 @@ async function* threadBatches(db: Db, sql: Sql, o: Settings): AsyncGenerator<str
 }
 
 /** A dry run reads one consistent snapshot per batch and counts what the real rounds would delete. */
-async function dryBatch(db: Db, { sql, rules }: Job, threads: string[]): Promise<BatchOutcome> {
+async function dryBatch(db: Db, { sql, o, rules }: Job, threads: string[]): Promise<BatchOutcome> {
   return withErrors("prune (dry run)", () =>
     db.transaction(
       async (tx) => {
@@ -247,7 +247,7 @@ async function dryBatch(db: Db, { sql, rules }: Job, threads: string[]): Promise
         const gone = new Set(expired);
         const rest = threads.filter((t) => !gone.has(t));
         if (rest.length > 0) {
-          const row = checkWalk((await tx.query<RoundRow & { per_thread: PerThreadRow[] }>(sql.round(true), roundParams(rules, { threads: rest, lineages: null, victims: rules.pruneCheckpoints, budget: null, collect: true, collectBudget: null }))).rows[0]!);
+          const row = checkWalk((await tx.query<RoundRow & { per_thread: PerThreadRow[] }>(sql.round(true), roundParams(rules, { threads: rest, lineages: null, victims: rules.pruneCheckpoints, budget: null, collect: true, collectBudget: null }))).rows[0]!, o.schema);
           addRows(counts, row);
           addKept(kept, row);
           addPerThread(perThread, row.per_thread, false);
@@ -315,9 +315,9 @@ interface ClaimRow {
 }
 
 /** A walk over broken parent links stops the prune (its transaction rolls back): nothing is deleted on a guess. */
-function checkWalk<R extends RoundRow>(row: R): R {
+function checkWalk<R extends RoundRow>(row: R, schema: string): R {
   const b = row.broken;
-  if (b) throw new HistoryCorruptError({ threadId: b.thread_id, checkpointNs: b.checkpoint_ns, checkpointId: b.checkpoint_id, reason: b.reason, operation: "prune" });
+  if (b) throw new HistoryCorruptError({ schema, threadId: b.thread_id, checkpointNs: b.checkpoint_ns, checkpointId: b.checkpoint_id, reason: b.reason, operation: "prune" });
   return row;
 }
 
@@ -476,7 +476,7 @@ async function realBatch(db: Db, job: Job, threads: string[]): Promise<BatchOutc
 
 async function deleteRound(tx: Queryable, { sql, o, rules }: Job, lineages: Lineage[]): Promise<RoundResult> {
   const threads = [...new Set(lineages.map((l) => l.thread))];
-  return checkWalk((await tx.query<RoundResult>(sql.round(false), roundParams(rules, { threads, lineages, victims: true, budget: o.chunkSize, collect: false, collectBudget: null }))).rows[0]!);
+  return checkWalk((await tx.query<RoundResult>(sql.round(false), roundParams(rules, { threads, lineages, victims: true, budget: o.chunkSize, collect: false, collectBudget: null }))).rows[0]!, o.schema);
 }
 
 function moreOf(row: RoundResult): Lineage[] {

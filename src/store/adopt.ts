@@ -11,6 +11,7 @@
 import type { Queryable } from "../db/db.js";
 import { InvalidOptionsError, MigrationError, StoreAdoptionRequiredError } from "../errors.js";
 import type { SaverEvent } from "../events.js";
+import { suggest, type SuggestedCommand } from "../hint.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { SCHEMA_LOCK_SQL } from "../ops/adopt.js";
 import { inspectAdoptionSource, refuse } from "../db/trust.js";
@@ -84,6 +85,7 @@ export async function officialStoreDecision(tx: Queryable, schema: string, adopt
 
 /** What a first store migration says about the official stores it found in other schemas and left alone (the CLI prints its message). */
 export function officialStoresEvent(schema: string, found: string[]): Extract<SaverEvent, { type: "officialTablesFound" }> {
+  const copy: SuggestedCommand = { words: ["migrate", "--store-only", "--adopt-store", found[0]!, "--dry-run"], schema };
   return {
     type: "officialTablesFound",
     schema,
@@ -91,8 +93,8 @@ export function officialStoresEvent(schema: string, found: string[]): Extract<Sa
     schemas: found,
     message:
       `${found.map((f) => `schema "${f}"`).join(", ")} ${found.length > 1 ? "hold" : "holds"} the tables of the official PostgresStore: the store in schema "${schema}" ` +
-      `was set up beside them, without their items; they stay as they are. To copy their items: ` +
-      `\`npx langgraph-checkpoint-pg migrate --store-only --schema ${schema} --adopt-store ${found[0]} --dry-run\` prints the plan.`,
+      `was set up beside them, without their items; they stay as they are. To copy their items: ${suggest(copy)} prints the plan.`,
+    suggested: [copy],
   };
 }
 

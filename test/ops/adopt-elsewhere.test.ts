@@ -66,7 +66,14 @@ describe("official tables in other schemas", () => {
     const viaSetup = fresh("ours");
     expect((await new PostgresSaver(db.pool, { schema: viaSetup, onEvent }).setup()).toVersion).toBe(latestVersion());
     expect(found(events)).toEqual([
-      { type: "officialTablesFound", schema: viaSetup, of: "saver", schemas: [OFF_BOTH, OFF_SAVER], message: expect.stringContaining(`schema "${OFF_SAVER}" holds the tables of the official JS saver`) },
+      {
+        type: "officialTablesFound",
+        schema: viaSetup,
+        of: "saver",
+        schemas: [OFF_BOTH, OFF_SAVER],
+        message: expect.stringContaining(`schema "${OFF_SAVER}" holds the tables of the official JS saver`),
+        suggested: [{ words: ["migrate", "--adopt", OFF_BOTH, "--dry-run"], schema: viaSetup }],
+      },
     ]);
     expect(found(events)[0]!.message).toContain(`--adopt ${OFF_BOTH}`);
     // Said once: the schema is this package's now, later setups have nothing to say.
@@ -106,7 +113,16 @@ describe("official tables in other schemas", () => {
     const events: SaverEvent[] = [];
     const schema = fresh("ours_store");
     await new PostgresStore(db.pool, { schema, onEvent: (e) => void events.push(e) }).setup();
-    expect(found(events)).toEqual([{ type: "officialTablesFound", schema, of: "store", schemas: [OFF_BOTH, OFF_STORE], message: expect.stringContaining("official PostgresStore") }]);
+    expect(found(events)).toEqual([
+      {
+        type: "officialTablesFound",
+        schema,
+        of: "store",
+        schemas: [OFF_BOTH, OFF_STORE],
+        message: expect.stringContaining("official PostgresStore"),
+        suggested: [{ words: ["migrate", "--store-only", "--adopt-store", OFF_BOTH, "--dry-run"], schema }],
+      },
+    ]);
     expect(await tableNames(db.pool, schema)).toContain("store_items");
     const cli = fresh("ours_store");
     const run = await runCli(["migrate", "--store-only", "--schema", cli, "--database-url", db.url]);

@@ -210,7 +210,7 @@ describe("default setup() and migrate on a database holding the official saver's
           const message = (err as Error).message;
           expect(message, what).toContain(`schema "${from}" holds the tables of the official ${kind === "js" ? "JS" : "Python"} saver`);
           expect(message, what).toContain("Nothing was changed");
-          expect(message, what).toMatch(new RegExp(`migrate --schema [a-z_]+ --adopt ${from} --dry-run`));
+          expect(message, what).toMatch(new RegExp(`migrate --adopt ${from} --dry-run --schema [a-z_]+`));
           expect(message, what).toContain(`setup({ adopt: { from: "${from}" } })`);
         }
         const cli = await runCli(["migrate", "--schema", from, "--database-url", own.url]);
