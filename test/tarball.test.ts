@@ -8,8 +8,8 @@
  * block of the README.
  */
 import { execFile, execFileSync, spawn } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
@@ -22,19 +22,9 @@ import { ROOT, collect, type Run } from "./helpers/cli.js";
 import { withTestDatabase } from "./helpers/db.js";
 import { addressGraph } from "./helpers/graphs.js";
 import { quickStart, readmeBlocks, type ReadmeBlock } from "./helpers/readme.js";
+import { bareImports, isDeclared, pkg, psqlDirs, writeProject } from "./helpers/package.js";
 
 const exec = promisify(execFile);
-const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
-  name: string;
-  version: string;
-  license: string;
-  dependencies: Record<string, string>;
-  optionalDependencies: Record<string, string>;
-  peerDependencies: Record<string, string>;
-  peerDependenciesMeta: Record<string, { optional?: boolean }>;
-  bin: Record<string, string>;
-  engines: Record<string, string>;
-};
 /** What the README's Install section has users install next to the package (PGlite comes along as an optional dependency). */
 const PEERS = ["pg", "@langchain/langgraph-checkpoint", "@langchain/core", "@langchain/langgraph"];
 /** Installed too: to run the README's TypeScript and to load a .ts upcasters module; drizzle for the Data model's example (an optional peer). */
@@ -62,7 +52,7 @@ beforeAll(async () => {
   packed = info.files.map((f) => f.path);
 
   mkdirSync(app);
-  writeProject(app, tarball);
+  writeProject(app, tarball, [...PEERS, ...TOOLS]);
   await exec("npm", ["ci", "--offline", "--ignore-scripts", "--no-audit", "--no-fund"], { cwd: app, maxBuffer: 16 << 20 });
 }, 600_000);
 
@@ -80,90 +70,6 @@ afterAll(async () => {
   }
   rmSync(work, { recursive: true, force: true });
 });
-
-/**
- * An empty project that depends on the tarball, PEERS and TOOLS, with a lock
- * file holding exactly what the repository's package-lock.json resolved them
- * to: `npm ci --offline` then needs no registry (npm install would fetch
- * package metadata to resolve them).
- */
-function writeProject(dir: string, tgz: string): void {
-  const lock = JSON.parse(readFileSync(join(ROOT, "package-lock.json"), "utf8")) as { packages: Record<string, LockEntry> };
-  const ours: LockEntry = {
-    version: pkg.version,
-    resolved: `file:${tgz}`,
-    integrity: `sha512-${createHash("sha512").update(readFileSync(tgz)).digest("base64")}`,
-    license: pkg.license,
-    dependencies: pkg.dependencies,
-    optionalDependencies: pkg.optionalDependencies,
-    peerDependencies: pkg.peerDependencies,
-    peerDependenciesMeta: pkg.peerDependenciesMeta,
-    bin: pkg.bin,
-    engines: pkg.engines,
-  };
-  const packages: Record<string, LockEntry> = { ...lock.packages, [`node_modules/${pkg.name}`]: ours };
-  const picked: Record<string, LockEntry> = {};
-  // Node's lookup over the lock's paths: nested node_modules first, then upwards.
-  const find = (from: string, name: string): string | undefined => {
-    for (let at = from; ; at = at.includes("/node_modules/") ? at.slice(0, at.lastIndexOf("/node_modules/")) : "") {
-      const key = `${at ? `${at}/` : ""}node_modules/${name}`;
-      if (packages[key]) return key;
-      if (!at) return undefined;
-    }
-  };
-  const visit = (key: string) => {
-    if (picked[key]) return;
-    const { dev, devOptional, peer, ...entry } = packages[key]!;
-    picked[key] = entry;
-    // Optional peers (drizzle, pgvector for PGlite) are the user's choice: not installed. Optional dependencies are (PGlite).
-    const peers = Object.keys(entry.peerDependencies ?? {}).filter((n) => !entry.peerDependenciesMeta?.[n]?.optional);
-    for (const name of [...Object.keys({ ...entry.dependencies, ...entry.optionalDependencies }), ...peers]) {
-      const found = find(key, name);
-      if (found) visit(found);
-      else if (!(name in (entry.optionalDependencies ?? {}))) throw new Error(`package-lock.json has no ${name} for ${key}`);
-    }
-  };
-  const direct = [...PEERS, ...TOOLS];
-  for (const name of [pkg.name, ...direct]) visit(`node_modules/${name}`);
-  const dependencies = { [pkg.name]: `file:${tgz}`, ...Object.fromEntries(direct.map((n) => [n, picked[`node_modules/${n}`]!.version!])) };
-  const root = { name: "app", version: "1.0.0", private: true, dependencies };
-  writeFileSync(join(dir, "package.json"), JSON.stringify(root, null, 2));
-  writeFileSync(join(dir, "package-lock.json"), JSON.stringify({ ...root, lockfileVersion: 3, requires: true, packages: { "": root, ...picked } }, null, 2));
-}
-
-interface LockEntry {
-  version?: string;
-  resolved?: string;
-  integrity?: string;
-  dev?: boolean;
-  devOptional?: boolean;
-  peer?: boolean;
-  license?: string;
-  dependencies?: Record<string, string>;
-  optionalDependencies?: Record<string, string>;
-  peerDependencies?: Record<string, string>;
-  peerDependenciesMeta?: Record<string, { optional?: boolean }>;
-  bin?: Record<string, string>;
-  engines?: Record<string, string>;
-}
-
-/**
- * The packages a built file imports by name (`from "x"`, `import("x")`, `import "x"`, `require("x")`):
- * each package name once, without node: builtins or the package itself; comments (its examples) aside.
- */
-function bareImports(text: string): string[] {
-  const code = text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
-  // A package name right after the keyword: not a word that merely ends in "from" or a string reading "from".
-  const names = [...code.matchAll(/(?:(?<![\w.$"'`])from\s*|(?<![\w.$])import\s*\(\s*|(?<![\w.$])import\s+|(?<![\w.$])require\s*\(\s*)["']([@a-z0-9][\w./@-]*)["']/g)].map(([, spec]) =>
-    spec!.startsWith("@") ? spec!.split("/").slice(0, 2).join("/") : spec!.split("/")[0]!,
-  );
-  return [...new Set(names)].filter((n) => !n.startsWith("node:") && n !== pkg.name);
-}
-
-/** Declared as a dependency, an optional dependency or a peer: what an installer lets the package import. */
-function isDeclared(name: string): boolean {
-  return name in pkg.dependencies || name in (pkg.optionalDependencies ?? {}) || name in pkg.peerDependencies;
-}
 
 /** A shell command in the test project; never fetches from the npm registry. */
 function sh(command: string, env: Record<string, string> = {}, cwd = app): Promise<Run> {
@@ -630,9 +536,3 @@ describe("the README's command blocks, run in that project", () => {
     expect(JSON.parse(readFileSync(join(app, "prune-plan.json"), "utf8"))).toMatchObject({ dryRun: true });
   }, 600_000);
 });
-
-/** Where psql may be (Debian's server packages; .ci/run installs postgresql-15). */
-function psqlDirs(): string[] {
-  const base = "/usr/lib/postgresql";
-  return existsSync(base) ? readdirSync(base).map((v) => join(base, v, "bin")) : [];
-}

@@ -144,8 +144,10 @@ export interface SetupOptions {
   /**
    * The official LangGraph saver's tables: adopt them (`true`, or `{ from:
    * "<schema>" }`), or start empty beside them (`false`). Without it, setup()
-   * on a database holding them stops with `AdoptionRequiredError` and changes
-   * nothing. See README, "Switching from @langchain/langgraph-checkpoint-postgres".
+   * of a schema holding them stops with `AdoptionRequiredError` and changes
+   * nothing; official tables in other schemas are said once (an
+   * `officialTablesFound` event) and left alone. See README, "Switching from
+   * @langchain/langgraph-checkpoint-postgres".
    * Once the adoption commits, what it copied whole is stored by content with
    * this saver's serializer, as `compact` does (with `elementStorage` on, the
    * default): reported in the result's `adoption.compacted`.

@@ -231,9 +231,10 @@ export class PostgresSaver extends BaseCheckpointSaver {
   /**
    * Apply pending migrations to this saver's schema (the same as {@link migrate}).
    * Waits for a database that is not reachable yet (see {@link SetupOptions.retry}).
-   * On a database holding the official LangGraph saver's tables it changes
+   * On a schema holding the official LangGraph saver's tables it changes
    * nothing and throws `AdoptionRequiredError` unless told what to do with
-   * them ({@link SetupOptions.adopt}); an adoption's copy is then stored by
+   * them ({@link SetupOptions.adopt}; in other schemas they are said once and
+   * left alone); an adoption's copy is then stored by
    * content with this saver's serializer (`adoption.compacted` in the result).
    *
    * @example
