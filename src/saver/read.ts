@@ -166,6 +166,7 @@ export async function toDeltaHistory(
   const stopped = rows.find((r) => r.kind === 0);
   if (stopped) {
     throw new HistoryCorruptError({
+      schema: ctx.schema,
       threadId,
       checkpointNs: ns,
       checkpointId: stopped.checkpoint_id,
