@@ -20,7 +20,8 @@ import { resolveUrl } from "./cli/mask.js";
 import { EXIT, errorText, exitCodeOf } from "./cli/exit.js";
 import { fields, styleFor, table, valueText, type Style } from "./cli/format.js";
 import { exportThread, type BlobRecord, type CheckpointRecord, type ExportRecord, type WriteRecord } from "./ops/transfer.js";
-import { toJsonSafe } from "./ops/decode.js";
+import { toJsonSafe } from "./ops/json-safe.js";
+import { commandWords, contextOf } from "./hint.js";
 import { PostgresSaver } from "./saver/saver.js";
 
 const HELP = `Usage: npm run demo -- [options]   (npm run -s demo -- --json: JSON alone)
@@ -216,8 +217,9 @@ async function main(argv: string[]): Promise<number> {
       }
 
       const st = styleFor(process.stdout);
-      // The same database for the CLI commands suggested at the end.
-      const where = `${target.dataDir !== undefined ? ` --data-dir ${JSON.stringify(target.dataDir)}` : ""}${schema !== "public" ? ` --schema ${JSON.stringify(schema)}` : ""}`;
+      // The CLI commands suggested at the end act on the same database and schema (src/hint.ts).
+      const context = contextOf(target);
+      const words = (...w: string[]) => commandWords({ words: w, schema }, context).join(" ");
       out(st.bold(`LangGraph checkpoints, live: START -> get_address -> END on thread ${JSON.stringify(threadId)}`));
       out(fields([["stored in", `${conn.label}, schema ${JSON.stringify(schema)}`]], st));
       if (previous) {
@@ -236,7 +238,8 @@ async function main(argv: string[]): Promise<number> {
       out(
         `\nRun ${st.cyan("npm run demo")} again: the state survives the restart and the thread continues.\n` +
           `Start over with ${st.cyan("npm run demo -- --fresh")}. Look around with ` +
-          `${st.cyan(`npm run -s cli -- history ${threadId}${where}`)} or ${st.cyan(`show ${threadId}${where}`)}\n` +
+          `${st.cyan(`npm run -s cli -- ${words("history", threadId)}`)} or ${st.cyan(words("show", threadId))}` +
+          `${context.databaseUrl ? " (with the same --database-url)" : ""}\n` +
           `(in this clone, \`npm run -s cli --\` runs the command a project that installed the package runs as \`npx ${BIN}\`).`,
       );
       return EXIT.OK;

@@ -9,6 +9,8 @@
  * });
  * ```
  */
+import type { SuggestedCommand } from "./hint.js";
+
 export type SaverEvent =
   | {
       type: "put";
@@ -144,6 +146,23 @@ export type SaverEvent =
       message: string;
     }
   | {
+      /**
+       * A schema's first migration (`setup()`, `migrate`) found the tables of
+       * the official LangGraph saver (`of: "saver"`) or of its PostgresStore
+       * (`of: "store"`) in other schemas, and set this one up beside them:
+       * they stay as they are, unread. Adopting them is a choice (`adopt`,
+       * docs/adoption.md); the message says how.
+       */
+      type: "officialTablesFound";
+      schema: string;
+      of: "saver" | "store";
+      /** The schemas holding them. */
+      schemas: string[];
+      message: string;
+      /** The CLI command the message suggests (src/hint.ts), as data: the CLI prints it with its connection flags. */
+      suggested: SuggestedCommand[];
+    }
+  | {
       /** The schema was migrated by a newer release whose newer migrations this code works with (additive). */
       type: "schemaNewer";
       schema: string;
@@ -155,7 +174,8 @@ export type SaverEvent =
  * A run of the saver's background retention (option `retention`): what its
  * `prune` deleted, and when it started and finished by the database's clock;
  * or a run that failed (`retentionFailed`: the message and SQLSTATE or socket
- * code; the next check tries again).
+ * code; the next check tries again); or, once, that the schema is not migrated
+ * yet (`retentionWaiting`: the first run comes after `setup()` or `migrate`).
  */
 export type RetentionEvent =
   | {
@@ -176,7 +196,8 @@ export type RetentionEvent =
       finishedAt: string;
       durationMs: number;
     }
-  | { type: "retentionFailed"; schema: string; message: string; code: string | undefined };
+  | { type: "retentionFailed"; schema: string; message: string; code: string | undefined }
+  | { type: "retentionWaiting"; schema: string; message: string };
 
 /** Receives structured events. May be async: a rejected promise is contained like a throw. */
 export type EventHandler = (event: SaverEvent) => unknown;

@@ -10,11 +10,12 @@
  * not run, and why).
  */
 import { execFile, execFileSync, spawn } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { PostgresSaver as OfficialSaver } from "@langchain/langgraph-checkpoint-postgres";
 import pg from "pg";
@@ -23,19 +24,9 @@ import { ROOT, collect, type Run } from "./helpers/cli.js";
 import { withTestDatabase } from "./helpers/db.js";
 import { addressGraph } from "./helpers/graphs.js";
 import { commandsOf, docBlocks, docText, kindOf, quickStart, readmeBlocks, type DocBlock } from "./helpers/readme.js";
+import { bareImports, isDeclared, pkg, psqlDirs, writeProject, type LockEntry } from "./helpers/package.js";
 
 const exec = promisify(execFile);
-const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
-  name: string;
-  version: string;
-  license: string;
-  dependencies: Record<string, string>;
-  peerDependencies: Record<string, string>;
-  peerDependenciesMeta: Record<string, { optional?: boolean }>;
-  optionalDependencies?: Record<string, string>;
-  bin: Record<string, string>;
-  engines: Record<string, string>;
-};
 /** Installed next to the package: what the README's Install section names, the peers they bring, and pg, which the pages' programs import. */
 const PEERS = ["pg", "@langchain/langgraph-checkpoint", "@langchain/core", "@langchain/langgraph"];
 /** Installed too: to run the pages' TypeScript and to load a .ts upcasters module; drizzle for the Data model's example (an optional peer). */
@@ -63,7 +54,7 @@ beforeAll(async () => {
   packed = info.files.map((f) => f.path);
 
   mkdirSync(app);
-  writeProject(app, tarball);
+  writeProject(app, tarball, [...PEERS, ...TOOLS]);
   await exec("npm", ["ci", "--offline", "--ignore-scripts", "--no-audit", "--no-fund"], { cwd: app, maxBuffer: 16 << 20 });
 }, 600_000);
 
@@ -81,71 +72,6 @@ afterAll(async () => {
   }
   rmSync(work, { recursive: true, force: true });
 });
-
-/**
- * An empty project that depends on the tarball, PEERS and TOOLS, with a lock
- * file holding exactly what the repository's package-lock.json resolved them
- * to: `npm ci --offline` then needs no registry (npm install would fetch
- * package metadata to resolve them).
- */
-function writeProject(dir: string, tgz: string): void {
-  const lock = JSON.parse(readFileSync(join(ROOT, "package-lock.json"), "utf8")) as { packages: Record<string, LockEntry> };
-  const ours: LockEntry = {
-    version: pkg.version,
-    resolved: `file:${tgz}`,
-    integrity: `sha512-${createHash("sha512").update(readFileSync(tgz)).digest("base64")}`,
-    license: pkg.license,
-    dependencies: pkg.dependencies,
-    peerDependencies: pkg.peerDependencies,
-    peerDependenciesMeta: pkg.peerDependenciesMeta,
-    bin: pkg.bin,
-    engines: pkg.engines,
-  };
-  const packages: Record<string, LockEntry> = { ...lock.packages, [`node_modules/${pkg.name}`]: ours };
-  const picked: Record<string, LockEntry> = {};
-  // Node's lookup over the lock's paths: nested node_modules first, then upwards.
-  const find = (from: string, name: string): string | undefined => {
-    for (let at = from; ; at = at.includes("/node_modules/") ? at.slice(0, at.lastIndexOf("/node_modules/")) : "") {
-      const key = `${at ? `${at}/` : ""}node_modules/${name}`;
-      if (packages[key]) return key;
-      if (!at) return undefined;
-    }
-  };
-  const visit = (key: string) => {
-    if (picked[key]) return;
-    const { dev, devOptional, peer, ...entry } = packages[key]!;
-    picked[key] = entry;
-    // Optional peers (PGlite for this package) are the user's choice: not installed.
-    const peers = Object.keys(entry.peerDependencies ?? {}).filter((n) => !entry.peerDependenciesMeta?.[n]?.optional);
-    for (const name of [...Object.keys({ ...entry.dependencies, ...entry.optionalDependencies }), ...peers]) {
-      const found = find(key, name);
-      if (found) visit(found);
-      else if (!(name in (entry.optionalDependencies ?? {}))) throw new Error(`package-lock.json has no ${name} for ${key}`);
-    }
-  };
-  const direct = [...PEERS, ...TOOLS];
-  for (const name of [pkg.name, ...direct]) visit(`node_modules/${name}`);
-  const dependencies = { [pkg.name]: `file:${tgz}`, ...Object.fromEntries(direct.map((n) => [n, picked[`node_modules/${n}`]!.version!])) };
-  const root = { name: "app", version: "1.0.0", private: true, dependencies };
-  writeFileSync(join(dir, "package.json"), JSON.stringify(root, null, 2));
-  writeFileSync(join(dir, "package-lock.json"), JSON.stringify({ ...root, lockfileVersion: 3, requires: true, packages: { "": root, ...picked } }, null, 2));
-}
-
-interface LockEntry {
-  version?: string;
-  resolved?: string;
-  integrity?: string;
-  dev?: boolean;
-  devOptional?: boolean;
-  peer?: boolean;
-  license?: string;
-  dependencies?: Record<string, string>;
-  optionalDependencies?: Record<string, string>;
-  peerDependencies?: Record<string, string>;
-  peerDependenciesMeta?: Record<string, { optional?: boolean }>;
-  bin?: Record<string, string>;
-  engines?: Record<string, string>;
-}
 
 /** A shell command in the test project; never fetches from the npm registry. */
 function sh(command: string, env: Record<string, string> = {}, cwd = app): Promise<Run> {
@@ -199,15 +125,24 @@ describe("the packed package, installed in an empty project", () => {
     expect(packed.filter((f) => f.endsWith(".sql")).sort()).toEqual([...tags("migrations"), ...tags("migrations/store")].sort());
     expect(packed).toContain("migrations/store/meta/_journal.json");
     // Shipped declarations name only what a dependency or a peer brings.
-    const declared = new Set([...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies)]);
     const installed = join(app, "node_modules", pkg.name);
     for (const file of packed.filter((f) => f.endsWith(".d.ts"))) {
-      const text = readFileSync(join(installed, file), "utf8").replace(/\/\*\*[\s\S]*?\*\//g, "");
-      for (const [, spec] of text.matchAll(/(?:from |import\()"([^".][^"]*)"/g)) {
-        const name = spec!.startsWith("@") ? spec!.split("/").slice(0, 2).join("/") : spec!.split("/")[0]!;
-        if (!name.startsWith("node:")) expect(declared.has(name) || declared.has(`@types/${name}`), `${file} imports ${spec}`).toBe(true);
+      for (const spec of bareImports(readFileSync(join(installed, file), "utf8"))) {
+        expect(isDeclared(spec) || isDeclared(`@types/${spec}`), `${file} imports ${spec}`).toBe(true);
       }
     }
+  });
+
+  it("every package the built code imports (ESM and the CommonJS bundle, static or dynamic) is declared: strict installers (pnpm) refuse the rest", () => {
+    const installed = join(app, "node_modules", pkg.name);
+    const undeclared = packed
+      .filter((f) => /^dist\/.*\.js$/.test(f))
+      .flatMap((file) => bareImports(readFileSync(join(installed, file), "utf8")).map((spec) => ({ file, spec })))
+      .filter(({ spec }) => !isDeclared(spec));
+    expect(undeclared).toEqual([]);
+    // The check sees the optional imports too (a regex that missed dynamic ones would pass on anything).
+    const cjs = bareImports(readFileSync(join(installed, "dist/cjs/index.js"), "utf8"));
+    expect(cjs).toEqual(expect.arrayContaining(["pg", "@electric-sql/pglite", "@electric-sql/pglite-pgvector"]));
   });
 
   it("finds its migrations above its own file, never a host application's drizzle migrations", async () => {
@@ -423,7 +358,34 @@ export = blobValue;
     expect(ok(version).trim()).toBe(pkg.version);
   });
 
-  it("without PGlite (an optional peer, not installed here): an option typo is reported as the typo; production refuses the fallback; elsewhere the message names what to install", async () => {
+  it("the installed command loads no @langchain/* for --help, status and migrate: only the commands that decode values do", async () => {
+    const hook = `--import=${pathToFileURL(join(ROOT, "test", "helpers", "module-log.mjs")).href}`;
+    const cli = join(app, "node_modules", ".bin", "langgraph-checkpoint-pg");
+    const loaded = async (args: string, code = 0) => {
+      const log = join(work, `modules-${randomBytes(4).toString("hex")}.txt`);
+      const r = await sh(`${JSON.stringify(cli)} ${args}`, { MODULE_LOG: log, NODE_OPTIONS: hook });
+      expect(r.code, `${args}: ${r.stderr}`).toBe(code);
+      return readFileSync(log, "utf8").split("\n").filter((m) => /\/node_modules\/@langchain\//.test(m));
+    };
+    expect(await loaded("--help")).toEqual([]);
+    expect(await loaded("migrate --schema loading_app")).toEqual([]);
+    expect(await loaded("status --schema loading_app")).toEqual([]);
+    expect(await loaded("threads --schema loading_app")).toEqual([]);
+    expect((await loaded("show no-such-thread --schema loading_app", 1)).length).toBeGreaterThan(0);
+  });
+
+  it("installing the package brings PGlite (an optional dependency): without DATABASE_URL, open() falls back to the embedded database, as the quick start does", async () => {
+    expect(existsSync(join(app, "node_modules", "@electric-sql", "pglite", "package.json"))).toBe(true);
+    const elsewhere = mkdtempSync(join(work, "embedded-"));
+    writeFileSync(
+      join(app, "embedded-open.mjs"),
+      'import { PostgresSaver } from "langgraph-checkpoint-pg";\nconst saver = await PostgresSaver.open({ log: false });\nconsole.log(JSON.stringify({ schema: saver.schema }));\nawait saver.end();\n',
+    );
+    expect(JSON.parse(ok(await sh(`node ${JSON.stringify(join(app, "embedded-open.mjs"))}`, { DATABASE_URL: "" }, elsewhere)))).toEqual({ schema: "public" });
+    expect(existsSync(join(elsewhere, ".langgraph-pg"))).toBe(true);
+  });
+
+  it("without PGlite (installed with --omit=optional): an option typo is reported as the typo; production refuses the fallback; elsewhere the message names what to install", async () => {
     const program = (options: string) =>
       `import { PostgresSaver } from "langgraph-checkpoint-pg";\n` +
       `try { await PostgresSaver.open(${options}); console.log("opened"); } catch (e) { console.log(JSON.stringify({ name: e.name, option: e.option, message: e.message })); }\n`;
@@ -432,10 +394,17 @@ export = blobValue;
       ["", { NODE_ENV: "production" }, /^NODE_ENV is production and no database URL is set: refusing to fall back to the embedded database/],
       ["", {}, /^Invalid option databaseUrl: none was given and DATABASE_URL is not set, and the embedded database needs the optional package @electric-sql\/pglite/],
     ];
-    for (const [i, [options, env, message]] of cases.entries()) {
-      writeFileSync(join(app, `no-pglite-${i}.mjs`), program(options));
-      const out = JSON.parse(ok(await sh(`node no-pglite-${i}.mjs`, { DATABASE_URL: "", ...env }))) as { message: string };
-      expect(out.message).toMatch(message);
+    // What --omit=optional leaves: the project without PGlite (put back afterwards for the tests that follow).
+    const pglite = join(app, "node_modules", "@electric-sql", "pglite");
+    renameSync(pglite, `${pglite}.omitted`);
+    try {
+      for (const [i, [options, env, message]] of cases.entries()) {
+        writeFileSync(join(app, `no-pglite-${i}.mjs`), program(options));
+        const out = JSON.parse(ok(await sh(`node no-pglite-${i}.mjs`, { DATABASE_URL: "", ...env }))) as { message: string };
+        expect(out.message).toMatch(message);
+      }
+    } finally {
+      renameSync(`${pglite}.omitted`, pglite);
     }
     expect(existsSync(join(app, ".langgraph-pg"))).toBe(false);
   });
@@ -564,9 +533,3 @@ describe("the command blocks of README.md and docs/, run in that project", () =>
     expect(JSON.parse(readFileSync(join(app, "prune-plan.json"), "utf8"))).toMatchObject({ dryRun: true });
   }, 600_000);
 });
-
-/** Where psql may be (Debian's server packages; .ci/run installs postgresql-15). */
-function psqlDirs(): string[] {
-  const base = "/usr/lib/postgresql";
-  return existsSync(base) ? readdirSync(base).map((v) => join(base, v, "bin")) : [];
-}

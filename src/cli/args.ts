@@ -4,7 +4,7 @@
  */
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { CheckpointerError, InvalidInputError, InvalidOptionsError } from "../errors.js";
-import { parseDuration } from "../duration.js";
+import { readDuration, type DurationRule } from "../duration.js";
 import { LIMITS, checkKey, checkSchemaName } from "../validate.js";
 
 export const BIN = "langgraph-checkpoint-pg";
@@ -107,13 +107,14 @@ export function connectionTarget(command: string, values: { "database-url"?: str
   return out;
 }
 
-/** A duration flag (`30d`, `12h`, `1h30m`, `500ms`), checked now; passed on as given. */
-export function durationArg(command: string, flag: string, value: string | undefined): string | undefined {
+/**
+ * A duration flag (`30d`, `12h`, `1h30m`, `500ms`; `0`, `0s` where `rule.zero`), checked now by the
+ * library's own parser, so a flag means what the option means: its text as given (passed on, and
+ * shown in messages) and its milliseconds.
+ */
+export function durationArg(command: string, flag: string, value: string | undefined, rule: DurationRule = {}): { text: string; ms: number } | undefined {
   if (value === undefined) return undefined;
-  try {
-    parseDuration(value, flag);
-  } catch (err) {
-    throw new UsageError(`--${flag}: ${err instanceof InvalidOptionsError ? err.message.replace(/^Invalid option [^:]*: /, "") : String(err)}`, command);
-  }
-  return value;
+  const read = readDuration(value, rule);
+  if ("problem" in read) throw new UsageError(`--${flag}: ${read.problem}`, command);
+  return { text: value, ms: read.ms };
 }

@@ -1,39 +1,36 @@
 /**
- * The schema commands: migrate (with its adoption steps), status,
- * upgrade-state and reencrypt.
+ * The schema commands: migrate (with its adoption steps) and status. What
+ * only an adoption needs (the serializer that stores what it copied, the
+ * rollback's conversion: @langchain/*) is loaded when one runs, so a plain
+ * migrate and status start without it.
  */
 import type pg from "pg";
 import { isPGlite, pgliteDb, poolDb } from "../db/db.js";
+import type { EventHandler } from "../events.js";
 import { migrationNumber } from "../errors.js";
-import { migrationStatus } from "../ops/inspect.js";
-import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
+import { migrationStatus } from "../ops/status.js";
 import { CHECKPOINTER_TRACK, MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, statementsText, withBackoff, type AdoptOption, type MigrateResult } from "../db/migrate.js";
 import { partitionStatements } from "../db/partitions.js";
-import { finishAdoption } from "../ops/adopt-steps.js";
-import { compactAdopted } from "../ops/compact.js";
-import { isEncryptedSerializer, reencrypt, type ReencryptResult } from "../ops/reencrypt.js";
-import { rollbackAdoption } from "../ops/rollback.js";
-import { PostgresSaver } from "../saver/saver.js";
-import { MsgpackSerializer } from "../serde/serde.js";
-import type { Upcaster } from "../saver/upcast.js";
 import { quoteIdent } from "../validate.js";
 import { BIN } from "./args.js";
-import { EXIT, NoEmbeddedDatabaseError, NotFoundError } from "./exit.js";
-import { fields, formatTime, progress, styleFor, table } from "./format.js";
+import { EXIT, NoEmbeddedDatabaseError } from "./exit.js";
+import { fields, formatTime, styleFor, table } from "./format.js";
 import { json, withConnection, type Common, type Io } from "./context.js";
 import { resolveUrl, scrub } from "./mask.js";
-import { loadModule } from "./module.js";
-import { compactSummary, serdeFrom } from "./commands-write.js";
+import { contextOf, inContext, suggest } from "../hint.js";
 
 export async function migrateCommand(
   c: Common & { dryRun: boolean; wait: { text: string; ms: number }; adopt: AdoptOption | undefined; step: "finish" | "rollback" | undefined; module?: string; partitions?: number | undefined },
   io: Io,
 ): Promise<number> {
   const { schema, dryRun } = c;
-  const flag = schema === "public" ? "" : ` --schema ${schema}`;
+  // The commands suggested below act on this schema and database (src/hint.ts).
+  const next = (...words: string[]) => suggest({ words, schema }, contextOf(c.target));
   if (c.step) return adoptionStepCommand(c, c.step, io);
-  // The serializer that stores what an adoption copies by content: the saver's, when it is not the default.
-  const serde = c.module === undefined ? new MsgpackSerializer() : await serdeFrom(c.module);
+  // The serializer that stores what an adoption copies by content: the saver's, when it is not the default (checked before anything runs).
+  const serde = c.module === undefined ? undefined : await (await import("./commands-write.js")).serdeFrom(c.module);
+  // What an adoption's report needs (the summary of what it stored by content): loaded when one was done.
+  let compactSummary: typeof import("./commands-write.js").compactSummary | undefined;
   const print = (result: MigrateResult, label: string) => {
     const adoption = result.adoption;
     if (c.json) {
@@ -67,11 +64,11 @@ export async function migrateCommand(
           `Adopted the official ${adoption.source === "js" ? "JS" : "Python"} saver's tables in schema ${JSON.stringify(adoption.from)} ` +
             `(checkpoint_migrations at version ${adoption.officialVersion}): every thread is copied, and what its instances still write is copied as they write it.`,
         );
-        if (adoption.compacted) io.out(`What it copied, stored by content as compact does: ${compactSummary(adoption.compacted, `schema ${JSON.stringify(schema)}`, styleFor(process.stdout))}`);
+        if (adoption.compacted && compactSummary) io.out(`What it copied, stored by content as compact does: ${compactSummary(adoption.compacted, `schema ${JSON.stringify(schema)}`, styleFor(process.stdout))}`);
         io.out(
-          `Next: run this package on schema ${JSON.stringify(schema)}; once no official instance runs any more: \`npx ${BIN} migrate${flag} --finish-adoption\`, ` +
-            `then \`npx ${BIN} compact${flag}\` (what official instances write meanwhile is copied whole). ` +
-            `To go back: \`npx ${BIN} migrate${flag} --rollback-adoption\`.`,
+          `Next: run this package on schema ${JSON.stringify(schema)}; once no official instance runs any more: ${next("migrate", "--finish-adoption")}, ` +
+            `then ${next("compact")} (what official instances write meanwhile is copied whole). ` +
+            `To go back: ${next("migrate", "--rollback-adoption")}.`,
         );
       } else if (adoption) {
         io.out(`Schema ${JSON.stringify(schema)} adopted schema ${JSON.stringify(adoption.from)} already; nothing to do for --adopt.`);
@@ -82,18 +79,20 @@ export async function migrateCommand(
   const dbOf = (conn: { pool: unknown }) => (isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool));
   const once = () =>
     withConnection(c, !dryRun, async (conn) => ({
-      result: await runMigrations(dbOf(conn), schema, { dryRun, adopt: c.adopt, retry: false, partitions: c.partitions }),
+      result: await runMigrations(dbOf(conn), schema, { dryRun, adopt: c.adopt, retry: false, partitions: c.partitions, onEvent: noteOfficialTables(c, io) }),
       label: conn.label,
     }));
   try {
     const { result, label } = await untilReachable(c, io, once);
     // After the adoption committed, and outside the retries: a migrate run again finds the adoption done.
     if (result.adoption?.adopted && !dryRun) {
+      const [{ compactAdopted }, { MsgpackSerializer }, write] = await Promise.all([import("../ops/compact.js"), import("../serde/serde.js"), import("./commands-write.js")]);
+      compactSummary = write.compactSummary;
       await withConnection(
         c,
         false,
         async (conn) => {
-          const compacted = await compactAdopted(dbOf(conn), schema, serde);
+          const compacted = await compactAdopted(dbOf(conn), schema, serde ?? new MsgpackSerializer());
           if (compacted) result.adoption!.compacted = compacted;
         },
         { announced: true },
@@ -108,6 +107,13 @@ export async function migrateCommand(
     const all = loadMigrations().map((m) => ({ version: m.version, name: m.name, sql: layout ? statementsText(partitionStatements(m.statements, layout, partitioned)) : m.sql }));
     return print({ schema, fromVersion: 0, toVersion: 0, applied: all }, "a new embedded database");
   }
+}
+
+/** The official tables a first migration found in other schemas and left alone: one line on stderr (the store's migrate says its own). */
+export function noteOfficialTables(c: Common, io: Io): EventHandler {
+  return (e) => {
+    if (e.type === "officialTablesFound") io.err(`${BIN} migrate: ${inContext(e.message, e.suggested, contextOf(c.target))}`);
+  };
 }
 
 /**
@@ -128,9 +134,9 @@ export function untilReachable<T>(c: Common & { wait: { text: string; ms: number
 /** `migrate --finish-adoption` and `--rollback-adoption`. */
 async function adoptionStepCommand(c: Common & { dryRun: boolean }, step: "finish" | "rollback", io: Io): Promise<number> {
   const { schema, dryRun } = c;
-  const flag = schema === "public" ? "" : ` --schema ${schema}`;
   return withConnection(c, false, async (conn) => {
     if (step === "finish") {
+      const { finishAdoption } = await import("../ops/adopt-steps.js");
       const r = await finishAdoption({ pool: conn.pool, schema, dryRun });
       if (c.json) io.out(json({ database: conn.label, dryRun, ...r }));
       else if (!r.finished) io.out(`The adoption of schema ${JSON.stringify(r.from)} by ${JSON.stringify(schema)} is finished already; nothing to do.`);
@@ -138,11 +144,13 @@ async function adoptionStepCommand(c: Common & { dryRun: boolean }, step: "finis
       else {
         io.out(
           `Finished: the official tables in schema ${JSON.stringify(r.from)} are no longer copied and refuse writes from now on ` +
-            `(an official instance still running fails with SQLSTATE LGB02). Going back stays possible: \`npx ${BIN} migrate${flag} --rollback-adoption\`.`,
+            `(an official instance still running fails with SQLSTATE LGB02). Going back stays possible: ${suggest({ words: ["migrate", "--rollback-adoption"], schema }, contextOf(c.target))}.`,
         );
       }
       return EXIT.OK;
     }
+    // Converting back decodes and re-encodes in the official format (@langchain/*): loaded for it alone.
+    const { rollbackAdoption } = await import("../ops/rollback.js");
     const r = await rollbackAdoption({ pool: conn.pool, schema, dryRun });
     if (c.json) io.out(json({ database: conn.label, dryRun, ...r }));
     else {
@@ -173,7 +181,7 @@ export async function statusCommand(c: Common, io: Io): Promise<number> {
       s.state === "up-to-date"
         ? st.green("up to date")
         : s.state === "pending"
-          ? st.yellow(`${s.pending.length} migration(s) pending: run \`npx ${BIN} migrate${schema === "public" ? "" : ` --schema ${schema}`}\``)
+          ? st.yellow(`${s.pending.length} migration(s) pending: run ${suggest({ words: ["migrate"], schema }, contextOf(c.target))}`)
           : s.state === "newer-compatible"
             ? st.green(`newer than this code, and its newer migrations keep this code working`)
             : st.red(`NEWER than this code (works with code that knows migration ${migrationNumber(s.compatibleFrom ?? s.schemaVersion)} or later): upgrade the package before using this schema`);
@@ -232,63 +240,4 @@ function migrationText(version: number, applied?: readonly { version: number; na
   if (version === 0) return "no migration";
   const name = applied?.find((m) => m.version === version)?.name ?? loadMigrations()[version - 1]?.name;
   return `migration ${name ?? migrationNumber(version)}`;
-}
-
-/**
- * Rewrite checkpoints older than the state version into the current shape.
- * The upcasters are code: they come from a module the user names, which
- * exports `stateVersion` and `upcasters` (the same values the app's saver
- * uses), and `serde` when the saver has its own serializer.
- */
-export async function upgradeStateCommand(c: Common & { module: string; batchSize: number }, io: Io): Promise<number> {
-  const spec = await loadModule(c.module, "upcasters", "stateVersion");
-  return withConnection(c, false, async (conn) => {
-    const saver = new PostgresSaver(conn.pool, {
-      schema: c.schema,
-      stateVersion: spec.stateVersion as number,
-      upcasters: spec.upcasters as Record<number, Upcaster>,
-      ...(spec.serde === undefined ? {} : { serde: spec.serde as SerializerProtocol }),
-    });
-    const bar = progress();
-    let result: { rewritten: number };
-    try {
-      result = await saver.upgradeState({ batchSize: c.batchSize, onProgress: (p) => bar.update(`upgrade-state: ${p.rewritten} checkpoints rewritten`) });
-    } finally {
-      bar.done();
-    }
-    if (c.json) io.out(json({ database: conn.label, schema: c.schema, stateVersion: spec.stateVersion, ...result }));
-    else io.out(`Rewrote ${result.rewritten} checkpoint(s) to state version ${String(spec.stateVersion)} in schema ${JSON.stringify(c.schema)} of ${conn.label}.`);
-    return EXIT.OK;
-  });
-}
-
-/** Rewrite encrypted values into the serializer's current form (see src/ops/reencrypt.ts); the serializer comes from a module. */
-export async function reencryptCommand(c: Common & { module: string; batchSize: number; dryRun: boolean }, io: Io): Promise<number> {
-  const spec = await loadModule(c.module, "serializer", "serde");
-  if (!isEncryptedSerializer(spec.serde)) throw new NotFoundError(`the module ${JSON.stringify(c.module)} does not export serde, an EncryptedSerializer`);
-  const serde = spec.serde;
-  return withConnection(c, false, async (conn) => {
-    const bar = progress();
-    let result: ReencryptResult;
-    try {
-      result = await reencrypt({
-        pool: conn.pool,
-        schema: c.schema,
-        serde,
-        batchSize: c.batchSize,
-        dryRun: c.dryRun,
-        onProgress: (p) => bar.update(`reencrypt: ${p.byContent} values by content, ${p.blobs} blobs, ${p.writes} writes, ${p.checkpoints} checkpoints`),
-      });
-    } finally {
-      bar.done();
-    }
-    if (c.json) io.out(json({ database: conn.label, schema: c.schema, ...result }));
-    else {
-      const rekey = result.byContent > 0 ? `re-key ${result.byContent} value(s) stored by content (lists by their elements, large values, objects holding lists) and ` : "";
-      const counts = `${result.blobs} blob(s), ${result.writes} write(s) and the values of ${result.checkpoints} checkpoint(s)`;
-      const where = `in schema ${JSON.stringify(c.schema)} of ${conn.label}`;
-      io.out(c.dryRun ? `Would ${rekey}rewrite ${counts} ${where}.` : `${rekey ? `Re-keyed ${result.byContent} value(s) stored by content and rewrote` : "Rewrote"} ${counts} ${where}.`);
-    }
-    return EXIT.OK;
-  });
 }

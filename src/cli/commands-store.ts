@@ -4,7 +4,7 @@
  * or index type is applied here, on purpose: `--dry-run` prints it first).
  */
 import { BIN } from "./args.js";
-import { untilReachable } from "./commands-migrate.js";
+import { noteOfficialTables, untilReachable } from "./commands-migrate.js";
 import { json, withConnection, type Common, type Io } from "./context.js";
 import { EXIT } from "./exit.js";
 import { migrateStore } from "../store/migrate.js";
@@ -31,7 +31,17 @@ export async function storeMigrateCommand(c: Common & StoreFlags & { wait: { tex
       !dryRun,
       async (conn) => ({
         label: conn.label,
-        result: await migrateStore({ pool: conn.pool, schema, dryRun, adopt: c.adopt, index: c.index, changeIndex: true, retry: false, partitions: c.partitions }),
+        result: await migrateStore({
+          pool: conn.pool,
+          schema,
+          dryRun,
+          adopt: c.adopt,
+          index: c.index,
+          changeIndex: true,
+          retry: false,
+          partitions: c.partitions,
+          onEvent: noteOfficialTables(c, io),
+        }),
       }),
       { vector: c.index !== undefined, announced: options.announced },
     );

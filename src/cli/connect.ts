@@ -52,7 +52,8 @@ const EXPLICITLY = `--data-dir ${DEFAULT_DATA_DIR}`;
 export async function connect(
   target: Target,
   // vector: load pgvector into the embedded database when it is installed (the store's --dims).
-  options: { create: boolean; applicationName: string; notice?: (line: string) => void; vector?: boolean },
+  // schema: the one the command works on, for the command a missing embedded database suggests.
+  options: { create: boolean; applicationName: string; notice?: (line: string) => void; vector?: boolean; schema?: string },
 ): Promise<Connection> {
   const url = resolveUrl(target);
   if (url) {
@@ -73,7 +74,7 @@ export async function connect(
   const label = `embedded database in ${shown.startsWith("..") ? dir : `./${shown}`}`;
   const implicit = target.dataDir === undefined && options.notice !== undefined;
   if (implicit) refuseImplicitEmbedded(dir, `${EXPLICITLY} (or another folder)`);
-  if (!options.create && !existsSync(join(dir, "pgdata"))) throw new NoEmbeddedDatabaseError(dir);
+  if (!options.create && !existsSync(join(dir, "pgdata"))) throw new NoEmbeddedDatabaseError(dir, { schema: options.schema ?? "public", dataDirGiven: target.dataDir !== undefined });
   const extensions = options.vector ? await embeddedExtensions() : undefined;
   const embedded = await openEmbedded(dir, extensions ? { extensions } : {});
   if (implicit) {

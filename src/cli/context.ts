@@ -20,6 +20,7 @@ export interface Common {
 
 export const json = (value: unknown) => JSON.stringify(value, null, 2);
 
+
 /**
  * Open the target, run `fn`, close what was opened. A fallback to the embedded database is refused in
  * production and announced on stderr (`announced`: it was, by the step before; the rule still holds).
@@ -32,7 +33,7 @@ export async function withConnection<T>(
   options: { vector?: boolean; announced?: boolean } = {},
 ): Promise<T> {
   const notice = options.announced ? () => undefined : (line: string) => process.stderr.write(`${line}\n`);
-  const conn = await connect(c.target, { create, applicationName: `${BIN}:${c.command}`, notice, vector: options.vector });
+  const conn = await connect(c.target, { create, applicationName: `${BIN}:${c.command}`, notice, vector: options.vector, schema: c.schema });
   try {
     return await fn(conn);
   } finally {

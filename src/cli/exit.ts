@@ -6,6 +6,7 @@
 import { CheckpointerError } from "../errors.js";
 import { UsageError } from "./args.js";
 import { scrub } from "./mask.js";
+import { inContext, suggest, type HintContext, type SuggestedCommand } from "../hint.js";
 
 export const EXIT = {
   /** Success. */
@@ -38,11 +39,14 @@ export class NotFoundError extends Error {
 
 /** No embedded database in the folder yet (never migrated). Exit code 3, like an unmigrated schema. */
 export class NoEmbeddedDatabaseError extends CheckpointerError {
-  constructor(dataDir: string) {
+  /** `where.dataDirGiven`: the folder was named (--data-dir), so the hint's migrate names it too (see errorText). */
+  constructor(dataDir: string, where: { schema: string; dataDirGiven: boolean }) {
+    const create: SuggestedCommand = { words: ["migrate"], schema: where.schema };
     super(
       "SCHEMA_NOT_MIGRATED",
-      `No embedded database in ${dataDir}. Run \`langgraph-checkpoint-pg migrate\` (or \`npm run demo\`) to create it, ` +
-        "pass --data-dir, or set DATABASE_URL.",
+      `No embedded database in ${dataDir}. Run ${suggest(create)} (or \`npm run demo\`) to create it` +
+        (where.dataDirGiven ? ", or leave out --data-dir and set DATABASE_URL to use a Postgres server." : ", pass --data-dir, or set DATABASE_URL."),
+      { suggested: [create] },
     );
   }
 }
@@ -58,12 +62,16 @@ export function exitCodeOf(err: unknown): number {
   return EXIT.FAILED;
 }
 
-/** One line (no stack) for an error, with the database password masked out. */
-export function errorText(err: unknown, url: string | undefined): string {
+/**
+ * One line (no stack) for an error, with the database password masked out, and
+ * the commands it suggests carrying `context`: the connection flags of the
+ * command that failed (src/hint.ts), so that they act on the same database.
+ */
+export function errorText(err: unknown, url: string | undefined, context: HintContext = {}): string {
   let text: string;
   // The library's errors carry the server's words already (describeFailure, src/errors/database.ts).
   if (err instanceof CheckpointerError) {
-    text = err.message;
+    text = inContext(err.message, err.suggested, context);
   } else if (err instanceof UsageError || err instanceof ExportFileError || err instanceof NotFoundError) {
     text = err.message;
   } else {

@@ -2,7 +2,7 @@
  * Terminal output for the CLI and the demo: aligned tables, colour only on a
  * TTY (and never with NO_COLOR), progress lines only on a TTY.
  */
-import { toJsonSafe } from "../ops/decode.js";
+import { toJsonSafe } from "../ops/json-safe.js";
 
 export interface Style {
   bold(s: string): string;

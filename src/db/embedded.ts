@@ -140,7 +140,7 @@ export interface OpenEmbeddedOptions {
 
 /**
  * Open (creating if needed) the embedded PGlite database in `dataDir`, locked
- * to this process. Needs the optional peer `@electric-sql/pglite`.
+ * to this process. Needs `@electric-sql/pglite`, an optional dependency (installed unless left out with `--omit=optional`).
  *
  * @example
  * ```ts

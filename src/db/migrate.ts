@@ -21,32 +21,18 @@
  * - retrying what may succeed later (the database not up yet, a deadlock, a
  *   lock wait that timed out) with backoff, reporting each attempt.
  */
-import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import {
-  SCHEMA_LOCK_SQL,
-  readAdoption,
-  type AdoptionRecord,
-  type AdoptionSummary,
-} from "../ops/adopt.js";
-import { findOfficialTables } from "../ops/adopt-official.js";
-import { isEmpty, planAdoption } from "../ops/adopt-plan.js";
+import { SCHEMA_LOCK_SQL, type AdoptionSummary } from "../ops/adopt.js";
 import { dbOf, type Db, type PGliteLike, type Queryable } from "./db.js";
-import {
-  AdoptionRequiredError,
-  CheckpointerError,
-  InvalidOptionsError,
-  MigrationError,
-  SchemaTooNewError,
-  failureText,
-  sqlStateOf,
-} from "../errors.js";
+import { CheckpointerError, InvalidOptionsError, MigrationError, SchemaTooNewError, failureText, type OfficialTables } from "../errors.js";
 import { emit, guard, type EventHandler, type HandlerErrorHandler } from "../events.js";
 import { inspectAdoptionSource, inspectTrust, refuse, type TrustReport } from "./trust.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { CHECKPOINTER_TRACK, MIGRATIONS_TABLE, loadMigrations, type Migration, type MigrationTrack } from "./migrations.js";
 import { OWN_TABLES } from "./names.js";
 import { checkPartitions, partitionStatements, planPartitions, type PartitionPlan } from "./partitions.js";
+import { adoptionDecision, checkAdopt, officialTablesDecision, officialTablesEvent, type AdoptOption } from "./adopt-decision.js";
+import { withRetry, type RetryOptions } from "./backoff.js";
 
 // The shipped migrations and the schema-level checks live in migrations.ts; imported from here too.
 export {
@@ -60,6 +46,9 @@ export {
   type Migration,
   type MigrationTrack,
 } from "./migrations.js";
+// Backoff and the adoption decision have files of their own; imported from here too.
+export { DEFAULT_RETRY, checkRetry, withBackoff, withRetry, type RetryNotice, type RetryOptions } from "./backoff.js";
+export { checkAdopt, type AdoptOption } from "./adopt-decision.js";
 
 /** Where a plain function (`migrate`, `finishAdoption`, ...) runs. */
 export interface TargetOptions {
@@ -74,58 +63,6 @@ export interface TargetOptions {
   /** Receives every error `onEvent` throws or rejects with (default: the first one, on stderr). */
   onHandlerError?: HandlerErrorHandler;
 }
-
-/**
- * Retrying a migration that failed for a reason that may pass (the database
- * not reachable yet or restarting, a deadlock, a serialization failure, a lock
- * wait that timed out): jittered exponential backoff between attempts. With
- * the defaults, about 30 seconds of waiting in all.
- *
- * @example
- * ```ts
- * await migrate({ pool, schema: "agents", retry: { attempts: 20, initialDelayMs: 500, maxDelayMs: 10_000 } });
- * ```
- */
-export interface RetryOptions {
-  /** Total attempts, the first included. Default 10. */
-  attempts?: number;
-  /** First wait in ms; doubles on each retry. Default 250. */
-  initialDelayMs?: number;
-  /** Cap on one wait in ms. Default 5000. */
-  maxDelayMs?: number;
-  /**
-   * No retry starts later than this many ms after the first attempt began
-   * (the CLI's `migrate --wait`). Default: no bound but `attempts`, which may
-   * then be `Infinity`.
-   */
-  maxElapsedMs?: number;
-}
-
-/**
- * The defaults of {@link RetryOptions}.
- *
- * @example
- * ```ts
- * await saver.setup({ retry: { ...DEFAULT_RETRY, attempts: 30 } }); // wait about two minutes
- * ```
- */
-export const DEFAULT_RETRY: Readonly<Required<RetryOptions>> = Object.freeze({ attempts: 10, initialDelayMs: 250, maxDelayMs: 5000, maxElapsedMs: Infinity });
-
-/**
- * What to do with the tables of the official LangGraph Postgres saver (JS or
- * Python) when this schema is migrated for the first time:
- * - not given (default): if any schema of the database holds them, stop with
- *   `AdoptionRequiredError` and change nothing;
- * - `{ from: "public" }`: adopt the official tables of that schema (see
- *   docs/adoption.md); `true`: the one schema that holds them;
- * - `false`: ignore them and start empty beside them.
- *
- * @example
- * ```ts
- * await migrate({ pool, schema: "langgraph", adopt: { from: "public" } });
- * ```
- */
-export type AdoptOption = boolean | { from: string };
 
 export interface MigrateOptions extends TargetOptions {
   /** Report what would run, change nothing. */
@@ -230,91 +167,6 @@ export function runMigrations(
   return withRetry({ operation: options.operation ?? "migrate", schema, retry: options.retry, onEvent }, () => migrateOnce(db, schema, settings));
 }
 
-/** `adopt` checked (see {@link AdoptOption}); `open()` checks it before anything is opened. */
-export function checkAdopt(adopt: unknown): AdoptOption | undefined {
-  if (adopt === undefined || typeof adopt === "boolean") return adopt;
-  if (adopt !== null && typeof adopt === "object" && Object.keys(adopt).every((k) => k === "from")) {
-    return { from: checkSchemaName((adopt as { from?: unknown }).from, "adopt.from") };
-  }
-  throw new InvalidOptionsError("adopt", 'expected true, false, or { from: "<schema of the official tables>" }');
-}
-
-/** `retry` checked, with its defaults (see {@link RetryOptions}); `open()` checks it before anything is opened. */
-export function checkRetry(retry: unknown): Required<RetryOptions> {
-  if (retry === false) return { ...DEFAULT_RETRY, attempts: 1 };
-  if (retry === undefined) return DEFAULT_RETRY;
-  if (retry === null || typeof retry !== "object") throw new InvalidOptionsError("retry", "expected { attempts?, initialDelayMs?, maxDelayMs?, maxElapsedMs? } or false");
-  for (const key of Object.keys(retry)) {
-    if (!(key in DEFAULT_RETRY)) throw new InvalidOptionsError(`retry.${key}`, "is not an option (attempts, initialDelayMs, maxDelayMs, maxElapsedMs)");
-  }
-  const r = { ...DEFAULT_RETRY, ...(retry as RetryOptions) };
-  if (!(Number.isInteger(r.attempts) || r.attempts === Infinity) || r.attempts < 1) throw new InvalidOptionsError("retry.attempts", "expected an integer >= 1 (or Infinity)");
-  if (!(r.initialDelayMs >= 0) || !(r.maxDelayMs >= 0)) throw new InvalidOptionsError("retry.initialDelayMs/maxDelayMs", "expected non-negative numbers");
-  if (!(r.maxElapsedMs >= 0)) throw new InvalidOptionsError("retry.maxElapsedMs", "expected a non-negative number of milliseconds");
-  return r;
-}
-
-/** What {@link withBackoff} tells its caller before each retry. */
-export interface RetryNotice {
-  /** The attempt that failed (1-based), of `attempts` (Infinity: bounded by time only). */
-  attempt: number;
-  attempts: number;
-  delayMs: number;
-  /** The SQLSTATE, or the socket error's code (ECONNREFUSED...). */
-  code: string | undefined;
-  error: CheckpointerError;
-}
-
-/**
- * Run `fn` until it succeeds, fails for good (an error that is not a
- * retryable {@link CheckpointerError}), or runs out of attempts or time;
- * jittered exponential backoff between attempts, each retry announced to
- * `onRetry` first. setup(), migrate() and the CLI's `migrate --wait` wait this way.
- *
- * @example
- * ```ts
- * await withBackoff({ attempts: Infinity, maxElapsedMs: 60_000 }, () => migrate({ connectionString, retry: false }), (n) => console.error(`attempt ${n.attempt} failed`));
- * ```
- */
-export async function withBackoff<T>(retry: RetryOptions | false | undefined, fn: () => Promise<T>, onRetry: (notice: RetryNotice) => void): Promise<T> {
-  const { attempts, initialDelayMs, maxDelayMs, maxElapsedMs } = checkRetry(retry);
-  const started = performance.now();
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (!(err instanceof CheckpointerError) || !err.retryable || attempt >= attempts) throw err;
-      const cap = Math.min(maxDelayMs, initialDelayMs * 2 ** Math.min(attempt - 1, 30));
-      const delayMs = Math.round(cap / 2 + (Math.random() * cap) / 2);
-      if (performance.now() - started + delayMs > maxElapsedMs) throw err;
-      onRetry({ attempt, attempts, delayMs, code: codeOf(err), error: err });
-      await sleep(delayMs);
-    }
-  }
-}
-
-/** Run `fn` with {@link withBackoff}; report each retry as a `retry` event (both migration tracks, the store's included). */
-export function withRetry<T>(
-  { operation, schema, retry, onEvent }: { operation: "setup" | "migrate"; schema: string; retry: RetryOptions | false | undefined; onEvent: EventHandler | undefined },
-  fn: () => Promise<T>,
-): Promise<T> {
-  return withBackoff(retry, fn, ({ attempt, attempts, delayMs, code, error }) =>
-    emit(onEvent, { type: "retry", operation, schema, attempt, attempts, delayMs, code, message: error.message }),
-  );
-}
-
-/** The underlying code of an error: its SQLSTATE, or the socket error's code (ECONNREFUSED...). */
-function codeOf(err: unknown): string | undefined {
-  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    const state = sqlStateOf(e);
-    if (state) return state;
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === "string" && !(e instanceof CheckpointerError)) return code;
-  }
-  return undefined;
-}
-
-
 /** The migration run itself, on any driver: one transaction, under the lock. */
 async function migrateOnce(
   db: Db,
@@ -325,6 +177,7 @@ async function migrateOnce(
   const q = quoteIdent(schema);
   const dryRun = options.dryRun ?? false;
   const progress: TrackProgress = {};
+  let elsewhere: OfficialTables[] = [];
   try {
     const result = await db.transaction(
       async (tx) => {
@@ -343,9 +196,9 @@ async function migrateOnce(
         const present = await tablesIn(tx, schema, [MIGRATIONS_TABLE, ...OWN_TABLES, "checkpoint_migrations"]);
         const hasTable = present.has(MIGRATIONS_TABLE);
         if (!hasTable) refuse(trust, schema, trust.whenApplying);
-        const { adoptFrom, already } = hasTable
-          ? await adoptionDecision(tx, schema, options.adopt)
-          : { adoptFrom: await officialTablesDecision(tx, schema, present, options.adopt), already: undefined };
+        const first = hasTable ? undefined : await officialTablesDecision(tx, schema, present, options.adopt);
+        elsewhere = first?.elsewhere ?? [];
+        const { adoptFrom, already } = first ? { adoptFrom: first.adoptFrom, already: undefined } : await adoptionDecision(tx, schema, options.adopt);
         if (adoptFrom !== undefined) {
           await tx.query(SCHEMA_LOCK_SQL, [adoptFrom]);
           // Adopting reads the official tables and puts triggers on them: nothing there may be another role's code either.
@@ -362,6 +215,8 @@ async function migrateOnce(
         if (already) {
           result.adoption = { from: already.from, source: already.source, officialVersion: already.officialVersion, adopted: false, sql: "" };
         } else if (adoptFrom !== undefined) {
+          // Loaded when adopting: its bridge decodes the official values (@langchain/*, a second of start-up the CLI's plain migrate does without).
+          const { isEmpty, planAdoption } = await import("../ops/adopt-plan.js");
           if (hasTable && !(await isEmpty(tx, schema))) {
             throw new MigrationError(
               `Schema "${schema}" holds threads already; adopt the official tables into an empty schema (a new one is simplest). Nothing was changed.`,
@@ -376,6 +231,7 @@ async function migrateOnce(
       },
       { rollback: dryRun },
     );
+    if (elsewhere.length > 0) emit(options.onEvent, officialTablesEvent(schema, elsewhere));
     emit(options.onEvent, {
       type: "migrate",
       schema,
@@ -537,68 +393,4 @@ async function appliedRows(tx: Queryable, table: string): Promise<AppliedRow[]> 
 /** The oldest code level the migrations after `known` work with (unrecorded: their own version, i.e. none older). */
 function requiredLevel(applied: { version: number; compatibleFrom: number | null }[], known: number): number {
   return applied.filter((r) => r.version > known).reduce((m, r) => Math.max(m, r.compatibleFrom ?? r.version), 0);
-}
-
-/**
- * `adopt` on a schema migrated before: the adoption it recorded (to report;
- * refused if it names another source or was rolled back), or the schema to
- * adopt now (refused later unless this schema is still empty).
- */
-async function adoptionDecision(
-  tx: Queryable,
-  schema: string,
-  adopt: AdoptOption | undefined,
-): Promise<{ adoptFrom: string | undefined; already: AdoptionRecord | undefined }> {
-  if (adopt === undefined || adopt === false) return { adoptFrom: undefined, already: undefined };
-  const already = await readAdoption(tx, schema);
-  if (!already) return { adoptFrom: typeof adopt === "object" ? adopt.from : await onlyOfficialSchema(tx, schema), already: undefined };
-  if (typeof adopt === "object" && adopt.from !== already.from) {
-    throw new MigrationError(`Schema "${schema}" adopted schema "${already.from}" already, not "${adopt.from}". Nothing was changed.`, { migration: "adoption" });
-  }
-  if (already.state === "rolled-back") {
-    throw new MigrationError(`Schema "${schema}" was rolled back to the official saver in schema "${already.from}"; adopt into a new schema instead. Nothing was changed.`, {
-      migration: "adoption",
-    });
-  }
-  return { adoptFrom: undefined, already };
-}
-
-/**
- * A first migration of `schema`: decide about the official saver's tables
- * (see {@link AdoptOption}). Returns the schema to adopt, if any.
- */
-async function officialTablesDecision(tx: Queryable, schema: string, present: Set<string>, adopt: AdoptOption | undefined): Promise<string | undefined> {
-  if (present.has("checkpoint_migrations")) {
-    // The official saver's own schema: our tables cannot be created beside them (same names).
-    const found = (await findOfficialTables(tx)).filter((f) => f.schema === schema);
-    throw new AdoptionRequiredError(schema, found.length > 0 ? found : [{ schema, source: "js", officialVersion: -1 }]);
-  }
-  const ours = OWN_TABLES.filter((t) => present.has(t));
-  if (ours.length > 0) {
-    throw new MigrationError(
-      `Schema "${schema}" has no ${MIGRATIONS_TABLE} table but holds table(s) ${ours.join(", ")}, which this package would create. ` +
-        "It is not a layout this package or the official LangGraph Postgres saver leaves. Nothing was changed.",
-      { migration: loadMigrations()[0]!.name },
-    );
-  }
-  if (adopt === false) return undefined;
-  if (adopt === undefined) {
-    const found = await findOfficialTables(tx);
-    if (found.length > 0) throw new AdoptionRequiredError(schema, found);
-    return undefined;
-  }
-  return typeof adopt === "object" ? adopt.from : onlyOfficialSchema(tx, schema);
-}
-
-/** `adopt: true`: the one schema holding official tables. */
-async function onlyOfficialSchema(tx: Queryable, schema: string): Promise<string> {
-  const found = (await findOfficialTables(tx)).filter((f) => f.schema !== schema);
-  if (found.length === 1) return found[0]!.schema;
-  throw new MigrationError(
-    found.length === 0
-      ? `adopt: no schema of this database holds the official LangGraph saver's tables. Nothing was changed.`
-      : `adopt: several schemas hold the official LangGraph saver's tables (${found.map((f) => `"${f.schema}"`).join(", ")}); ` +
-          'name one: adopt: { from: "<schema>" } (CLI: --adopt <schema>). Nothing was changed.',
-    { migration: "adoption" },
-  );
 }

@@ -129,6 +129,8 @@ export async function openOn<T>(location: Location, userOnEvent: EventHandler | 
   const log = o.log;
   const onEvent: EventHandler | undefined = log
     ? (e) => {
+        // Official tables left alone in other schemas: said once, as the CLI says it.
+        if (e.type === "officialTablesFound") log(`langgraph-checkpoint-pg: ${e.message}`);
         if (opening && e.type === "retry" && performance.now() - started + e.delayMs >= WAIT_NOTICE_MS) {
           log(`langgraph-checkpoint-pg: waiting for ${where}: attempt ${e.attempt} of ${e.attempts} failed (${e.code ?? "error"}); trying again in ${(e.delayMs / 1000).toFixed(1)} s`);
         }

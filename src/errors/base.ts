@@ -4,6 +4,7 @@
  * (src/errors.ts, src/errors/database.ts) build on it without importing
  * each other.
  */
+import type { SuggestedCommand } from "../hint.js";
 
 /** Stable error codes. Match on these, never on messages. */
 export type CheckpointerErrorCode =
@@ -45,11 +46,17 @@ export class CheckpointerError extends Error {
   readonly code: CheckpointerErrorCode;
   /** True when repeating the same operation later may succeed. */
   readonly retryable: boolean;
+  /**
+   * The CLI commands the message suggests (src/hint.ts), as data: the CLI
+   * prints them with the connection flags of the command that failed.
+   */
+  readonly suggested: readonly SuggestedCommand[];
 
-  constructor(code: CheckpointerErrorCode, message: string, options?: { cause?: unknown; retryable?: boolean }) {
+  constructor(code: CheckpointerErrorCode, message: string, options?: { cause?: unknown; retryable?: boolean; suggested?: readonly SuggestedCommand[] }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.code = code;
     this.retryable = options?.retryable ?? false;
+    this.suggested = options?.suggested ?? [];
   }
 }

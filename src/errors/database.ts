@@ -95,7 +95,7 @@ function firstLine(err: unknown): string | undefined {
  *
  * @example
  * ```ts
- * if (sqlStateOf(err) === "23505") throw new ThreadExistsError(threadId, { cause: err });
+ * if (sqlStateOf(err) === "23505") throw new ThreadExistsError(threadId, schema, { cause: err });
  * ```
  */
 export function sqlStateOf(err: unknown): string | undefined {

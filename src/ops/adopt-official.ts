@@ -6,7 +6,7 @@
 import type { Queryable } from "../db/db.js";
 import { MigrationError, type OfficialTables } from "../errors.js";
 import { quoteIdent } from "../validate.js";
-import { ELEMENTS_CHANNEL } from "../saver/elements.js";
+import { ELEMENTS_CHANNEL } from "../saver/element-names.js";
 import { JS_LAST, OFFICIAL_MIGRATIONS_TABLE, PY_LAST, PY_TASK_PATH, type Table, TABLES, TRIGGER_PREFIX } from "./adopt.js";
 
 /**

@@ -9,8 +9,7 @@ import { MIGRATIONS_TABLE } from "../db/migrate.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_TOMBSTONES, CHECKPOINT_WRITES, CHECKPOINTER_RETENTION, CHECKPOINTS } from "../db/names.js";
 import { GATE_SIGNATURES } from "../saver/tombstones.js";
-import { STORE_MIGRATIONS_TABLE } from "../store/migrations.js";
-import { ITEMS } from "../store/queries.js";
+import { ITEMS, STORE_MIGRATIONS_TABLE } from "../store/migrations.js";
 import { VECTOR_TABLE } from "../store/vector.js";
 
 /** The tables whose rows the saver reads and writes (tombstones: deleteThread and prune; retention: its background runs). */

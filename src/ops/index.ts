@@ -15,19 +15,9 @@ export { grantStatements, type GrantOptions } from "./grants.js";
 export { reencrypt, type ReencryptOptions, type ReencryptResult, type ReencryptCounts } from "./reencrypt.js";
 export { compact, type CompactOptions, type CompactResult, type CompactCounts, type CompactProgress } from "./compact.js";
 export { prune, type PruneOptions, type PruneResult, type PruneProgress, type PruneCounts, type PruneThreadCounts, type PruneKept } from "./prune.js";
-export {
-  migrationStatus,
-  listThreads,
-  history,
-  show,
-  threadIds,
-  type InspectOptions,
-  type MigrationStatus,
-  type ThreadSummary,
-  type HistoryEntry,
-  type Lineage,
-  type StoredCheckpoint,
-} from "./inspect.js";
+export { listThreads, history, threadIds, type InspectOptions, type ThreadSummary, type HistoryEntry, type Lineage } from "./inspect.js";
+export { migrationStatus, type MigrationStatus } from "./status.js";
+export { show, type StoredCheckpoint } from "./show.js";
 export {
   exportThread,
   importThread,

@@ -1,8 +1,9 @@
 /**
  * Read what the checkpointer stored, and move threads between databases.
  * Plain functions over a pool (pg or PGlite), the same shapes the CLI prints:
- * {@link migrationStatus}, {@link listThreads}, {@link history}, {@link show},
- * {@link exportThread} and {@link importThread}.
+ * {@link listThreads}, {@link history} and {@link threadIds} here;
+ * `migrationStatus` in status.ts, `show` in show.ts (it decodes values, so it
+ * loads the serializer), `exportThread` and `importThread` in transfer.ts.
  *
  * The export format is JSON lines, one record per stored row: `value`
  * (base64 of the exact stored bytes, with its `type`) is what
@@ -14,12 +15,8 @@ import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { dbOf, type Db, type PGliteLike, type Row } from "../db/db.js";
 import { CheckpointerError, DatabaseOperationError, HistoryCorruptError, InvalidInputError } from "../errors.js";
-import { ADOPTION_TABLE, readAdoption, type AdoptionRecord } from "./adopt.js";
-import { assertSchemaCurrent, loadMigrations, MIGRATIONS_TABLE, schemaLevel } from "../db/migrate.js";
-import type { ValueRow } from "../serde/rowserde.js";
-import { MsgpackSerializer } from "../serde/serde.js";
+import { assertSchemaCurrent } from "../db/migrate.js";
 import { LIMITS, checkKey, checkSchemaName, quoteIdent } from "../validate.js";
-import { decodeMetadataRaw, decodeStored, loadElements, type Elements } from "./decode.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
 
 /** Where to read or write: a pool, client or PGlite instance the caller owns (never closed here), and a schema. */
@@ -32,7 +29,7 @@ export interface InspectOptions {
   serde?: SerializerProtocol;
 }
 
-function toDb(pool: InspectOptions["pool"]): Db {
+export function toDb(pool: InspectOptions["pool"]): Db {
   if (pool === null || typeof pool !== "object" || typeof (pool as { query?: unknown }).query !== "function") {
     throw new InvalidInputError("pool", "expected a pg.Pool, a pg.Client or a PGlite instance");
   }
@@ -43,7 +40,8 @@ interface Ctx {
   db: Db;
   schema: string;
   t: { checkpoints: string; writes: string; blobs: string; heads: string };
-  serde: SerializerProtocol;
+  /** The caller's serializer, if any (show.ts and transfer.ts default it: nothing here decodes values). */
+  serde: SerializerProtocol | undefined;
 }
 
 /** Resolve options and refuse a schema this code cannot read (not migrated, or migrated by a newer release). */
@@ -62,7 +60,7 @@ export async function open(options: InspectOptions): Promise<Ctx> {
       blobs: `${s}.${CHECKPOINT_BLOBS.table}`,
       heads: `${s}.${CHECKPOINT_HEADS.table}`,
     },
-    serde: options.serde ?? new MsgpackSerializer(),
+    serde: options.serde,
   };
 }
 
@@ -72,91 +70,6 @@ export async function run<R extends Row>(db: Pick<Db, "query">, what: string, te
   } catch (err) {
     throw err instanceof CheckpointerError ? err : new DatabaseOperationError(what, err);
   }
-}
-
-// ---------------------------------------------------------------------------
-// status
-// ---------------------------------------------------------------------------
-
-/** What {@link migrationStatus} reports. */
-export interface MigrationStatus {
-  schema: string;
-  /** The migration version this code requires. */
-  codeVersion: number;
-  /** The version recorded in the schema (0: never migrated). */
-  schemaVersion: number;
-  /**
-   * `up-to-date`; `pending` (run migrate); `newer-compatible` (a newer release
-   * migrated it, and its newer migrations say this code keeps working);
-   * `too-new` (a newer release migrated it and this code must not run on it: upgrade the package).
-   */
-  state: "up-to-date" | "pending" | "newer-compatible" | "too-new";
-  /** For `too-new`: the oldest code level the schema works with. */
-  compatibleFrom?: number;
-  /** The adoption of the official saver's tables recorded in this schema, if any. */
-  adoption?: AdoptionRecord;
-  /** Applied migrations; `modified` when the shipped file differs from what was applied. */
-  applied: { version: number; name: string; appliedAt: string; modified: boolean; known: boolean }[];
-  pending: { version: number; name: string }[];
-  /** Row counts per table (absent for tables that do not exist yet). */
-  rows: Partial<Record<"checkpoints" | "checkpoint_writes" | "checkpoint_blobs" | "checkpoint_heads", number>>;
-}
-
-/**
- * Applied and pending migrations of a schema, and row counts per table.
- * Read-only; works on a schema in any state (never migrated, behind, ahead).
- *
- * @example
- * ```ts
- * const s = await migrationStatus({ pool, schema: "agents" });
- * if (s.state !== "up-to-date") console.log(`${s.pending.length} pending`);
- * ```
- */
-export async function migrationStatus(options: Omit<InspectOptions, "serde">): Promise<MigrationStatus> {
-  const db = toDb(options.pool);
-  const schema = checkSchemaName(options.schema ?? "public");
-  const s = quoteIdent(schema);
-  const migrations = loadMigrations();
-  const present = await run<{ name: string; ok: boolean }>(
-    db,
-    "reading the schema status",
-    `SELECT n AS name, pg_catalog.to_regclass($1 || '.' || pg_catalog.quote_ident(n)) IS NOT NULL AS ok FROM pg_catalog.unnest($2::text[]) AS n`,
-    [s, [MIGRATIONS_TABLE, CHECKPOINTS.table, CHECKPOINT_WRITES.table, CHECKPOINT_BLOBS.table, CHECKPOINT_HEADS.table, ADOPTION_TABLE]],
-  );
-  const has = new Set(present.filter((r) => r.ok).map((r) => r.name));
-  const appliedRows = has.has(MIGRATIONS_TABLE)
-    ? await run<{ version: number; name: string; sha256: string; applied_at: string }>(
-        db,
-        "reading applied migrations",
-        `SELECT version, name, sha256, pg_catalog.to_json(applied_at) #>> '{}' AS applied_at FROM ${s}.${MIGRATIONS_TABLE} ORDER BY version`,
-      )
-    : [];
-  const applied = appliedRows.map((r) => {
-    const known = migrations[r.version - 1];
-    return { version: r.version, name: r.name, appliedAt: r.applied_at, known: known !== undefined, modified: known !== undefined && known.sha256 !== r.sha256 };
-  });
-  const version = applied.reduce((m, r) => Math.max(m, r.version), 0);
-  // Both read through `run`, so a failure is a typed error.
-  const reader = { query: <R extends Row>(text: string, values?: unknown[]) => run<R>(db, "reading the schema status", text, values).then((rows) => ({ rows })) };
-  const level = version > migrations.length ? await schemaLevel(reader, schema) : undefined;
-  const adoption = has.has(ADOPTION_TABLE) ? await readAdoption(reader, schema) : undefined;
-  const rows: MigrationStatus["rows"] = {};
-  for (const table of [CHECKPOINTS.table, CHECKPOINT_WRITES.table, CHECKPOINT_BLOBS.table, CHECKPOINT_HEADS.table] as const) {
-    if (!has.has(table)) continue;
-    const [r] = await run<{ n: string }>(db, "counting rows", `SELECT pg_catalog.count(*)::text AS n FROM ${s}.${table}`);
-    rows[table] = Number(r!.n);
-  }
-  return {
-    schema,
-    codeVersion: migrations.length,
-    schemaVersion: version,
-    state: level ? (level.compatibleFrom > migrations.length ? "too-new" : "newer-compatible") : version < migrations.length ? "pending" : "up-to-date",
-    ...(level && level.compatibleFrom > migrations.length ? { compatibleFrom: level.compatibleFrom } : {}),
-    ...(adoption ? { adoption } : {}),
-    applied,
-    pending: migrations.slice(version).map((m) => ({ version: m.version, name: m.name })),
-    rows,
-  };
 }
 
 // ---------------------------------------------------------------------------
@@ -284,7 +197,7 @@ export interface Lineage {
 export async function history(options: InspectOptions & { threadId: string; checkpointNs?: string }): Promise<Lineage[]> {
   const threadId = checkKey("threadId", options.threadId, LIMITS.thread_id);
   const ns = options.checkpointNs === undefined ? null : checkKey("checkpointNs", options.checkpointNs, LIMITS.checkpoint_ns, { allowEmpty: true });
-  const { db, t } = await open(options);
+  const { db, t, schema } = await open(options);
   const rows = await run<{
     checkpoint_ns: string;
     checkpoint_id: string;
@@ -328,7 +241,7 @@ export async function history(options: InspectOptions & { threadId: string; chec
       if (c.parentCheckpointId !== null) byId.get(`${lineage.checkpointNs}\u0000${c.parentCheckpointId}`)?.children.push(c.checkpointId);
     }
     const loop = findCycle(lineage.checkpoints);
-    if (loop !== undefined) throw new HistoryCorruptError({ threadId, checkpointNs: lineage.checkpointNs, checkpointId: loop, reason: "cycle", operation: "history" });
+    if (loop !== undefined) throw new HistoryCorruptError({ schema, threadId, checkpointNs: lineage.checkpointNs, checkpointId: loop, reason: "cycle", operation: "history" });
   }
   return [...lineages.values()];
 }
@@ -354,147 +267,6 @@ function findCycle(checkpoints: HistoryEntry[]): string | undefined {
     for (const p of path) state.set(p, "done");
   }
   return undefined;
-}
-
-// ---------------------------------------------------------------------------
-// show
-// ---------------------------------------------------------------------------
-
-/** A checkpoint as stored, decoded (what {@link show} returns). */
-export interface StoredCheckpoint {
-  threadId: string;
-  checkpointNs: string;
-  checkpointId: string;
-  parentCheckpointId: string | null;
-  isHead: boolean;
-  createdAt: string;
-  ttlSeconds: number | null;
-  /** The stored checkpoint: `v`, `ts`, `channel_versions`, `versions_seen`, `updated_channels` (channel values live in blobs), and its `id` (from its column). */
-  checkpoint: Record<string, unknown>;
-  metadata: unknown;
-  /**
-   * One per `channel_versions` entry: the blob it points at. `type` is `empty` for a channel without a value, `missing` if no blob row exists,
-   * `pg:refs`, `pg:val` or `pg:obj:<type>` for a value stored by content (saver/stored.ts; `value` is the whole value, put back together).
-   */
-  channels: { channel: string; version: string; type: string; value: unknown }[];
-  /** Channel values the checkpoint holds without a version (e.g. `__pregel_tasks: []`), stored with its row. */
-  unversioned: { channel: string; value: unknown }[];
-  /** The writes tasks produced from this checkpoint, in `(task_path, task_id, idx)` order; `value` decoded whole, also when stored by content. */
-  pendingWrites: { taskId: string; idx: number; channel: string; type: string; taskPath: string; value: unknown }[];
-}
-
-/**
- * One checkpoint (default: the head of the namespace) with its metadata,
- * channel values and pending writes, decoded. Undefined when it does not exist.
- * A value that cannot be decoded comes back as `{ $type: "undecodable", error }`.
- *
- * @example
- * ```ts
- * const cp = await show({ pool, threadId: "12345" });
- * console.log(cp?.channels.map((c) => [c.channel, c.value]));
- * ```
- */
-export async function show(options: InspectOptions & { threadId: string; checkpointId?: string; checkpointNs?: string }): Promise<StoredCheckpoint | undefined> {
-  const threadId = checkKey("threadId", options.threadId, LIMITS.thread_id);
-  const ns = checkKey("checkpointNs", options.checkpointNs ?? "", LIMITS.checkpoint_ns, { allowEmpty: true });
-  const id = options.checkpointId === undefined ? null : checkKey("checkpointId", options.checkpointId, LIMITS.checkpoint_id);
-  const { db, t, serde } = await open(options);
-  const [cp] = await run<{
-    checkpoint_id: string;
-    parent_checkpoint_id: string | null;
-    checkpoint: Record<string, unknown>;
-    metadata: unknown;
-    metadata_raw: Uint8Array | null;
-    is_head: boolean;
-    created_at: string;
-    ttl_seconds: number | null;
-    unversioned_type: string | null;
-    unversioned_values: Uint8Array | null;
-  }>(
-    db,
-    "reading a checkpoint",
-    `SELECT c.${COL.checkpointId} AS checkpoint_id, c.${COL.parentCheckpointId} AS parent_checkpoint_id, c.${COL.checkpoint} AS checkpoint,
-            c.${COL.metadata} AS metadata, c.${COL.metadataRaw} AS metadata_raw, h.${COL.checkpointId} IS NOT NULL AS is_head,
-            pg_catalog.to_json(c.${COL.createdAt}) #>> '{}' AS created_at, c.${COL.ttlSeconds} AS ttl_seconds,
-            c.${COL.unversionedType} AS unversioned_type, c.${COL.unversionedValues} AS unversioned_values
-       FROM ${t.checkpoints} c
-       LEFT JOIN ${t.heads} h ON h.${COL.threadId} = c.${COL.threadId} AND h.${COL.checkpointNs} = c.${COL.checkpointNs} AND h.${COL.checkpointId} = c.${COL.checkpointId}
-      WHERE c.${COL.threadId} = $1 AND c.${COL.checkpointNs} = $2
-        AND c.${COL.checkpointId} = coalesce($3::text, (SELECT ${COL.checkpointId} FROM ${t.heads} WHERE ${COL.threadId} = $1 AND ${COL.checkpointNs} = $2))`,
-    [threadId, ns, id],
-  );
-  if (!cp) return undefined;
-  const versions = Object.entries((cp.checkpoint.channel_versions ?? {}) as Record<string, unknown>).map(([c, v]) => [c, String(v)] as const);
-  const blobs = await run<{ channel: string; version: string; type: string; value: Uint8Array | null }>(
-    db,
-    "reading channel values",
-    `SELECT b.${COL.channel} AS channel, b.${COL.version} AS version, b.${COL.type} AS type, b.${COL.value} AS value FROM ${t.blobs} b
-       JOIN ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::text[])) AS cv(channel, version) ON b.${COL.channel} = cv.channel AND b.${COL.version} = cv.version
-      WHERE b.${COL.threadId} = $1 AND b.${COL.checkpointNs} = $2`,
-    [threadId, ns, versions.map(([c]) => c), versions.map(([, v]) => v)],
-  );
-  const writes = await run<{ task_id: string; idx: number; channel: string; type: string; value: Uint8Array | null; task_path: string }>(
-    db,
-    "reading pending writes",
-    `SELECT ${COL.taskId} AS task_id, ${COL.idx} AS idx, ${COL.channel} AS channel, ${COL.type} AS type, ${COL.value} AS value, ${COL.taskPath} AS task_path FROM ${t.writes}
-      WHERE ${COL.threadId} = $1 AND ${COL.checkpointNs} = $2 AND ${COL.checkpointId} = $3 ORDER BY ${COL.taskPath}, ${COL.taskId}, ${COL.idx}`,
-    [threadId, ns, cp.checkpoint_id],
-  );
-  const blobOf = new Map(blobs.map((b) => [b.channel, b]));
-  // Channel values and pending writes alike may be stored by content: the element rows of both, in one go.
-  const elements = await loadElements(
-    (text, values) => run(db, "reading list elements", text, values),
-    t.blobs,
-    [...blobs, ...writes].map((v) => ({ threadId, checkpointNs: ns, type: v.type, value: v.value })),
-  );
-  const decode = async (type: string, value: Uint8Array | null, row: ValueRow, list?: Elements) => {
-    const d = await decodeStored(serde, type, value, row, list);
-    return d.ok ? d.value : { $type: "undecodable", error: d.error };
-  };
-  const key = { threadId, checkpointNs: ns };
-  const { channel_values: _none, ...stored } = cp.checkpoint;
-  const checkpoint = { ...stored, id: cp.checkpoint_id };
-  // One map { channel: value }; if it cannot be decoded, one entry says so.
-  const unversioned =
-    cp.unversioned_values === null
-      ? {}
-      : await decode(cp.unversioned_type ?? "", cp.unversioned_values, { table: "checkpoints", ...key, checkpointId: cp.checkpoint_id });
-  const metadata = await decodeMetadataRaw(cp.metadata, cp.metadata_raw);
-  const undecodable = unversioned === null || typeof unversioned !== "object" || (unversioned as { $type?: unknown }).$type === "undecodable";
-  return {
-    threadId,
-    checkpointNs: ns,
-    checkpointId: cp.checkpoint_id,
-    parentCheckpointId: cp.parent_checkpoint_id,
-    isHead: cp.is_head,
-    createdAt: cp.created_at,
-    ttlSeconds: cp.ttl_seconds,
-    checkpoint,
-    metadata: metadata.ok ? metadata.value : cp.metadata,
-    channels: await Promise.all(
-      versions.map(async ([channel, version]) => {
-        const b = blobOf.get(channel);
-        if (!b) return { channel, version, type: "missing", value: undefined };
-        return { channel, version, type: b.type, value: await decode(b.type, b.value, { table: "checkpoint_blobs", ...key, channel, version: b.version }, elements) };
-      }),
-    ),
-    unversioned: undecodable
-      ? [{ channel: "*", value: unversioned }]
-      : // The map also lists versioned channels the checkpoint holds as undefined (saver/encode.ts): those are in `channels`.
-        Object.entries(unversioned)
-          .filter(([channel]) => !versions.some(([c]) => c === channel))
-          .map(([channel, value]) => ({ channel, value })),
-    pendingWrites: await Promise.all(
-      writes.map(async (w) => ({
-        taskId: w.task_id,
-        idx: w.idx,
-        channel: w.channel,
-        type: w.type,
-        taskPath: w.task_path,
-        value: await decode(w.type, w.value, { table: "checkpoint_writes", ...key, checkpointId: cp.checkpoint_id, taskId: w.task_id, idx: w.idx }, elements),
-      })),
-    ),
-  };
 }
 
 /**

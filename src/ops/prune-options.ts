@@ -43,7 +43,7 @@ export interface PruneOptions {
    * is touched. Checkpoints created within it and their parents are kept,
    * writes without a checkpoint row are left alone until this old, and a
    * thread expires only after being idle for at least this long. Set it above
-   * your slowest step. `0` turns the protection off. Default `"15m"`.
+   * your slowest step. `0` (or `"0"`, `"0s"`) turns the protection off. Default `"15m"`.
    */
   grace?: string | number;
   /**
@@ -51,7 +51,7 @@ export interface PruneOptions {
    * stay deleted"): while it is, a run that was still going when the thread
    * was deleted cannot write it back. Older ones are deleted at the end of
    * the run (with `threadIds`, only theirs). Keep it longer than your longest
-   * run. Default `"7d"`; `0` collects every tombstone.
+   * run. Default `"7d"`; `0` (or `"0"`, `"0s"`) collects every tombstone.
    */
   keepTombstones?: string | number;
   /** Threads per batch (one `onProgress` call each). Default 100. */
@@ -256,9 +256,9 @@ export function readOptions(options: PruneOptions): Settings {
     threadIds = [...new Set(o.threadIds)];
   }
 
-  const graceMs = o.grace === 0 || o.grace === "0" ? 0 : o.grace === undefined ? DEFAULTS.grace : parseDuration(o.grace, "grace");
-  const keepTombstonesMs =
-    o.keepTombstones === 0 || o.keepTombstones === "0" ? 0 : parseDuration(o.keepTombstones ?? DEFAULT_KEEP_TOMBSTONES, "keepTombstones");
+  // Zero means "off" (grace) and "keep none" (keepTombstones), however it is written: 0, "0", "0s".
+  const graceMs = o.grace === undefined ? DEFAULTS.grace : parseDuration(o.grace, "grace", { zero: true });
+  const keepTombstonesMs = parseDuration(o.keepTombstones ?? DEFAULT_KEEP_TOMBSTONES, "keepTombstones", { zero: true });
   const lockTimeoutMs = o.lockTimeout === undefined ? DEFAULTS.lockTimeout : parseDuration(o.lockTimeout, "lockTimeout");
   const batchSize = optionalInt(o.batchSize, "batchSize", 1, 10_000) ?? DEFAULTS.batchSize;
   const chunkSize = optionalInt(o.chunkSize, "chunkSize", 1, 1_000_000) ?? DEFAULTS.chunkSize;

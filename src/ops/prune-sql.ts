@@ -7,8 +7,8 @@
  */
 import { quoteIdent } from "../validate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_TOMBSTONES, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
-import { ELEMENTS_CHANNEL, REFS_TYPE } from "../saver/elements.js";
-import { hashesSql, refsAreaSql } from "../saver/stored.js";
+import { ELEMENTS_CHANNEL, REFS_TYPE } from "../saver/element-names.js";
+import { hashesSql, refsAreaSql } from "../saver/element-names.js";
 import { tryLockForDelete, upsertTombstones } from "../saver/tombstones.js";
 
 /** One lineage: a thread and a namespace. */

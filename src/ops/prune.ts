@@ -59,26 +59,20 @@
  *
  * Issue #6. The statements are in prune-sql.ts, next to the one function that
  * runs them, rather than in saver/sql/ (the saver's statements); the options
- * and their checks in prune-options.ts.
+ * and their checks in prune-options.ts, its database plumbing (pool, typed failures, retried
+ * rounds) in prune-db.ts.
  */
-import pg from "pg";
-import { dbOf, poolDb, type Db, type Queryable } from "../db/db.js";
-import {
-  CheckpointerError,
-  DatabaseOperationError,
-  HistoryCorruptError,
-  InvalidOptionsError,
-} from "../errors.js";
+import type { Db, Queryable } from "../db/db.js";
+import { HistoryCorruptError, InvalidOptionsError } from "../errors.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
-import { knowsElementsSql } from "../saver/element-codec.js";
+import { knowsElementsSql } from "../saver/element-names.js";
 import { readOptions, type PruneCounts, type PruneOptions, type PruneResult, type PruneThreadCounts, type Settings } from "./prune-options.js";
 import { addCounts, addKept, addKeptTotals, addPerThread, addRows, zero, zeroKept, type BatchOutcome, type PerThreadRow } from "./prune-counts.js";
 import { buildSql, pruneLockName, type Lineage, type RoundRow, type Sql } from "./prune-sql.js";
+import { attempt, connect, query, sleep, withErrors } from "./prune-db.js";
 
 export type { PruneCounts, PruneKept, PruneOptions, PruneProgress, PruneResult, PruneThreadCounts } from "./prune-options.js";
 
-/** A round that hit a lock timeout, a deadlock or a serialization failure is retried this many times, then skipped. */
-const ROUND_ATTEMPTS = 4;
 /**
  * A collection round may delete this many times `chunkSize` blobs (and as many
  * writes): it holds no head lock, only the locks of rows nobody references.
@@ -130,17 +124,6 @@ export async function prune(options: PruneOptions): Promise<PruneResult> {
   } finally {
     await close();
   }
-}
-
-function connect(options: PruneOptions): { db: Db; close: () => Promise<void> } {
-  const p = options.pool;
-  if (p === undefined) {
-    const pool = new pg.Pool({ connectionString: options.connectionString, application_name: "langgraph-checkpoint-pg:prune", max: 2 });
-    // An idle client dying must not crash the process; the next query reports it.
-    pool.on("error", () => undefined);
-    return { db: poolDb(pool), close: () => pool.end() };
-  }
-  return { db: dbOf(p), close: async () => undefined };
 }
 
 // ---------------------------------------------------------------------------
@@ -245,7 +228,7 @@ async function* threadBatches(db: Db, sql: Sql, o: Settings): AsyncGenerator<str
 }
 
 /** A dry run reads one consistent snapshot per batch and counts what the real rounds would delete. */
-async function dryBatch(db: Db, { sql, rules }: Job, threads: string[]): Promise<BatchOutcome> {
+async function dryBatch(db: Db, { sql, o, rules }: Job, threads: string[]): Promise<BatchOutcome> {
   return withErrors("prune (dry run)", () =>
     db.transaction(
       async (tx) => {
@@ -264,7 +247,7 @@ async function dryBatch(db: Db, { sql, rules }: Job, threads: string[]): Promise
         const gone = new Set(expired);
         const rest = threads.filter((t) => !gone.has(t));
         if (rest.length > 0) {
-          const row = checkWalk((await tx.query<RoundRow & { per_thread: PerThreadRow[] }>(sql.round(true), roundParams(rules, { threads: rest, lineages: null, victims: rules.pruneCheckpoints, budget: null, collect: true, collectBudget: null }))).rows[0]!);
+          const row = checkWalk((await tx.query<RoundRow & { per_thread: PerThreadRow[] }>(sql.round(true), roundParams(rules, { threads: rest, lineages: null, victims: rules.pruneCheckpoints, budget: null, collect: true, collectBudget: null }))).rows[0]!, o.schema);
           addRows(counts, row);
           addKept(kept, row);
           addPerThread(perThread, row.per_thread, false);
@@ -332,9 +315,9 @@ interface ClaimRow {
 }
 
 /** A walk over broken parent links stops the prune (its transaction rolls back): nothing is deleted on a guess. */
-function checkWalk<R extends RoundRow>(row: R): R {
+function checkWalk<R extends RoundRow>(row: R, schema: string): R {
   const b = row.broken;
-  if (b) throw new HistoryCorruptError({ threadId: b.thread_id, checkpointNs: b.checkpoint_ns, checkpointId: b.checkpoint_id, reason: b.reason, operation: "prune" });
+  if (b) throw new HistoryCorruptError({ schema, threadId: b.thread_id, checkpointNs: b.checkpoint_ns, checkpointId: b.checkpoint_id, reason: b.reason, operation: "prune" });
   return row;
 }
 
@@ -493,43 +476,9 @@ async function realBatch(db: Db, job: Job, threads: string[]): Promise<BatchOutc
 
 async function deleteRound(tx: Queryable, { sql, o, rules }: Job, lineages: Lineage[]): Promise<RoundResult> {
   const threads = [...new Set(lineages.map((l) => l.thread))];
-  return checkWalk((await tx.query<RoundResult>(sql.round(false), roundParams(rules, { threads, lineages, victims: true, budget: o.chunkSize, collect: false, collectBudget: null }))).rows[0]!);
+  return checkWalk((await tx.query<RoundResult>(sql.round(false), roundParams(rules, { threads, lineages, victims: true, budget: o.chunkSize, collect: false, collectBudget: null }))).rows[0]!, o.schema);
 }
 
 function moreOf(row: RoundResult): Lineage[] {
   return row.more_threads.map((thread, i) => ({ thread, ns: row.more_ns[i]! }));
-}
-
-// 55P03 lock_not_available (lock_timeout), 40P01 deadlock, 40001 serialization failure: try the round again later.
-const TRANSIENT = new Set(["55P03", "40P01", "40001"]);
-
-/** Run one round; transient lock failures are retried, then give `undefined` (the caller skips). */
-async function attempt<T>(what: string, fn: () => Promise<T>): Promise<T | undefined> {
-  for (let i = 1; ; i++) {
-    try {
-      return await withErrors(what, fn);
-    } catch (err) {
-      const state = err instanceof DatabaseOperationError ? err.sqlState : undefined;
-      if (state === undefined || !TRANSIENT.has(state)) throw err;
-      if (i >= ROUND_ATTEMPTS) return undefined;
-      await sleep(25 * 2 ** i);
-    }
-  }
-}
-
-async function withErrors<T>(what: string, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (err instanceof CheckpointerError) throw err;
-    throw new DatabaseOperationError(what, err);
-  }
-}
-
-async function query<R extends Record<string, unknown>>(db: Db, text: string, values: unknown[], what: string): Promise<{ rows: R[] }> {
-  return withErrors(what, () => db.query<R>(text, values));
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

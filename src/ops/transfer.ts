@@ -16,7 +16,9 @@ import type { Db } from "../db/db.js";
 import { CheckpointerError, DatabaseOperationError, InvalidInputError, sqlStateOf } from "../errors.js";
 import { latestVersion } from "../db/migrate.js";
 import type { ValueRow } from "../serde/rowserde.js";
+import { MsgpackSerializer } from "../serde/serde.js";
 import { checkKey, LIMITS, quoteIdent } from "../validate.js";
+import { suggest, type SuggestedCommand } from "../hint.js";
 import { decodeMetadataRaw, decodeSafe, outlineSafe, toJsonSafe } from "./decode.js";
 import { open, run, type InspectOptions } from "./inspect.js";
 import { COL } from "../db/names.js";
@@ -191,7 +193,8 @@ export async function exportThread(options: InspectOptions & { threadId: string;
   const threadId = checkKey("threadId", options.threadId, LIMITS.thread_id);
   const decoded = options.decoded ?? false;
   if (typeof decoded !== "boolean") throw new InvalidInputError("decoded", "expected true or false");
-  const { db, t, schema, serde } = await open(options);
+  const { db, t, schema } = await open(options);
+  const serde = options.serde ?? new MsgpackSerializer();
   const [columns, cps, writes, blobs] = await db
     .transaction(async (tx) => {
       // One snapshot: a run writing to the thread meanwhile is either all in or all out.
@@ -263,15 +266,19 @@ export async function exportThread(options: InspectOptions & { threadId: string;
  */
 export class ThreadExistsError extends CheckpointerError {
   readonly threadId: string;
-  constructor(threadId: string, options?: { cause?: unknown }) {
+  /** The target schema (the one the suggested `threads delete` acts on). */
+  readonly schema: string;
+  constructor(threadId: string, schema: string, options?: { cause?: unknown }) {
+    const remove: SuggestedCommand = { words: ["threads", "delete", threadId], schema };
     super(
       "INVALID_INPUT",
-      `Thread ${JSON.stringify(threadId)} already exists in the target; nothing was imported. ` +
-        `Delete it first (\`npx langgraph-checkpoint-pg threads delete ${JSON.stringify(threadId)}\` or \`saver.deleteThread(id)\`), ` +
+      `Thread ${JSON.stringify(threadId)} already exists in the target schema "${schema}"; nothing was imported. ` +
+        `Delete it first (${suggest(remove)} or \`saver.deleteThread(id)\`), ` +
         "or skip existing threads (`import --skip-existing`, `ifExists: \"skip\"`).",
-      options,
+      { ...options, suggested: [remove] },
     );
     this.threadId = threadId;
+    this.schema = schema;
   }
 }
 
@@ -378,7 +385,7 @@ export async function importThread(
       );
       if (exists!.found) {
         if (ifExists === "skip") return { threadId, status: "skipped" as const, checkpoints: 0, writes: 0, blobs: 0 };
-        throw new ThreadExistsError(threadId);
+        throw new ThreadExistsError(threadId, schema);
       }
       for (const kind of ["checkpoint", "write", "blob"] as const) {
         // Columns the records do not carry (an export from an older schema) take their defaults.
@@ -407,7 +414,7 @@ export async function importThread(
   } catch (err) {
     if (err instanceof CheckpointerError) throw err;
     // A concurrent import of the same thread committed first.
-    if (sqlStateOf(err) === "23505") throw new ThreadExistsError(threadId, { cause: err });
+    if (sqlStateOf(err) === "23505") throw new ThreadExistsError(threadId, schema, { cause: err });
     throw new DatabaseOperationError("importing a thread", err);
   }
   // A writer with element storage chose each value's form (small values whole, lists by their elements...): its

@@ -32,19 +32,10 @@ import { DeserializationError, SerializationError } from "../errors.js";
 import { isRowBound, isSealing, rowIdentity, type SealingSerializer, type ValueRow } from "../serde/rowserde.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 
-/** Type tag of a refs value (a list channel's version, or a chunk). */
-export const REFS_TYPE = "pg:refs";
-/** The reserved channel of element rows. */
-export const ELEMENTS_CHANNEL = "__elements__";
-/**
- * The setting, and its value, by which a transaction says it knows what refers to element rows:
- * migration 0008's trigger refuses to delete one otherwise (issue 26, row 5).
- */
-export const KNOWS_ELEMENTS = { setting: "langgraph_checkpoint_pg.elements", value: "known" } as const;
-/** SQL: say so for the rest of the transaction (a `SELECT` expression). */
-export const knowsElementsSql = `pg_catalog.set_config('${KNOWS_ELEMENTS.setting}', '${KNOWS_ELEMENTS.value}', true)`;
-/** Bytes of one hash, and of a refs value's tag. */
-export const HASH_BYTES = 16;
+import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE } from "./element-names.js";
+
+// The names it reserves live in element-names.ts (loaded without the codec); imported from here too.
+export { ELEMENTS_CHANNEL, HASH_BYTES, KNOWS_ELEMENTS, REFS_TYPE, knowsElementsSql } from "./element-names.js";
 
 /** A row of `checkpoint_blobs`: where a list or an element is stored. */
 export type BlobRow = Extract<ValueRow, { table: "checkpoint_blobs" }>;

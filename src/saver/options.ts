@@ -144,8 +144,10 @@ export interface SetupOptions {
   /**
    * The official LangGraph saver's tables: adopt them (`true`, or `{ from:
    * "<schema>" }`), or start empty beside them (`false`). Without it, setup()
-   * on a database holding them stops with `AdoptionRequiredError` and changes
-   * nothing. See docs/adoption.md.
+   * of a schema holding them stops with `AdoptionRequiredError` and changes
+   * nothing; official tables in other schemas are said once (an
+   * `officialTablesFound` event) and left alone. See docs/adoption.md (switching from
+   * @langchain/langgraph-checkpoint-postgres).
    * Once the adoption commits, what it copied whole is stored by content with
    * this saver's serializer, as `compact` does (with `elementStorage` on, the
    * default): reported in the result's `adoption.compacted`.
@@ -288,8 +290,7 @@ export function checkedSettings(options: PostgresSaverOptions): {
   if (options.onEvent !== undefined && typeof options.onEvent !== "function") throw new InvalidOptionsError("onEvent", "expected a function");
   if (options.onHandlerError !== undefined && typeof options.onHandlerError !== "function") throw new InvalidOptionsError("onHandlerError", "expected a function");
   const schema = checkSchemaName(options.schema ?? "public");
-  const lease = options.runLeaseMs ?? 300_000;
-  if (typeof lease !== "number" || !Number.isFinite(lease) || lease < 0) throw new InvalidOptionsError("runLeaseMs", "expected a non-negative number of milliseconds");
+  const lease = parseDuration(options.runLeaseMs ?? 300_000, "runLeaseMs", { zero: true });
   const versioning = checkVersioning(options.stateVersion, options.upcasters);
   const maxValueBytes = options.maxValueBytes ?? 64 * 1024 * 1024;
   if (!Number.isInteger(maxValueBytes) || maxValueBytes < 1 || maxValueBytes > MAX_STATEMENT_BYTES) {

@@ -152,6 +152,7 @@ export async function toDeltaHistory(
   const stopped = rows.find((r) => r.kind === "stopped");
   if (stopped) {
     throw new HistoryCorruptError({
+      schema: ctx.schema,
       threadId,
       checkpointNs: ns,
       checkpointId: stopped.checkpoint_id,

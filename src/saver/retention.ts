@@ -20,6 +20,11 @@
  * - **Observable.** Each run is reported by a `retention` event (what it
  *   deleted, when it started and finished by the database's clock); a failed
  *   run by `retentionFailed`, and the next check tries again.
+ * - **After the schema is migrated.** Retention starts with the saver, often
+ *   before its `setup()` (or `open()`'s) has created the tables: a check that
+ *   finds the schema not migrated yet has nothing to prune and is no failure.
+ *   It says so once (`retentionWaiting`), and the check after `setup()`
+ *   comes at once (a deploy step's `migrate`: at the next check).
  * - **Stops with the saver.** `stopRetention()` and `end()` stop the timer,
  *   stop a run in progress after its current batch, and close its pool.
  *   Timers are unref'd: retention alone never keeps a process alive.
@@ -100,6 +105,10 @@ export class Retention {
   #running: Promise<void> | undefined;
   #abort: AbortController | undefined;
   #started = false;
+  /** The last check found the schema not migrated (said once, until a check finds it migrated). */
+  #waiting = false;
+  /** setup() finished while a check ran: the next check comes at once. */
+  #soon = false;
 
   constructor(options: { settings: RetentionSettings; schema: string; pool: pg.Pool | PGliteLike; onEvent: EventHandler | undefined }) {
     this.#settings = options.settings;
@@ -131,13 +140,29 @@ export class Retention {
     await pool?.end().catch(() => undefined);
   }
 
+  /**
+   * The saver's setup() migrated the schema: a check that waited for it (or is
+   * finding out right now) is followed by one at once, not a quarter interval later.
+   */
+  schemaReady(): void {
+    if (!this.#started || !(this.#waiting || this.#running)) return;
+    if (this.#running) {
+      this.#soon = true;
+      return;
+    }
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#schedule(0);
+  }
+
   #schedule(ms: number): void {
     if (!this.#started) return;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       this.#running = this.#check().finally(() => {
         this.#running = undefined;
-        this.#schedule(this.#settings.everyMs / CHECKS);
+        const soon = this.#soon;
+        this.#soon = false;
+        this.#schedule(soon ? 0 : this.#settings.everyMs / CHECKS);
       });
     }, ms);
     this.#timer.unref();
@@ -168,6 +193,16 @@ export class Retention {
         };
       }
       const table = `${quoteIdent(this.#schema)}.${R.table}`;
+      // Not migrated yet (setup() still on its way): nothing to prune, and nothing failed.
+      const migrated = (await tx.query<{ ok: boolean }>("SELECT pg_catalog.to_regclass($1) IS NOT NULL AS ok", [table])).rows[0]!.ok;
+      if (!migrated) {
+        if (!this.#waiting) {
+          this.#waiting = true;
+          emit(this.#onEvent, { type: "retentionWaiting", schema: this.#schema, message: `schema "${this.#schema}" is not migrated yet: retention starts once setup() or migrate has run` });
+        }
+        return;
+      }
+      this.#waiting = false;
       const claimed = (
         await tx.query<{ started_at: Date }>(
           `INSERT INTO ${table} AS r (${R.job}, ${R.startedAt}, ${R.runs}) VALUES ($1, pg_catalog.now(), 1)

@@ -226,9 +226,10 @@ export class PostgresSaver extends BaseCheckpointSaver {
   /**
    * Apply pending migrations to this saver's schema (the same as {@link migrate}).
    * Waits for a database that is not reachable yet (see {@link SetupOptions.retry}).
-   * On a database holding the official LangGraph saver's tables it changes
+   * On a schema holding the official LangGraph saver's tables it changes
    * nothing and throws `AdoptionRequiredError` unless told what to do with
-   * them ({@link SetupOptions.adopt}); an adoption's copy is then stored by
+   * them ({@link SetupOptions.adopt}; in other schemas they are said once and
+   * left alone); an adoption's copy is then stored by
    * content with this saver's serializer (`adoption.compacted` in the result).
    *
    * @example
@@ -245,6 +246,8 @@ export class PostgresSaver extends BaseCheckpointSaver {
     }
     const { adopt, retry, partitions } = options;
     const result = await runMigrations(this.#ctx.db, this.schema, { onEvent: this.#ctx.onEvent, adopt, retry, partitions, operation: "setup" });
+    // Retention started with the saver may have found no tables yet: its first run comes now.
+    this.#retention?.schemaReady();
     await this.#runner.recheck();
     // The adoption copied the official saver's values whole: store them as this saver stores values (issue 27).
     if (result.adoption?.adopted && this.#ctx.elements) {

@@ -31,56 +31,11 @@ import { dumpsForRow, isSealing, loadsForRow, type ValueRow } from "../serde/row
 import { HASH_BYTES, REFS_TYPE, authenticate, elementRow, type ElementCodec, type OpenedRefs } from "./element-codec.js";
 import { formatKey } from "../serde/paths.js";
 import { encodeList, isElementList, leavesOf, rebase, type ElementRow, type StoredElement } from "./elements.js";
+import { BY_CONTENT_MIN_BYTES, OBJECT_TYPE_PREFIX, VALUE_TYPE, namesElements, refsAreaOf } from "./element-names.js";
 
-/** Type of a value stored by content (one element row). */
-export const VALUE_TYPE = "pg:val";
-/** Type prefix of an object whose list fields are stored by their elements. */
-export const OBJECT_TYPE_PREFIX = "pg:obj:";
-/**
- * Objects with lists, and single values, are stored by content only from this
- * size on (what their lists' elements, or the value, serialize to): below it
- * a row of their own costs more than it saves. Lists are stored by their
- * elements whatever their size, as before.
- */
-export const BY_CONTENT_MIN_BYTES = 256;
+// The forms' type tags and the SQL that reads a refs area live in element-names.ts (no codec); imported from here too.
+export { BY_CONTENT_MIN_BYTES, OBJECT_TYPE_PREFIX, VALUE_TYPE, hashesSql, namesElements, refsAreaOf, refsAreaSql } from "./element-names.js";
 
-/** Whether a row's value names element rows (a refs area). */
-export function namesElements(type: string): boolean {
-  return type === REFS_TYPE || type === VALUE_TYPE || type.startsWith(OBJECT_TYPE_PREFIX);
-}
-
-/**
- * SQL: the refs area of a value of type `t` and bytes `v` (SQL expressions), or NULL
- * when the value names no element row. Its length is a whole number of hashes.
- */
-export function refsAreaSql(t: string, v: string): string {
-  return `CASE WHEN ${t} = '${REFS_TYPE}' OR ${t} = '${VALUE_TYPE}' THEN ${v}
-            WHEN ${t} LIKE '${OBJECT_TYPE_PREFIX}%' AND pg_catalog.length(${v}) >= 4
-            THEN pg_catalog.substring(${v}, 5, (pg_catalog.get_byte(${v}, 0) << 24) + (pg_catalog.get_byte(${v}, 1) << 16)
-                                             + (pg_catalog.get_byte(${v}, 2) << 8) + pg_catalog.get_byte(${v}, 3)) END`;
-}
-
-/**
- * SQL: `CROSS JOIN LATERAL` the hashes (lowercase hex) in refs area `area` (an SQL expression; NULL:
- * none), one row each, as `<alias>.h`. Split by `regexp_matches`, whose planner estimate is 10 rows a
- * call: `generate_series` over the bytes is estimated at 1,000, which made the plans of the reads look
- * thousands of times costlier than they are, and Postgres spent seconds compiling them (JIT).
- */
-export function hashesSql(area: string, alias: string): string {
-  // '.{32}', not '[0-9a-f]{32}': the hex text holds nothing else, and a character class is 7 times slower here.
-  return `CROSS JOIN LATERAL (SELECT m.x[1] AS h FROM pg_catalog.regexp_matches(pg_catalog.encode(${area}, 'hex'), '.{${2 * HASH_BYTES}}', 'g') AS m(x)) AS ${alias}`;
-}
-
-/** The refs area of a stored value, as {@link refsAreaSql} reads it; undefined when it names no element row. */
-export function refsAreaOf(type: string, value: Uint8Array | null): Uint8Array | undefined {
-  if (value === null) return undefined;
-  if (type === REFS_TYPE || type === VALUE_TYPE) return value;
-  if (type.startsWith(OBJECT_TYPE_PREFIX) && value.byteLength >= 4) {
-    const length = Buffer.from(value.buffer, value.byteOffset, value.byteLength).readUInt32BE(0);
-    return value.subarray(4, 4 + length);
-  }
-  return undefined;
-}
 
 /** A value encoded for its row. */
 export interface StoredValue {

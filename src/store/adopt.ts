@@ -10,6 +10,8 @@
  */
 import type { Queryable } from "../db/db.js";
 import { InvalidOptionsError, MigrationError, StoreAdoptionRequiredError } from "../errors.js";
+import type { SaverEvent } from "../events.js";
+import { suggest, type SuggestedCommand } from "../hint.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { SCHEMA_LOCK_SQL } from "../ops/adopt.js";
 import { inspectAdoptionSource, refuse } from "../db/trust.js";
@@ -17,9 +19,10 @@ import { VECTOR_TABLE } from "./vector.js";
 
 /**
  * What to do with the official store's tables: not given (default): on the
- * first setup, stop with `StoreAdoptionRequiredError` if any schema holds
- * them; `{ from }` / `true` (the one schema holding them): copy their items
- * (again: copy what changed since); `false`: ignore them.
+ * first setup, stop with `StoreAdoptionRequiredError` if this schema holds
+ * them (start beside them, said once, if only other schemas do); `{ from }` /
+ * `true` (the one schema holding them): copy their items (again: copy what
+ * changed since); `false`: ignore them.
  *
  * @example
  * ```ts
@@ -56,24 +59,43 @@ export async function findOfficialStores(tx: Queryable): Promise<string[]> {
   return rows.map((r) => r.schema);
 }
 
-/** The schema to copy from on this migration, if any (see {@link StoreAdoptOption}). */
-export async function officialStoreDecision(tx: Queryable, schema: string, adopt: StoreAdoptOption | undefined): Promise<string | undefined> {
-  if (adopt === false) return undefined;
+/**
+ * The schema to copy from on this migration, if any (see {@link StoreAdoptOption}),
+ * and, not told anything, the schemas holding the official store's tables beside this one (to say once).
+ */
+export async function officialStoreDecision(tx: Queryable, schema: string, adopt: StoreAdoptOption | undefined): Promise<{ adoptFrom: string | undefined; elsewhere: string[] }> {
+  if (adopt === false) return { adoptFrom: undefined, elsewhere: [] };
   const found = await findOfficialStores(tx);
   if (adopt === undefined) {
-    if (found.length > 0) throw new StoreAdoptionRequiredError(schema, found);
-    return undefined;
+    // Adoption concerns the schema being set up; another schema's official store must not stop it (issue 39).
+    if (found.includes(schema)) throw new StoreAdoptionRequiredError(schema, [schema, ...found.filter((f) => f !== schema)]);
+    return { adoptFrom: undefined, elsewhere: found };
   }
   if (typeof adopt === "object") {
     if (!found.includes(adopt.from)) throw new MigrationError(`adopt: schema "${adopt.from}" holds no official PostgresStore tables (store, store_migrations). Nothing was changed.`);
-    return adopt.from;
+    return { adoptFrom: adopt.from, elsewhere: [] };
   }
-  if (found.length === 1) return found[0];
+  if (found.length === 1) return { adoptFrom: found[0], elsewhere: [] };
   throw new MigrationError(
     found.length === 0
       ? "adopt: no schema of this database holds the official PostgresStore's tables. Nothing was changed."
       : `adopt: several schemas hold the official PostgresStore's tables (${found.map((f) => `"${f}"`).join(", ")}); name one: adopt: { from: "<schema>" }. Nothing was changed.`,
   );
+}
+
+/** What a first store migration says about the official stores it found in other schemas and left alone (the CLI prints its message). */
+export function officialStoresEvent(schema: string, found: string[]): Extract<SaverEvent, { type: "officialTablesFound" }> {
+  const copy: SuggestedCommand = { words: ["migrate", "--store-only", "--adopt-store", found[0]!, "--dry-run"], schema };
+  return {
+    type: "officialTablesFound",
+    schema,
+    of: "store",
+    schemas: found,
+    message:
+      `${found.map((f) => `schema "${f}"`).join(", ")} ${found.length > 1 ? "hold" : "holds"} the tables of the official PostgresStore: the store in schema "${schema}" ` +
+      `was set up beside them, without their items; they stay as they are. To copy their items: ${suggest(copy)} prints the plan.`,
+    suggested: [copy],
+  };
 }
 
 /** Copy the official store's items (and vector rows, when this store has a vector table) into `schema`. */

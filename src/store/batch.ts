@@ -1,7 +1,8 @@
 /**
  * What the store's operations share below the class: a batch split by kind
  * of operation (gets, searches, listings: one statement each; then all puts
- * and deletes in one), the checks and SQL of each kind, the embedding of a
+ * and deletes in one), the checks of each kind and the choice of its
+ * statement (written in sql/), the embedding of a
  * batch's texts (one call of the embedder) and of its queries, all before
  * any SQL, and the rows turned into LangGraph items.
  */
@@ -17,24 +18,38 @@ import type {
 } from "@langchain/langgraph-checkpoint";
 import { InvalidInputError } from "../errors.js";
 import { checkText } from "../validate.js";
-import { compileFilter } from "./filter.js";
 import { SEPARATOR, checkCount, checkItemKey, checkNamespace, checkTtl, encodeValue, nsKey } from "./input.js";
 import type { CheckedStoreOptions, StoreSearchOptions } from "./options.js";
-import type { ItemRow, StoreQueries, VectorRow, WriteRow } from "./queries.js";
-import { Params } from "./sql.js";
-import { embedDocuments, embedQuery, inExtension, textsToEmbed, vectorText, type DistanceMetric } from "./vector.js";
-import { vectorSearchSql } from "./vector-search.js";
+import { compileFilter } from "./sql/filter.js";
+import {
+  Params,
+  filterSearch,
+  hybridSearch,
+  listNamespaces,
+  listingsOfBatch,
+  refreshFound,
+  searchesOfBatch,
+  textSearch,
+  vectorSearch,
+  writeWithVectors,
+  type ItemRow,
+  type MatchCondition,
+  type StoreStatements,
+  type VectorPlace,
+  type VectorRow,
+  type WriteRow,
+} from "./sql/index.js";
+import { embedDocuments, embedQuery, textsToEmbed, vectorText, type DistanceMetric } from "./vector.js";
 
 /** What the class hands the functions here. */
 export interface StoreContext {
-  readonly schema: string;
   readonly opts: CheckedStoreOptions;
-  readonly q: StoreQueries;
+  readonly q: StoreStatements;
   /** One statement (after the schema check); `plan: "each"` plans it for its values every time (see store.ts). */
   run<R extends object>(text: string, values: unknown[], what: string, options?: { plan?: "each" }): Promise<{ rows: R[] }>;
   ensureReady(): Promise<void>;
-  /** The schema pgvector lives in (known once ready, with `index`). */
-  extSchema(): string;
+  /** Where the vector statements run: the store's schema and pgvector's (known once ready, with `index`). */
+  vectorPlace(): VectorPlace;
   /** Whether the server's pgvector has iterative index scans (0.8 or later; known once ready, with `index`). */
   iterativeScan(): boolean;
 }
@@ -45,7 +60,7 @@ export type WriteOp = { op: PutOperation & { options?: { ttl?: number } }; field
 type Read =
   | { kind: "get"; i: number; namespace: string[]; key: string }
   | { kind: "search"; i: number; sql: (params: Params, op: number) => string; refresh: boolean; scored: boolean; vector: boolean }
-  | { kind: "list"; i: number; op: ListNamespacesOperation; conditions: { matchType: "prefix" | "suffix"; path: string[] }[] };
+  | { kind: "list"; i: number; op: ListNamespacesOperation; conditions: MatchCondition[] };
 
 export async function runBatch<Op extends readonly Operation[]>(ctx: StoreContext, operations: Op): Promise<OperationResults<Op>> {
   if (!Array.isArray(operations)) throw new InvalidInputError("batch operations", "expected an array of operations");
@@ -74,7 +89,7 @@ export async function runBatch<Op extends readonly Operation[]>(ctx: StoreContex
   const gets = reads.filter((r): r is Extract<Read, { kind: "get" }> => r.kind === "get");
   if (gets.length > 0) {
     const refresh = ctx.opts.refreshOnRead;
-    const res = await ctx.run<ItemRow>(ctx.q.getMany(refresh), [JSON.stringify(gets.map((g) => [nsKey(g.namespace), g.key]))], "batch get");
+    const res = await ctx.run<ItemRow>(refresh ? ctx.q.getManyRefreshing : ctx.q.getMany, [JSON.stringify(gets.map((g) => [nsKey(g.namespace), g.key]))], "batch get");
     for (const row of res.rows) results[gets[row.op!]!.i] = toItem(row);
   }
   const searches = reads.filter((r): r is Extract<Read, { kind: "search" }> => r.kind === "search");
@@ -86,8 +101,7 @@ export async function runBatch<Op extends readonly Operation[]>(ctx: StoreContex
   if (lists.length > 0) {
     for (const l of lists) results[l.i] = [];
     const params = new Params();
-    const parts = lists.map((l, op) => ctx.q.listNamespaces(op, { conditions: l.conditions, maxDepth: l.op.maxDepth, limit: l.op.limit, offset: l.op.offset }, params));
-    const text = parts.length === 1 ? parts[0]! : parts.map((p) => `(${p})`).join(" UNION ALL ");
+    const text = listingsOfBatch(lists.map((l, op) => listNamespaces(ctx.q.p, op, { conditions: l.conditions, maxDepth: l.op.maxDepth, limit: l.op.limit, offset: l.op.offset }, params)));
     const res = await ctx.run<{ op: number; ns: string[] | null }>(text, params.values, "batch listNamespaces");
     for (const row of res.rows) results[lists[row.op]!.i] = (row.ns ?? []).map((key) => key.split(SEPARATOR));
   }
@@ -117,12 +131,11 @@ export async function prepareWrite(ctx: StoreContext, puts: WriteOp[]): Promise<
       for (const t of textsToEmbed(op.value, fields ?? index.fields)) toEmbed.push({ ns, key: op.key, ...t });
     }
   }
-  if (!index) return { text: ctx.q.write(false), values: [JSON.stringify(rows)] };
+  if (!index) return { text: ctx.q.write, values: [JSON.stringify(rows)] };
   const vectors = await embedDocuments(index, toEmbed.map((t) => t.text));
   const vrows: VectorRow[] = toEmbed.map((t, i) => ({ ns: t.ns, key: t.key, field: t.field, text: t.text, embedding: vectorText(vectors[i]!) }));
   await ctx.ensureReady();
-  const text = ctx.q.write(true).replace("@VECTOR@", inExtension(ctx.extSchema(), "vector"));
-  return { text, values: [JSON.stringify(rows), JSON.stringify(vrows)] };
+  return { text: writeWithVectors(ctx.vectorPlace()), values: [JSON.stringify(rows), JSON.stringify(vrows)] };
 }
 
 /** Check a search and say how to build its SQL (the query embedded later, in searchRows). */
@@ -160,10 +173,14 @@ export function searchRead(ctx: StoreContext, i: number, op: SearchOperation, ex
     vector,
     sql: (params, n) => {
       const filter = compileFilter(op.filter, "it.value", params, `${field} filter`);
-      if (!vector) return ctx.q.search(n, { prefix, filter, text: text === undefined ? undefined : { query: text, language }, limit, offset }, params);
+      if (!vector) {
+        if (text === undefined) return filterSearch(ctx.q.p, n, { prefix, filter, limit, offset }, params);
+        return textSearch(ctx.q.p, n, { prefix, filter, text: { query: text, language }, limit, offset }, params);
+      }
       const tuning = { indexType: index!.indexType, ef: index!.ef, probes: index!.probes, iterativeScan: ctx.iterativeScan(), fanout: index!.fields.length };
       const search = { prefix, filter, query: read.embedding!, metric: metric as DistanceMetric, threshold, limit, offset };
-      return vectorSearchSql(ctx.schema, ctx.extSchema(), n, mode === "hybrid" ? { ...search, hybrid: { text: text!, language, weight } } : search, tuning, params);
+      if (mode === "hybrid") return hybridSearch(ctx.vectorPlace(), n, { ...search, text: text!, language, weight }, tuning, params);
+      return vectorSearch(ctx.vectorPlace(), n, search, tuning, params);
     },
   };
   if (vector) read.embedText = text;
@@ -176,10 +193,9 @@ export async function searchRows(ctx: StoreContext, searches: (Extract<Read, { k
   for (const s of searches) if (s.embedText !== undefined) s.embedding = await embedQuery(index!, s.embedText);
   await ctx.ensureReady();
   const params = new Params();
-  const parts = searches.map((s, n) => s.sql(params, n));
-  let text = parts.length === 1 ? parts[0]! : `SELECT * FROM (${parts.map((p) => `(SELECT q.*, pg_catalog.row_number() OVER () AS rn FROM (${p}) q)`).join(" UNION ALL ")}) b ORDER BY op, rn`;
+  let text = searchesOfBatch(searches.map((s, n) => s.sql(params, n)));
   const refreshing = searches.map((s, n) => (s.refresh ? n : -1)).filter((n) => n >= 0);
-  if (refreshing.length > 0) text = ctx.q.refreshFound(text, params.add(refreshing, "int[]"));
+  if (refreshing.length > 0) text = refreshFound(ctx.q.p, text, params.add(refreshing, "int[]"));
   // A vector search is planned for its values (see store.ts #run): whether the index or the namespace's key range is
   // cheaper depends on how many vectors the range holds, which a generic plan guesses.
   const res = await ctx.run<ItemRow>(text, params.values, "search", { plan: searches.some((s) => s.vector) ? "each" : undefined });

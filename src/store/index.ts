@@ -1,11 +1,11 @@
 /**
  * The store: LangGraph's long-term memory (`BaseStore`) in the same Postgres
  * as the checkpointer, a drop-in for the official `PostgresStore`. The class
- * is in store.ts, its batches (and the checks and SQL of each kind of
- * operation) in batch.ts; its options in options.ts; its input checks in input.ts;
- * its statements in queries.ts, built with sql.ts, their filters compiled by
- * filter.ts; TTL and the sweeper in ttl.ts; vector search (pgvector) in
- * vector.ts, its ranking statement (through the index) in vector-search.ts;
+ * is in store.ts, its batches (and the checks of each kind of operation) in
+ * batch.ts; its options in options.ts; its input checks in input.ts; its
+ * statements in sql/, each written whole (sql/index.ts lists them), search
+ * filters compiled by sql/filter.ts; the TTL sweeper in ttl.ts; vector search
+ * (pgvector: the index option, the embedder, the vector table) in vector.ts;
  * its table in schema.ts and its migrations (a track of their own) in
  * migrations.ts and migrate.ts; switching from the official store in adopt.ts. This file is what the package exports from the folder, also as
  * `langgraph-checkpoint-pg/store`.

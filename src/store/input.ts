@@ -5,6 +5,7 @@
  * backslashes) except U+0000, which Postgres text cannot hold, and U+0001,
  * the separator of the stored key (see schema.ts); nothing is matched with LIKE.
  */
+import { readDuration } from "../duration.js";
 import { InvalidInputError } from "../errors.js";
 import { checkKey, checkText } from "../validate.js";
 
@@ -100,9 +101,10 @@ export function checkCount(field: string, value: unknown, fallback: number): num
   return value;
 }
 
-/** A TTL in minutes: a positive finite number, or undefined/null for the store's default. */
+/** A TTL in minutes (a positive number, or a duration string, read by the one duration parser), or undefined/null for the store's default. */
 export function checkTtl(field: string, ttl: unknown): number | undefined {
   if (ttl === undefined || ttl === null) return undefined;
-  if (typeof ttl !== "number" || !Number.isFinite(ttl) || ttl <= 0) throw new InvalidInputError(field, "expected a positive number of minutes");
-  return ttl;
+  const read = readDuration(ttl, { numberUnit: "minutes" });
+  if ("problem" in read) throw new InvalidInputError(field, read.problem);
+  return read.ms / 60_000;
 }

@@ -17,7 +17,7 @@ import { emit, guard, type EventHandler } from "../events.js";
 import { SCHEMA_LOCK_SQL } from "../ops/adopt.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { STORE_MIGRATIONS_TABLE, STORE_TABLES, STORE_TRACK } from "./migrations.js";
-import { adoptStore, checkStoreAdopt, officialStoreDecision, type StoreAdoptOption, type StoreAdoptionSummary } from "./adopt.js";
+import { adoptStore, checkStoreAdopt, officialStoreDecision, officialStoresEvent, type StoreAdoptOption, type StoreAdoptionSummary } from "./adopt.js";
 import { checkIndexConfig, metricOfOpclass, VECTOR_INDEX, VECTOR_TABLE, vectorIndexDdl, vectorTableDdl, type IndexConfig, type VectorIndex } from "./vector.js";
 
 /**
@@ -113,6 +113,7 @@ async function migrateStoreOnce(db: Db, schema: string, settings: Settings): Pro
   const q = quoteIdent(schema);
   const { dryRun } = settings;
   const progress: TrackProgress = {};
+  let elsewhere: string[] = [];
   try {
     const result = await db.transaction(
       async (tx) => {
@@ -138,7 +139,9 @@ async function migrateStoreOnce(db: Db, schema: string, settings: Settings): Pro
         }
         // A first setup decides about the official store's tables; later, only an explicit adopt copies again (what changed since).
         const adopting = !hasTable || (settings.adopt !== undefined && settings.adopt !== false);
-        const adoptFrom = adopting ? await officialStoreDecision(tx, schema, settings.adopt) : undefined;
+        const decision = adopting ? await officialStoreDecision(tx, schema, settings.adopt) : undefined;
+        const adoptFrom = decision?.adoptFrom;
+        elsewhere = decision?.elsewhere ?? [];
         const { fromVersion, toVersion, pending, plan } = await applyTrack(tx, schema, STORE_TRACK, { trust, hasTable, dryRun, progress, partitions: settings.partitions });
         const out: MigrateStoreResult = { schema, fromVersion, toVersion, applied: pending };
         if (settings.index) {
@@ -149,6 +152,7 @@ async function migrateStoreOnce(db: Db, schema: string, settings: Settings): Pro
       },
       { rollback: dryRun },
     );
+    if (elsewhere.length > 0) emit(settings.onEvent, officialStoresEvent(schema, elsewhere));
     emit(settings.onEvent, {
       type: "migrate",
       schema,

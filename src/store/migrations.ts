@@ -8,10 +8,30 @@
  * Compatibility levels work as for the checkpointer (see src/db/compat.ts),
  * counted in store migrations. Adding a store migration: add its entry below.
  */
+import type { Table } from "drizzle-orm";
 import { migrationNumber } from "../errors.js";
 import type { MigrationCompatibility } from "../db/compat.js";
 import type { MigrationTrack } from "../db/migrations.js";
-import { ITEMS } from "./queries.js";
+import type { storeItems } from "./schema.js";
+
+type Names<T extends Table> = { readonly table: T["_"]["name"] } & { readonly [K in keyof T["_"]["columns"]]: T["_"]["columns"][K]["_"]["name"] };
+
+/**
+ * The SQL names of the items' table and columns, checked against schema.ts when the package
+ * compiles (`satisfies`), for the code that names them outside the store's statements (this
+ * track, grants). The statements (sql/) write them as the migrations create them, and a test
+ * prepares each against a migrated schema.
+ */
+export const ITEMS = {
+  table: "store_items",
+  nsKey: "ns_key",
+  key: "key",
+  value: "value",
+  createdAt: "created_at",
+  updatedAt: "updated_at",
+  expiresAt: "expires_at",
+  ttlMinutes: "ttl_minutes",
+} as const satisfies Names<typeof storeItems>;
 
 /** The table that records the store's applied migrations, inside the store's schema. */
 export const STORE_MIGRATIONS_TABLE = "checkpointer_store_migrations";

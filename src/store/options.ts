@@ -3,6 +3,7 @@
  * honoured as it is) and this package's additions, checked before any SQL.
  */
 import type pg from "pg";
+import { parseDuration } from "../duration.js";
 import { InvalidOptionsError } from "../errors.js";
 import type { EventHandler, HandlerErrorHandler } from "../events.js";
 import { checkSchemaName } from "../validate.js";
@@ -14,7 +15,8 @@ import { checkStoreAdopt, type StoreAdoptOption } from "./adopt.js";
 import { checkIndexConfig, type DistanceMetric, type IndexConfig, type VectorIndex } from "./vector.js";
 
 /**
- * TTL of items, in minutes, as the official store takes it.
+ * TTL of items, in minutes, as the official store takes it (or a duration
+ * string: `"1h"`, `"30d"`, read as every duration option of this package is).
  *
  * @example
  * ```ts
@@ -23,11 +25,11 @@ import { checkIndexConfig, type DistanceMetric, type IndexConfig, type VectorInd
  */
 export interface TTLConfig {
   /** TTL of items put without one. Default: none (items never expire). */
-  defaultTtl?: number;
+  defaultTtl?: number | string;
   /** Reads (get, search) move an item's expiry to now + its TTL, and return only items whose expiry they moved (not one the sweeper deleted meanwhile). Default true. */
   refreshOnRead?: boolean;
   /** Delete expired items every so many minutes (one process at a time), from `setup()`/`start()` to `stop()`. Default: no sweeper. */
-  sweepIntervalMinutes?: number;
+  sweepIntervalMinutes?: number | string;
 }
 
 /**
@@ -88,11 +90,8 @@ export interface CheckedStoreOptions {
 
 const KNOWN: readonly string[] = ["schema", "ensureTables", "ttl", "index", "textSearchLanguage", "onEvent", "onHandlerError"];
 
-const positive = (option: string, v: unknown): number | undefined => {
-  if (v === undefined) return undefined;
-  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) throw new InvalidOptionsError(option, "expected a positive number of minutes");
-  return v;
-};
+/** A TTL option in minutes (a number, as LangGraph's store counts them, or a duration string such as "1h"). */
+const minutes = (option: string, v: unknown): number | undefined => (v === undefined ? undefined : parseDuration(v, option, { numberUnit: "minutes" }) / 60_000);
 
 export function checkStoreOptions(options: PostgresStoreOptions, ensureDefault: boolean): CheckedStoreOptions {
   if (options === null || typeof options !== "object") throw new InvalidOptionsError("options", "expected an object");
@@ -111,9 +110,9 @@ export function checkStoreOptions(options: PostgresStoreOptions, ensureDefault: 
   return {
     schema: checkSchemaName(options.schema ?? "public"),
     ensureTables: options.ensureTables ?? ensureDefault,
-    defaultTtl: positive("ttl.defaultTtl", ttl.defaultTtl),
+    defaultTtl: minutes("ttl.defaultTtl", ttl.defaultTtl),
     refreshOnRead: ttl.refreshOnRead ?? true,
-    sweepMinutes: positive("ttl.sweepIntervalMinutes", ttl.sweepIntervalMinutes),
+    sweepMinutes: minutes("ttl.sweepIntervalMinutes", ttl.sweepIntervalMinutes),
     index: checkIndexConfig(options.index),
     language,
   };

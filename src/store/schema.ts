@@ -1,7 +1,7 @@
 /**
  * The store's table, in drizzle: the one definition that `migrations/store/`
  * is generated from (`npm run generate`; a test fails when the two drift)
- * and that the store's statements take their names from (queries.ts).
+ * and whose names the store's statements (sql/) write as its migrations create them.
  * Kept apart from src/db/schema.ts: a checkpointer-only user never gets it,
  * and the store's migrations are numbered on their own (see migrations.ts).
  *

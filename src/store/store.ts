@@ -6,7 +6,7 @@
  * embedded before a connection is taken, and runs one statement per
  * operation (for a batch, one per kind of operation: reads see the store as
  * it was before the batch, and of several puts of one item the last wins, as
- * in LangGraph's InMemoryStore; batch.ts). SQL lives in queries.ts and vector.ts.
+ * in LangGraph's InMemoryStore; batch.ts). Its statements are in sql/.
  */
 import { createHash } from "node:crypto";
 import { BaseStore, type Item, type ListNamespacesOperation, type MatchCondition, type Operation, type OperationResults, type SearchItem } from "@langchain/langgraph-checkpoint";
@@ -31,9 +31,9 @@ import {
 } from "./options.js";
 import { BOUNDED_POOL } from "../saver/options.js";
 import { prepareWrite, runBatch, searchRead, searchRows, toItem, toSearchItem, type StoreContext } from "./batch.js";
-import { storeQueries, type ItemRow, type StoreQueries } from "./queries.js";
-import { SWEEP_BATCH, Sweeper, sweepSql } from "./ttl.js";
-import { embedDocuments, inExtension, vectorText } from "./vector.js";
+import { reindexPage, reindexWrite, storeStatements, vectorExtension, vectorPlaceOf, type ItemRow, type StoreStatements, type VectorPlace } from "./sql/index.js";
+import { SWEEP_BATCH, Sweeper } from "./ttl.js";
+import { embedDocuments, vectorText } from "./vector.js";
 
 /** What {@link PostgresStore.getStats} reports. */
 export interface StoreStats {
@@ -63,14 +63,14 @@ export class PostgresStore extends BaseStore {
   readonly schema: string;
   readonly #db: Db;
   readonly #opts: CheckedStoreOptions;
-  readonly #q: StoreQueries;
+  readonly #q: StoreStatements;
   readonly #onEvent: EventHandler | undefined;
   readonly #sweeper = new Sweeper();
   readonly #names = new Map<string, string>();
   #close: (() => Promise<void>) | undefined;
   #ready: Promise<void> | undefined;
-  /** The schema pgvector's type and operators live in (read once). */
-  #extSchema: string | undefined;
+  /** The store's schema and the one pgvector's type and operators live in (read once). */
+  #vectorPlace: VectorPlace | undefined;
   /** pgvector 0.8 or later: iterative index scans (read with the schema). */
   #iterativeScan = false;
   #stopped = false;
@@ -123,14 +123,13 @@ export class PostgresStore extends BaseStore {
     this.#opts = opts;
     this.#onEvent = onEvent;
     this.schema = opts.schema;
-    this.#q = storeQueries(opts.schema);
+    this.#q = storeStatements(opts.schema);
     this.#ctx = {
-      schema: opts.schema,
       opts,
       q: this.#q,
       run: <R extends object>(text: string, values: unknown[], what: string, options?: { plan?: "each" }) => this.#run<R>(text, values, what, options),
       ensureReady: () => this.#ensureReady(),
-      extSchema: () => this.#extSchema!,
+      vectorPlace: () => this.#vectorPlace!,
       iterativeScan: () => this.#iterativeScan,
     };
   }
@@ -239,11 +238,8 @@ export class PostgresStore extends BaseStore {
 
   async #check(): Promise<void> {
     await assertSchemaCurrent(this.#db, this.schema, "store", this.#onEvent, STORE_TRACK);
-    if (this.#opts.index && this.#extSchema === undefined) {
-      const { rows } = await this.#db.query<{ schema: string; iterative: boolean }>(
-        `SELECT n.nspname AS schema, coalesce(pg_catalog.regexp_match(e.extversion, '^(\\d+)\\.(\\d+)')::int[] >= '{0,8}', false) AS iterative
-           FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'`,
-      );
+    if (this.#opts.index && this.#vectorPlace === undefined) {
+      const { rows } = await this.#db.query<{ schema: string; iterative: boolean }>(vectorExtension);
       if (!rows[0]) throw new SchemaNotMigratedError(this.schema, 0, latestVersion(STORE_TRACK), { track: "store" });
       // A store that is not set up (the migration ran elsewhere, e.g. `migrate --store-only --dims` in CI) is refused as setup()
       // refuses it when the vector table has another shape: never a pgvector error at each put, nor a search by another metric.
@@ -252,7 +248,7 @@ export class PostgresStore extends BaseStore {
       if (current && (current.dims !== dims || current.distanceMetric !== distanceMetric || current.indexType !== indexType)) {
         throw new StoreIndexMismatchError(this.schema, current, { dims, distanceMetric, indexType });
       }
-      this.#extSchema = rows[0].schema;
+      this.#vectorPlace = vectorPlaceOf(this.schema, rows[0].schema);
       this.#iterativeScan = rows[0].iterative;
     }
   }
@@ -316,7 +312,7 @@ export class PostgresStore extends BaseStore {
   override async get(namespace: string[], key: string): Promise<Item | null> {
     const ns = checkNamespace("get namespace", namespace, { allowReservedRoot: true });
     const k = checkItemKey("get key", key);
-    const res = await this.#run<ItemRow>(this.#q.get(this.#opts.refreshOnRead), [nsKey(ns), k], "get");
+    const res = await this.#run<ItemRow>(this.#opts.refreshOnRead ? this.#q.getRefreshing : this.#q.get, [nsKey(ns), k], "get");
     return res.rows[0] ? toItem(res.rows[0]) : null;
   }
 
@@ -406,7 +402,7 @@ export class PostgresStore extends BaseStore {
   }
 
   async #sweep(wait: boolean): Promise<number> {
-    const text = sweepSql(this.schema, wait);
+    const text = wait ? this.#q.sweepWaiting : this.#q.sweep;
     let total = 0;
     for (;;) {
       const res = await this.#run<{ got: boolean; n: number }>(text, [this.schema, SWEEP_BATCH], "sweepExpiredItems");
@@ -425,11 +421,8 @@ export class PostgresStore extends BaseStore {
    * ```
    */
   async getStats(): Promise<StoreStats> {
-    const res = await this.#run<{ total_items: string; expired_items: string; namespace_count: string; oldest_item: Date | null; newest_item: Date | null }>(
-      this.#q.stats,
-      [],
-      "getStats",
-    );
+    type Row = { total_items: string; expired_items: string; namespace_count: string; oldest_item: Date | null; newest_item: Date | null };
+    const res = await this.#run<Row>(this.#q.stats, [], "getStats");
     const r = res.rows[0]!;
     return {
       totalItems: Number(r.total_items),
@@ -455,24 +448,13 @@ export class PostgresStore extends BaseStore {
     const batchSize = options.batchSize ?? 100;
     if (!Number.isInteger(batchSize) || batchSize < 1) throw new InvalidOptionsError("batchSize", "expected a positive integer");
     await this.#ensureReady();
-    const vec = inExtension(this.#extSchema!, "vector");
     let embedded = 0;
     for (;;) {
-      const res = await this.#run<{ ns_key: string; key: string; field_path: string; text_content: string }>(
-        `SELECT ns_key, key, field_path, text_content FROM ${this.#q.vectors} WHERE embedding IS NULL ORDER BY ns_key, key, field_path LIMIT $1`,
-        [batchSize],
-        "reindex",
-      );
+      const res = await this.#run<{ ns_key: string; key: string; field_path: string; text_content: string }>(reindexPage(this.#q.p), [batchSize], "reindex");
       if (res.rows.length === 0) return { embedded };
       const vectors = await embedDocuments(index, res.rows.map((r) => r.text_content));
       const rows = res.rows.map((r, i) => ({ ns: r.ns_key, key: r.key, field: r.field_path, embedding: vectorText(vectors[i]!) }));
-      await this.#run(
-        `UPDATE ${this.#q.vectors} v SET embedding = (x ->> 'embedding')::${vec}
-           FROM pg_catalog.jsonb_array_elements($1::jsonb) AS r(x)
-          WHERE v.ns_key = x ->> 'ns' AND v.key = x ->> 'key' AND v.field_path = x ->> 'field'`,
-        [JSON.stringify(rows)],
-        "reindex",
-      );
+      await this.#run(reindexWrite(this.#vectorPlace!), [JSON.stringify(rows)], "reindex");
       embedded += rows.length;
     }
   }

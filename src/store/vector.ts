@@ -1,8 +1,8 @@
 /**
  * Vector search with pgvector: the index configuration (the official store's
  * `index` option), the texts a put embeds, calling the embedder, and the
- * table that stores the vectors (the search that ranks them is in
- * vector-search.ts). The table
+ * table that stores the vectors (the statements that write and rank them are
+ * in sql/write.ts and sql/vector-search.ts). The table
  * `store_item_vectors` holds one row per embedded text of an item (its
  * namespace key and key, its field path, its text, its embedding), deleted with the item. Its column type
  * depends on `dims`, so it is made here, when a store with `index` is set up,
@@ -181,20 +181,12 @@ export async function embedQuery(index: VectorIndex, text: string): Promise<numb
 export const vectorText = (v: readonly number[]) => `[${v.join(",")}]`;
 
 const OPCLASS: Record<DistanceMetric, string> = { cosine: "vector_cosine_ops", l2: "vector_l2_ops", inner_product: "vector_ip_ops" };
-export const OPERATOR: Record<DistanceMetric, string> = { cosine: "<=>", l2: "<->", inner_product: "<#>" };
-/** Higher is better for each metric: cosine similarity, 1 / (1 + euclidean distance), the inner product. */
-export const SCORE: Record<DistanceMetric, (distance: string) => string> = {
-  cosine: (d) => `1 - ${d}`,
-  l2: (d) => `1 / (1 + ${d})`,
-  inner_product: (d) => `-(${d})`,
-};
 
 export const VECTOR_TABLE = "store_item_vectors";
 export const VECTOR_INDEX = "store_item_vectors_embedding";
 
 /** `schema.name` of a pgvector object, from the extension's schema. */
 export const inExtension = (extSchema: string, name: string) => `${quoteIdent(extSchema)}.${name}`;
-export const op = (extSchema: string, metric: DistanceMetric) => `OPERATOR(${quoteIdent(extSchema)}.${OPERATOR[metric]})`;
 
 /**
  * The DDL making the vector table and its index, in the store's schema;

@@ -206,7 +206,7 @@ describe("CLI against Postgres", () => {
 
     const before = await runCli(["status", ...pg("fresh")]);
     expect(before.code).toBe(3);
-    expect(before.stdout).toMatch(/migration\(s\) pending: run `npx langgraph-checkpoint-pg migrate --schema fresh`/);
+    expect(before.stdout).toMatch(/migration\(s\) pending: run `npx langgraph-checkpoint-pg migrate --schema fresh` \(with the same --database-url\)/);
     expect(before.stdout).toMatch(/·\s+0000_init\s+pending/);
 
     const applied = await runCli(["migrate", ...pg("fresh"), "--json"]);
@@ -354,7 +354,7 @@ describe("CLI against Postgres", () => {
     const before = await pgRows("copy");
     const [again, skipped] = [await runCli(["import", file, ...pg("copy")]), await runCli(["import", file, ...pg("copy"), "--skip-existing"])];
     expect(again.code).toBe(1);
-    expect(firstLine(again)).toMatch(/Thread "\w+" already exists in the target; nothing was imported\. Delete it first \(`npx langgraph-checkpoint-pg threads delete "\w+"`/);
+    expect(firstLine(again)).toMatch(/Thread "\w+" already exists in the target schema "copy"; nothing was imported\. Delete it first \(`npx langgraph-checkpoint-pg threads delete \w+ --schema copy` \(with the same --database-url\)/);
     expect(skipped.code).toBe(0);
     expect(skipped.stdout).toMatch(/Imported 0 thread\(s\).*skipped 3 existing/);
     expect(await pgRows("copy")).toEqual(before);

@@ -108,7 +108,7 @@ describe("demo on the embedded database (the default)", () => {
     expect(out).toContain('State now  {"name":"pavaneeshwar","address":"Hyderabad residency"}');
     // Not a terminal: no colour codes.
     expect(out).not.toContain("\u001b[");
-    expect(out).toContain(`npm run -s cli -- history 12345 --data-dir ${JSON.stringify(dataDir)}`);
+    expect(out).toContain(`npm run -s cli -- history 12345 --data-dir ${dataDir}`);
     // The new folder started from the empty database the package ships (no initdb: its system identifier), then migrated.
     const status = await runCli(["status", "--json", "--data-dir", dataDir]);
     expect((JSON.parse(status.stdout) as { applied: { name: string }[] }).applied.map((m) => m.name)).toEqual(loadMigrations().map((m) => m.name));

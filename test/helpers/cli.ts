@@ -13,7 +13,8 @@
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { createRequire } from "node:module";
-import { rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -84,6 +85,53 @@ export function collect(child: ChildProcessWithoutNullStreams): Promise<Run> {
 
 export const runCli = (args: string[], options?: RunOptions) => runScript("src/cli/main.ts", args, options);
 
+/**
+ * Runs the CLI as {@link runCli} does, with a loader hook (test/helpers/module-log.mjs) recording the
+ * URL of every module the process loaded: what a command loads at start, seen without timing it.
+ *
+ * @example
+ * ```ts
+ * const { run, modules } = await modulesLoadedBy(["--help"]);
+ * expect(modules.filter((m) => m.includes("/@langchain/"))).toEqual([]);
+ * ```
+ */
+export async function modulesLoadedBy(args: string[], options: RunOptions = {}): Promise<{ run: Run; modules: string[] }> {
+  const dir = await mkdtemp(join(tmpdir(), "lgpg-modules-"));
+  const log = join(dir, "modules.txt");
+  try {
+    const hook = `--import=${new URL("./module-log.mjs", import.meta.url).href}`;
+    const env = { ...options.env, MODULE_LOG: log, NODE_OPTIONS: [process.env.NODE_OPTIONS, hook].filter(Boolean).join(" ") };
+    const run = await runCli(args, { ...options, env });
+    const modules = (await readFile(log, "utf8").catch(() => "")).split("\n").filter((l) => l !== "");
+    return { run, modules };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The CLI commands a message suggests (each `npx langgraph-checkpoint-pg ...` in backquotes), as the
+ * words a POSIX shell would pass (quotes removed), to run them as written with {@link runCli}.
+ *
+ * @example
+ * ```ts
+ * const [args] = suggestedCommands(err.message);
+ * const run = await runCli(args!, { env: { DATABASE_URL: db.url } });
+ * ```
+ */
+export function suggestedCommands(message: string): string[][] {
+  return [...message.matchAll(/`npx langgraph-checkpoint-pg ([^`]*)`/g)].map(([, line]) => shellWords(line!));
+}
+
+/** A command line split as sh splits it: '...' literal, "..." with \" and \\ escaped, words on spaces. */
+function shellWords(line: string): string[] {
+  const words: string[] = [];
+  for (const [, single, double, bare] of line.matchAll(/'([^']*)'|"((?:[^"\\]|\\.)*)"|(\S+)/g)) {
+    words.push(single ?? double?.replace(/\\(.)/g, "$1") ?? bare!);
+  }
+  return words;
+}
+
 /** The demo as `npm run demo` runs it: scripts/demo.mjs bundles src/demo.ts and runs it without tsx. */
 export function runDemo(args: string[], options: RunOptions = {}): Promise<Run> {
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
@@ -103,7 +151,7 @@ export const SCRIPTS = ["src/cli/main.ts"];
  * node, a third of the CPU time under tsx, whose loader hooks see every module load; the CLI
  * tests spawn dozens of processes. The bundle lives in the repository (packages resolve from its
  * node_modules), one folder per run. `import.meta.url` reads as a file in src/cli/, so src/cli/main.ts's
- * `../../package.json` and src/db/migrate.ts's search for `migrations/` resolve as from src/ (src/cli/commands.ts
+ * `../../package.json` and src/db/migrate.ts's search for `migrations/` resolve as from src/ (src/cli/module.ts
  * only hands it to tsx as a parent URL).
  */
 export async function bundleScripts(): Promise<{ dir: string; scripts: string[]; remove(): Promise<void> }> {

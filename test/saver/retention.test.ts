@@ -12,6 +12,7 @@ import { pathToFileURL } from "node:url";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { InvalidOptionsError, migrate, PostgresSaver, type RetentionEvent, type SaverEvent } from "../../src/index.js";
+import { SCHEMA_LOCK_SQL } from "../../src/ops/adopt.js";
 import { ROOT } from "../helpers/cli.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
 import { logGraph, tid } from "../helpers/graphs.js";
@@ -108,6 +109,54 @@ describe("the retention option", () => {
       await observed.end();
     }
   });
+});
+
+describe("retention started before its schema is migrated (issue 39)", () => {
+  /** Holds `schema`'s migration lock (the first thing setup() takes) until the returned function is called. */
+  async function holdMigrationLock(schema: string): Promise<() => Promise<void>> {
+    const client = await db.pool.connect();
+    await client.query("BEGIN");
+    await client.query(SCHEMA_LOCK_SQL, [schema]);
+    return async () => {
+      await client.query("COMMIT");
+      client.release();
+    };
+  }
+
+  const starts: [string, (schema: string, onEvent: (e: SaverEvent) => void) => Promise<PostgresSaver>][] = [
+    [
+      "new PostgresSaver(pool, { retention }), then setup()",
+      async (schema, onEvent) => {
+        const saver = new PostgresSaver(pool, { schema, retention: { every: "200ms", keepLast: 5 }, onEvent });
+        await saver.setup();
+        return saver;
+      },
+    ],
+    ["PostgresSaver.open({ retention })", (schema, onEvent) => PostgresSaver.open({ databaseUrl: db.url, schema, retention: { every: "200ms", keepLast: 5 }, onEvent, log: false })],
+  ];
+  for (const [how, start] of starts) {
+    it(`${how}: the first check says it waits for the migration, the first run comes after it, none fails`, async () => {
+      const schema = `fresh_${Math.random().toString(36).slice(2, 8)}`;
+      const events: SaverEvent[] = [];
+      // setup() waits on the lock while retention checks (every 50 ms): the order the issue's 3 of 4 fresh schemas had.
+      const release = await holdMigrationLock(schema);
+      const started = start(schema, (e) => void events.push(e));
+      try {
+        const first = await until("retention's first word", () => events.find((e) => e.type.startsWith("retention")));
+        expect(first).toMatchObject({ type: "retentionWaiting", schema });
+      } finally {
+        await release();
+      }
+      const saver = await started;
+      try {
+        await until("a run", () => events.some((e) => e.type === "retention"));
+        expect(events.filter((e) => e.type === "retentionFailed")).toEqual([]);
+        expect(events.filter((e) => e.type === "retentionWaiting")).toHaveLength(1);
+      } finally {
+        await saver.end();
+      }
+    });
+  }
 });
 
 interface Child {

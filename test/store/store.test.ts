@@ -10,7 +10,7 @@ import { AsyncBatchedStore, InMemoryStore, type BaseStore } from "@langchain/lan
 import { CountingProxy } from "../../bench/proxy.js";
 import { InvalidInputError, PostgresStore } from "../../src/index.js";
 import { nsKey } from "../../src/store/input.js";
-import { sweepSql } from "../../src/store/ttl.js";
+import { storeStatements } from "../../src/store/sql/index.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
 
 const db = withTestDatabase("store");
@@ -188,7 +188,7 @@ describe("TTL", () => {
         "SELECT pg_advisory_xact_lock(hashtext('langgraph-checkpoint-pg:store-sweep'), hashtext(current_database() || '.' || $1))",
         [s.schema],
       );
-      expect((await db.pool.query(sweepSql(s.schema, false), [s.schema, 1000])).rows[0]).toEqual({ got: false, n: 0 });
+      expect((await db.pool.query(storeStatements(s.schema).sweep, [s.schema, 1000])).rows[0]).toEqual({ got: false, n: 0 });
       // sweepExpiredItems() waits for it instead.
       const waiting = s.sweepExpiredItems();
       await waitFor(async () => {
@@ -386,7 +386,7 @@ describe("listNamespaces against a reference", () => {
     const labels = ["a", "ab", "a.b", "b", "x_y", "%", "z", "é"];
     const all = new Map<string, string[]>();
     for (let i = 0; i < 80; i++) {
-      // Mostly up to 4 labels; some up to 12, past the depth where truncation switches method (queries.ts).
+      // Mostly up to 4 labels; some up to 12, past the depth where truncation switches method (sql/namespaces.ts).
       const ns = Array.from({ length: 1 + Math.floor(rand() * (i % 4 === 0 ? 12 : 4)) }, () => labels[Math.floor(rand() * labels.length)]!);
       all.set(JSON.stringify(ns), ns);
     }

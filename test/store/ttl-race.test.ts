@@ -13,7 +13,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PostgresStore } from "../../src/index.js";
-import { sweepSql } from "../../src/store/ttl.js";
+import { storeStatements } from "../../src/store/sql/index.js";
 import { testPool, waitForLockWait, withTestDatabase } from "../helpers/db.js";
 
 const db = withTestDatabase("store-ttl-race");
@@ -51,7 +51,7 @@ describe("a refreshing read and a sweep that deleted its item first", () => {
     try {
       await sweep.query("BEGIN");
       await sweep.query(`UPDATE ${s.schema}.store_items SET expires_at = pg_catalog.now() - interval '1 second' WHERE key = $1`, [key]);
-      expect((await sweep.query(sweepSql(s.schema, true), [s.schema, 1000])).rows[0]).toEqual({ got: true, n: 1 });
+      expect((await sweep.query(storeStatements(s.schema).sweepWaiting, [s.schema, 1000])).rows[0]).toEqual({ got: true, n: 1 });
       const reading = read();
       reading.catch(() => undefined);
       await waitForLockWait(db.pool, `${s.schema}".store_items it SET expires_at`);

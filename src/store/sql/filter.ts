@@ -8,11 +8,15 @@
  * `$ne` and `$nin` match it. An unknown operator is refused, not ignored, and
  * so is a field name or an operand Postgres would not hold as given (NUL, a
  * lone surrogate), as every other input is.
+ *
+ * The one part of a search's statement (search.ts, vector-search.ts) built from the caller's
+ * input: a condition text over the value, its operands parameters added to the statement's
+ * `params` (params.ts), never spliced into the text.
  */
-import { InvalidInputError } from "../errors.js";
-import { checkText } from "../validate.js";
-import { checkJsonText } from "./input.js";
-import type { Params } from "./sql.js";
+import { InvalidInputError } from "../../errors.js";
+import { checkText } from "../../validate.js";
+import { checkJsonText } from "../input.js";
+import type { Params } from "./params.js";
 
 const OPERATORS = ["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists"] as const;
 type Operator = (typeof OPERATORS)[number];
