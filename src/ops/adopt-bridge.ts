@@ -11,7 +11,7 @@ import { ADOPTION_SQLSTATE, ADOPTION_TABLE, BRIDGE, BRIDGE_DELETE, FORGET, GUARD
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js";
 import { KNOWS_ELEMENTS } from "../saver/element-codec.js";
 import { ELEMENTS_CHANNEL } from "../saver/elements.js";
-import { gateCall, lockForDelete, upsertTombstones } from "../saver/tombstones.js";
+import { gateCall, lockForDelete, upsertTombstones } from "../saver/sql/gate.js";
 
 // Our tables' columns come from names.ts (C, H, W, B); the official tables' (`${s}.…`, `NEW.…`, `gone`
 // on their triggers) are the official saver's layout, written as its own names: the same words, not ours.

@@ -53,7 +53,7 @@ import { elementCodec, type ElementCodec } from "../saver/element-codec.js";
 import { ELEMENTS_CHANNEL, REFS_TYPE, type ElementRow } from "../saver/elements.js";
 import { pack } from "../saver/encode.js";
 import { BY_CONTENT_MIN_BYTES, OBJECT_TYPE_PREFIX, VALUE_TYPE, encodeStored, namesElements } from "../saver/stored.js";
-import { lockForWrite } from "../saver/tombstones.js";
+import { lockForWrite } from "../saver/sql/gate.js";
 import { loadsForRow, type ValueRow } from "../serde/rowserde.js";
 import { MsgpackSerializer } from "../serde/serde.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";

@@ -8,7 +8,7 @@ import { InvalidOptionsError } from "../errors.js";
 import { MIGRATIONS_TABLE } from "../db/migrate.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_TOMBSTONES, CHECKPOINT_WRITES, CHECKPOINTER_RETENTION, CHECKPOINTS } from "../db/names.js";
-import { GATE_SIGNATURES } from "../saver/tombstones.js";
+import { GATE_SIGNATURES } from "../saver/sql/gate.js";
 import { ITEMS, STORE_MIGRATIONS_TABLE } from "../store/migrations.js";
 import { VECTOR_TABLE } from "../store/vector.js";
 

@@ -9,7 +9,7 @@ import { quoteIdent } from "../validate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_TOMBSTONES, CHECKPOINT_WRITES, CHECKPOINTS, COL } from "../db/names.js";
 import { ELEMENTS_CHANNEL, REFS_TYPE } from "../saver/element-names.js";
 import { hashesSql, refsAreaSql } from "../saver/element-names.js";
-import { tryLockForDelete, upsertTombstones } from "../saver/tombstones.js";
+import { tryLockForDelete, upsertTombstones } from "../saver/sql/gate.js";
 
 /** One lineage: a thread and a namespace. */
 export interface Lineage {

@@ -46,7 +46,7 @@ import type { SaverContext } from "./context.js";
 import { knowsElementsSql, type BlobRow } from "./element-codec.js";
 import { ELEMENTS_CHANNEL, REFS_TYPE } from "./elements.js";
 import { hashesSql, rebindStored, refsAreaSql } from "./stored.js";
-import { deleteLockName } from "./tombstones.js";
+import { deleteLockName } from "./sql/gate.js";
 
 /** Options of `copyThread`. */
 export interface CopyThreadOptions {

@@ -21,7 +21,7 @@ import { ALLOW_FORK_KEY } from "./options.js";
 import { putValues, putWithWritesValues, type PutParams } from "./sql/put.js";
 import { encodeStored } from "./stored.js";
 import { sharedFailure, type Take, type WriteRows } from "./threads.js";
-import type { RefusalReason } from "./tombstones.js";
+import type { RefusalReason } from "./sql/gate.js";
 import { isSyntheticVersion } from "./upcast.js";
 import { rowKeys } from "./writes.js";
 

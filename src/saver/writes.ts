@@ -14,7 +14,7 @@ import type { ElementRow } from "./elements.js";
 import { putWritesBatchValues, putWritesValues } from "./sql/writes.js";
 import { encodeStored } from "./stored.js";
 import type { WriteRows } from "./threads.js";
-import type { RefusalReason } from "./tombstones.js";
+import type { RefusalReason } from "./sql/gate.js";
 
 /** A `putWrites` call's arguments. */
 export interface WritesCall {

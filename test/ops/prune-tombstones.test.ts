@@ -8,7 +8,7 @@ import type { RunnableConfig } from "@langchain/core/runnables";
 import { uuid6 } from "@langchain/langgraph-checkpoint";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { InvalidOptionsError, migrate, PostgresSaver, prune, ThreadDeletedError } from "../../src/index.js";
-import { deleteLockName } from "../../src/saver/tombstones.js";
+import { deleteLockName } from "../../src/saver/sql/gate.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
 import { tid } from "../helpers/graphs.js";

@@ -10,7 +10,7 @@ import { uuid6 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrate, MsgpackSerializer, PostgresSaver, ThreadDeletedError, withConflictRetry, withRetry, type SaverEvent } from "../../src/index.js";
-import { deleteLockName } from "../../src/saver/tombstones.js";
+import { deleteLockName } from "../../src/saver/sql/gate.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
 import { tid } from "../helpers/graphs.js";

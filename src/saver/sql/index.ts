@@ -4,22 +4,16 @@
  * schema. Tables are named schema-qualified (`"agents".checkpoints`); columns as the migrations
  * create them (test/saver/statements.test.ts prepares every statement against a migrated schema).
  */
-import { quoteIdent } from "../../validate.js";
-import { deleteLockName } from "../tombstones.js";
-import { put, putChecked, putWithWrites, type Place } from "./put.js";
+import { placeOf } from "./place.js";
+import { put, putChecked, putWithWrites } from "./put.js";
 import { deltaHistory, getById, getHead, listPage, type ListWhere } from "./read.js";
 import { deleteThread, headId, insertBlobs, lockThreadForDelete, releaseLease, renameWrites, rewriteCheckpoint, staleBatch } from "./thread.js";
 import { putWrites, putWritesBatch } from "./writes.js";
 
 export type { ListWhere, ReadRow, DeltaRow } from "./read.js";
-export type { Place } from "./put.js";
+export { placeOf, type Place } from "./place.js";
 
 export type Statements = ReturnType<typeof saverStatements>;
-
-/** Where the statements of `schema` run (its quoted name, its deletion lock's name as a literal). */
-export function placeOf(schema: string): Place {
-  return { s: quoteIdent(schema), lock: `'${deleteLockName(schema).replace(/'/g, "''")}'` };
-}
 
 /** Every statement the saver runs, for `schema`. */
 export function saverStatements(schema: string) {

@@ -26,12 +26,8 @@
  * FROM (...)`, the form multi-argument `unnest` stands for, which only exists unqualified.
  */
 import { hashesSql, refsAreaSql } from "../stored.js";
+import type { Place } from "./place.js";
 
-/** Where the statements run: `s` the quoted schema, `lock` the thread deletion lock's name as an SQL literal (tombstones.ts). */
-export interface Place {
-  s: string;
-  lock: string;
-}
 
 /**
  * A put's gate (tombstones.ts, migration 0009): the checkpoint, its parent, the enclosing graphs'

@@ -6,7 +6,7 @@
  * checkpoint's parent chain once for all delta channels asked for.
  */
 import { hashesSql, refsAreaSql } from "../stored.js";
-import type { Place } from "./put.js";
+import type { Place } from "./place.js";
 
 /** The conditions of one `list` page. */
 export interface ListWhere {

@@ -3,7 +3,7 @@
  * transaction: tombstones.ts), a failed run's lease (leases.ts), the head for a conflict report,
  * and upgradeState's batches (upgrade.ts).
  */
-import type { Place } from "./put.js";
+import type { Place } from "./place.js";
 
 /**
  * deleteThread, first statement: the thread's deletion lock, exclusive. It waits for the writes in

@@ -8,7 +8,7 @@
  * NULL or the reason. The element rows the writes name ($12 hashes, $13 types, $14 offsets and $15
  * lengths into $11, in key order) go with them; one already stored is touched, as a put does.
  */
-import type { Place } from "./put.js";
+import type { Place } from "./place.js";
 
 /**
  * $1 thread, $2 ns, $3 checkpoint id, $4 task id, $5 task path, $6 idx int[], $7 channels,

@@ -23,23 +23,13 @@
  * await pool.query(q.get, [nsKey(["users", "u1"]), "prefs"]);
  * ```
  */
-import { quoteIdent } from "../../validate.js";
 import { sweep, sweepWaiting, stats } from "./maintenance.js";
 import { get, getMany, getManyRefreshing, getRefreshing } from "./read.js";
 import { deleteItem, put, write } from "./write.js";
 
-/** Where the statements run: `s`, the store's schema, quoted. */
-export interface Place {
-  s: string;
-}
+import { placeOf, type Place } from "./place.js";
 
-/** And `ext`, the schema of pgvector's type and operators, quoted (known once the store is ready). */
-export interface VectorPlace extends Place {
-  ext: string;
-}
-
-export const placeOf = (schema: string): Place => ({ s: quoteIdent(schema) });
-export const vectorPlaceOf = (schema: string, extSchema: string): VectorPlace => ({ s: quoteIdent(schema), ext: quoteIdent(extSchema) });
+export { placeOf, vectorPlaceOf, type Place, type VectorPlace } from "./place.js";
 
 export type StoreStatements = ReturnType<typeof storeStatements>;
 

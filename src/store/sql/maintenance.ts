@@ -10,7 +10,7 @@
  * namespace (docs/scaling-out.md) a ctid names a row only within one partition, and `ctid = ANY
  * (...)` deleted the rows at those places in every partition, expired or not.
  */
-import type { Place, VectorPlace } from "./index.js";
+import type { Place, VectorPlace } from "./place.js";
 
 /**
  * One batch of the sweeper's: up to $2 expired items deleted, if the sweep lock was free. $1 the

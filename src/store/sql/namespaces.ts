@@ -8,7 +8,7 @@
  * sweep deletes them, as in the official store.
  */
 import { STORE_LIMITS } from "../input.js";
-import type { Place } from "./index.js";
+import type { Place } from "./place.js";
 import { type Params, prefixRange } from "./params.js";
 
 /** A LangGraph match condition: labels at the start (prefix) or the end (suffix) of a namespace, `"*"` matching any one label. */

@@ -9,7 +9,7 @@
  * COMMITTED), and a read that returns an item must leave it stored with the refreshed expiry
  * (issue 37). A row without TTL is returned as read: no sweep deletes it.
  */
-import type { Place } from "./index.js";
+import type { Place } from "./place.js";
 
 /** What every read returns of an item. */
 export interface ItemRow {

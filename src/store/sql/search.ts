@@ -8,7 +8,7 @@
  * and in a batch its parameters are numbered after those of the searches before it (params.ts).
  */
 import type { ItemRow } from "./read.js";
-import type { Place } from "./index.js";
+import type { Place } from "./place.js";
 import { and, type Params, prefixRange } from "./params.js";
 
 /** What a search without vectors asks for. */

@@ -15,7 +15,7 @@
  * inner product (higher is better for each). Built per call, as search.ts's statements are.
  */
 import { vectorText, type DistanceMetric, type VectorIndexType } from "../vector.js";
-import type { VectorPlace } from "./index.js";
+import type { VectorPlace } from "./place.js";
 import { and, type Params, prefixRange } from "./params.js";
 
 /** How a search reads the index: the store's index, its search settings, and what the server's pgvector can do. */

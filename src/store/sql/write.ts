@@ -7,7 +7,7 @@
  * `updated_at` moves forward by at least a millisecond, so that two puts are never equal at the
  * precision of a JavaScript Date. A delete takes the item's vectors along (ON DELETE CASCADE).
  */
-import type { Place, VectorPlace } from "./index.js";
+import type { Place, VectorPlace } from "./place.js";
 
 /** One put or delete of a batch, as {@link write} takes it (JSON). */
 export interface WriteRow {
