@@ -19,10 +19,11 @@ import { connect } from "./cli/connect.js";
 import { resolveUrl } from "./cli/mask.js";
 import { EXIT, errorText, exitCodeOf } from "./cli/exit.js";
 import { fields, styleFor, table, valueText, type Style } from "./cli/format.js";
-import { exportThread, type BlobRecord, type CheckpointRecord, type ExportRecord, type WriteRecord } from "./ops/transfer.js";
+import { exportThread } from "./ops/transfer.js";
+import type { BlobRecord, CheckpointRecord, ExportRecord, WriteRecord } from "./ops/transfer-format.js";
 import { toJsonSafe } from "./ops/json-safe.js";
 import { commandWords, contextOf } from "./hint.js";
-import { PostgresSaver } from "./saver/saver.js";
+import { PostgresSaver } from "./ops/postgres-saver.js";
 
 const HELP = `Usage: npm run demo -- [options]   (npm run -s demo -- --json: JSON alone)
 

@@ -141,3 +141,18 @@ export function checkSchemaName(schema: unknown, option = "schema"): string {
 export function quoteIdent(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;
 }
+
+/**
+ * Refuses any key of `options` not in `valid`, listing them all, and pointing at the one a key
+ * differs from only in case (`databaseURL`); `of` names what the options are for.
+ */
+export function checkOptionKeys<O = Record<string, unknown>>(options: unknown, valid: Iterable<string>, of: string): O {
+  if (options === null || typeof options !== "object" || Array.isArray(options)) throw new InvalidOptionsError("options", "expected an object");
+  const names = [...valid];
+  for (const key of Object.keys(options)) {
+    if (names.includes(key)) continue;
+    const near = names.find((n) => n.toLowerCase() === key.toLowerCase());
+    throw new InvalidOptionsError(key, `is not an option of ${of}${near ? ` (did you mean ${near}?)` : ""}; its options: ${names.join(", ")}`);
+  }
+  return options as O;
+}

@@ -9,7 +9,8 @@ import { isPGlite, pgliteDb, poolDb } from "../db/db.js";
 import type { EventHandler } from "../events.js";
 import { migrationNumber } from "../errors.js";
 import { migrationStatus } from "../ops/status.js";
-import { CHECKPOINTER_TRACK, MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, statementsText, withBackoff, type AdoptOption, type MigrateResult } from "../db/migrate.js";
+import { CHECKPOINTER_TRACK, MIGRATIONS_TABLE, latestVersion, loadMigrations, runMigrations, statementsText, withBackoff, type AdoptOption } from "../db/migrate.js";
+import type { SetupResult } from "../ops/postgres-saver.js";
 import { partitionStatements } from "../db/partitions.js";
 import { quoteIdent } from "../validate.js";
 import { BIN } from "./args.js";
@@ -31,7 +32,7 @@ export async function migrateCommand(
   const serde = c.module === undefined ? undefined : await (await import("./commands-write.js")).serdeFrom(c.module);
   // What an adoption's report needs (the summary of what it stored by content): loaded when one was done.
   let compactSummary: typeof import("./commands-write.js").compactSummary | undefined;
-  const print = (result: MigrateResult, label: string) => {
+  const print = (result: SetupResult, label: string) => {
     const adoption = result.adoption;
     if (c.json) {
       io.out(json({ database: label, dryRun, ...result, applied: result.applied.map((m) => (dryRun ? m : { version: m.version, name: m.name })) }));
@@ -77,9 +78,11 @@ export async function migrateCommand(
     return EXIT.OK;
   };
   const dbOf = (conn: { pool: unknown }) => (isPGlite(conn.pool) ? pgliteDb(conn.pool) : poolDb(conn.pool as pg.Pool));
+  // The adoption is loaded only to adopt: its bridge decodes the official values (@langchain/*, a second of start-up a plain migrate does without).
+  const adoption = c.adopt === undefined || c.adopt === false ? undefined : (await import("../ops/adopt-plan.js")).ADOPTION;
   const once = () =>
     withConnection(c, !dryRun, async (conn) => ({
-      result: await runMigrations(dbOf(conn), schema, { dryRun, adopt: c.adopt, retry: false, partitions: c.partitions, onEvent: noteOfficialTables(c, io) }),
+      result: (await runMigrations(dbOf(conn), schema, { dryRun, adopt: c.adopt, retry: false, partitions: c.partitions, onEvent: noteOfficialTables(c, io), adoption })) as SetupResult,
       label: conn.label,
     }));
   try {

@@ -6,7 +6,7 @@
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { isEncryptedSerializer, reencrypt, type ReencryptResult } from "../ops/reencrypt.js";
-import { PostgresSaver } from "../saver/saver.js";
+import { PostgresSaver } from "../ops/postgres-saver.js";
 import type { Upcaster } from "../saver/upcast.js";
 import { EXIT, NotFoundError } from "./exit.js";
 import { progress } from "./format.js";

@@ -4,7 +4,7 @@
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { compact, type CompactResult } from "../ops/compact.js";
 import { listThreads, THREAD_SIZE_MEANS } from "../ops/inspect.js";
-import { PostgresSaver } from "../saver/saver.js";
+import { PostgresSaver } from "../ops/postgres-saver.js";
 import { EXIT, NotFoundError } from "./exit.js";
 import { formatBytes, progress, styleFor, table } from "./format.js";
 import { loadModule } from "./module.js";

@@ -9,18 +9,8 @@ import { pipeline } from "node:stream/promises";
 import { createGunzip, createGzip } from "node:zlib";
 import { InvalidInputError } from "../errors.js";
 import type { InspectOptions } from "../ops/inspect.js";
-import {
-  checkRecords,
-  EXPORT_FORMAT,
-  EXPORT_FORMAT_VERSION,
-  exportHeader,
-  exportThread,
-  importColumns,
-  importThread,
-  type ExportHeader,
-  type ExportRecord,
-  type ImportResult,
-} from "../ops/transfer.js";
+import { checkRecords, exportHeader, exportThread, importColumns, importThread, type ImportResult } from "../ops/transfer.js";
+import { EXPORT_FORMAT, EXPORT_FORMAT_VERSION, type ExportHeader, type ExportRecord } from "../ops/transfer-format.js";
 import { shown } from "../ops/transfer-check.js";
 import { ExportLineTooLongError, MAX_LINE_BYTES_CEILING, readExportLines } from "../ops/transfer-lines.js";
 import { ExportFileError, NotFoundError } from "./exit.js";

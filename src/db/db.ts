@@ -236,3 +236,34 @@ export function dbOf(target: pg.Pool | pg.Client | pg.PoolClient | PGliteLike): 
   if (target instanceof pg.Pool || "totalCount" in target) return poolDb(target as pg.Pool);
   return clientDb(target as pg.Client);
 }
+
+/**
+ * Defaults for pools the saver creates (spread them into a pool you make):
+ * nothing waits forever, and a dead or silent server is noticed in seconds.
+ * - connecting, or waiting for a free client: 5 s (`connectionTimeoutMillis`);
+ * - a statement: 20 s on the server (`statement_timeout`), 25 s on the client
+ *   (`query_timeout`: the server's own timeout cannot fire when the link is
+ *   silent); a lock wait 10 s; an idle transaction 60 s;
+ * - TCP keepalive probes after 10 s without traffic (`keepAliveInitialDelayMillis`;
+ *   Node then probes every second, 10 times), so a connection to a host that
+ *   died or dropped off the network fails within about 20 s, also one waiting
+ *   for an answer (a statement the dead host never received is left to
+ *   `query_timeout`). Without an initial delay the OS default applies: 2 hours.
+ * Override any of them with the `pool` option.
+ *
+ * @example
+ * ```ts
+ * const pool = new pg.Pool({ ...BOUNDED_POOL, connectionString: process.env.DATABASE_URL, max: 20 });
+ * const saver = new PostgresSaver(pool);
+ * ```
+ */
+export const BOUNDED_POOL: pg.PoolConfig = {
+  application_name: "langgraph-checkpoint-pg",
+  connectionTimeoutMillis: 5_000,
+  statement_timeout: 20_000,
+  lock_timeout: 10_000,
+  idle_in_transaction_session_timeout: 60_000,
+  query_timeout: 25_000,
+  keepAlive: true,
+  keepAliveInitialDelayMillis: 10_000,
+};

@@ -22,7 +22,7 @@
  *   lock wait that timed out) with backoff, reporting each attempt.
  */
 import pg from "pg";
-import { SCHEMA_LOCK_SQL, type AdoptionSummary } from "../ops/adopt.js";
+import { SCHEMA_LOCK_SQL, type AdoptionStep, type AdoptionSummary } from "./official.js";
 import { dbOf, type Db, type PGliteLike, type Queryable } from "./db.js";
 import { CheckpointerError, InvalidOptionsError, MigrationError, SchemaTooNewError, failureText, type OfficialTables } from "../errors.js";
 import { emit, guard, type EventHandler, type HandlerErrorHandler } from "../events.js";
@@ -80,6 +80,8 @@ export interface MigrateOptions extends TargetOptions {
   retry?: RetryOptions | false;
 }
 
+export type { AdoptionStep } from "./official.js";
+
 export interface MigrateResult {
   schema: string;
   /** Version before the call. */
@@ -100,24 +102,15 @@ export interface MigrateResult {
 export const MIGRATION_LOCK_TIMEOUT = "10s";
 
 /**
- * Apply pending migrations to `schema`. Idempotent and safe to run from many
- * processes at once (CI, deploy hooks, app start-up): each migration is
- * applied exactly once.
- *
- * @example
- * ```ts
- * import pg from "pg";
- * import { migrate } from "langgraph-checkpoint-pg";
- * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
- * const { applied } = await migrate({ pool, schema: "agents" });
- * console.log(`applied ${applied.length} migration(s)`);
- * await pool.end();
- * ```
+ * Apply pending migrations to `options.schema` on `options`' target, retrying
+ * as {@link RetryOptions} says (each attempt on a new connection when the
+ * target is a connection string); `adoption`: what runs when told to adopt
+ * (the public `migrate()`, src/ops/migrate.ts, hands in the wing's).
  */
-export async function migrate(options: MigrateOptions = {}): Promise<MigrateResult> {
+export async function migrateTarget(options: MigrateOptions, adoption: AdoptionStep | undefined): Promise<MigrateResult> {
   const schema = checkSchemaName(options.schema ?? "public");
   const onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
-  const settings = { dryRun: options.dryRun, onEvent, adopt: checkAdopt(options.adopt), partitions: checkPartitions(options.partitions) };
+  const settings = { dryRun: options.dryRun, onEvent, adopt: checkAdopt(options.adopt), partitions: checkPartitions(options.partitions), adoption };
   return withRetry({ operation: "migrate", schema, retry: options.retry, onEvent }, () => withTarget(options, "migrate", (db) => migrateOnce(db, schema, settings)));
 }
 
@@ -160,10 +153,12 @@ export function runMigrations(
     retry?: RetryOptions | false;
     operation?: "setup" | "migrate";
     partitions?: number;
+    /** What runs when told to adopt (see {@link AdoptionStep}). */
+    adoption?: AdoptionStep;
   } = {},
 ): Promise<MigrateResult> {
   const onEvent = guard(options.onEvent, "onEvent", options.onHandlerError);
-  const settings = { dryRun: options.dryRun, onEvent, adopt: checkAdopt(options.adopt), partitions: checkPartitions(options.partitions) };
+  const settings = { dryRun: options.dryRun, onEvent, adopt: checkAdopt(options.adopt), partitions: checkPartitions(options.partitions), adoption: options.adoption };
   return withRetry({ operation: options.operation ?? "migrate", schema, retry: options.retry, onEvent }, () => migrateOnce(db, schema, settings));
 }
 
@@ -171,7 +166,7 @@ export function runMigrations(
 async function migrateOnce(
   db: Db,
   schema: string,
-  options: { dryRun?: boolean; onEvent?: EventHandler; adopt?: AdoptOption; partitions?: number },
+  options: { dryRun?: boolean; onEvent?: EventHandler; adopt?: AdoptOption; partitions?: number; adoption?: AdoptionStep },
 ): Promise<MigrateResult> {
   const started = performance.now();
   const q = quoteIdent(schema);
@@ -215,15 +210,17 @@ async function migrateOnce(
         if (already) {
           result.adoption = { from: already.from, source: already.source, officialVersion: already.officialVersion, adopted: false, sql: "" };
         } else if (adoptFrom !== undefined) {
-          // Loaded when adopting: its bridge decodes the official values (@langchain/*, a second of start-up the CLI's plain migrate does without).
-          const { isEmpty, planAdoption } = await import("../ops/adopt-plan.js");
-          if (hasTable && !(await isEmpty(tx, schema))) {
+          const adoption = options.adoption;
+          if (adoption === undefined) {
+            throw new InvalidOptionsError("adopt", "this entry point does not adopt: use migrate() or PostgresSaver from langgraph-checkpoint-pg, or the CLI's migrate --adopt");
+          }
+          if (hasTable && !(await adoption.isEmpty(tx, schema))) {
             throw new MigrationError(
               `Schema "${schema}" holds threads already; adopt the official tables into an empty schema (a new one is simplest). Nothing was changed.`,
               { migration: "adoption" },
             );
           }
-          const plan = await planAdoption(tx, schema, adoptFrom, { lock: !dryRun });
+          const plan = await adoption.plan(tx, schema, adoptFrom, { lock: !dryRun });
           if (!dryRun) for (const statement of plan.statements) await tx.query(statement);
           result.adoption = { from: plan.from, source: plan.source, officialVersion: plan.officialVersion, adopted: true, sql: plan.sql };
         }

@@ -7,7 +7,8 @@
  */
 import { PY_MSGPACK_TYPE } from "../serde/pyserde.js";
 import { quoteIdent } from "../validate.js";
-import { ADOPTION_SQLSTATE, ADOPTION_TABLE, BRIDGE, BRIDGE_DELETE, FORGET, GUARD, lockOfficial, PY_TASK_PATH, ROLLED_BACK, TABLES } from "./adopt.js";
+import { BRIDGE, BRIDGE_DELETE, FORGET, GUARD, lockOfficial, ROLLED_BACK } from "./adopt.js";
+import { ADOPTION_SQLSTATE, ADOPTION_TABLE, PY_TASK_PATH, TABLES } from "../db/official.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js";
 import { KNOWS_ELEMENTS } from "../saver/element-codec.js";
 import { ELEMENTS_CHANNEL } from "../saver/elements.js";

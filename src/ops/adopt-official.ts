@@ -7,48 +7,7 @@ import type { Queryable } from "../db/db.js";
 import { MigrationError, type OfficialTables } from "../errors.js";
 import { quoteIdent } from "../validate.js";
 import { ELEMENTS_CHANNEL } from "../saver/element-names.js";
-import { JS_LAST, OFFICIAL_MIGRATIONS_TABLE, PY_LAST, PY_TASK_PATH, type Table, TABLES, TRIGGER_PREFIX } from "./adopt.js";
-
-/**
- * The official tables of every schema in the database (their
- * `checkpoint_migrations` and `checkpoints` tables), except schemas already
- * adopted by this package (their tables carry our triggers, or an earlier
- * release converted them in place). Reads only.
- *
- * @example
- * ```ts
- * const found = await findOfficialTables(tx);
- * if (found.length > 0) console.log(found.map((f) => `${f.schema}: ${f.source} v${f.officialVersion}`));
- * ```
- */
-export async function findOfficialTables(tx: Queryable): Promise<OfficialTables[]> {
-  const { rows } = await tx.query<{ schema: string; readable: boolean; adopted: boolean }>(
-    `SELECT n.nspname AS schema, has_table_privilege(c.oid, 'SELECT') AS readable,
-            EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_class c3 ON c3.oid = t.tgrelid
-                     WHERE c3.relnamespace = n.oid AND c3.relname = 'checkpoints' AND t.tgname LIKE '${TRIGGER_PREFIX}%') AS adopted
-       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-      WHERE c.relname = '${OFFICIAL_MIGRATIONS_TABLE}' AND c.relkind IN ('r', 'p')
-        AND EXISTS (SELECT 1 FROM pg_class c2 WHERE c2.relnamespace = n.oid AND c2.relname = 'checkpoints')
-        -- Adopted in place by an earlier release (the official history kept beside ours): ours now.
-        AND NOT EXISTS (SELECT 1 FROM pg_class c4 WHERE c4.relnamespace = n.oid AND c4.relname = 'checkpointer_migrations')
-      ORDER BY n.nspname`,
-  );
-  const found: OfficialTables[] = [];
-  for (const r of rows) {
-    if (r.adopted) continue;
-    let version = -1;
-    if (r.readable) {
-      // to_jsonb: no error (which would abort the caller's transaction) whatever the columns are.
-      const v = await tx.query<{ v: number | null }>(
-        `SELECT max(CASE WHEN to_jsonb(m) ->> 'v' ~ '^[0-9]{1,9}$' THEN (to_jsonb(m) ->> 'v')::int END) AS v
-           FROM ${quoteIdent(r.schema)}.${OFFICIAL_MIGRATIONS_TABLE} m`,
-      );
-      version = v.rows[0]?.v ?? -1;
-    }
-    found.push({ schema: r.schema, source: version > JS_LAST ? "python" : "js", officialVersion: version });
-  }
-  return found;
-}
+import { JS_LAST, OFFICIAL_MIGRATIONS_TABLE, PY_LAST, PY_TASK_PATH, type Table, TABLES } from "../db/official.js";
 
 interface ColumnSpec {
   type: string;

@@ -7,7 +7,8 @@
 import type { Queryable } from "../db/db.js";
 import { MigrationError } from "../errors.js";
 import { quoteIdent } from "../validate.js";
-import { type AdoptionPlan, lockOfficial, OFFICIAL_MIGRATIONS_TABLE, TABLES, TRIGGER_PREFIX } from "./adopt.js";
+import { lockOfficial } from "./adopt.js";
+import { OFFICIAL_MIGRATIONS_TABLE, TABLES, TRIGGER_PREFIX, type AdoptionPlan, type AdoptionStep } from "../db/official.js";
 import { bridgeStatements } from "./adopt-bridge.js";
 import { inspectOfficial, inspectOfficialRows } from "./adopt-official.js";
 import { OWN_TABLES } from "../db/names.js";
@@ -67,3 +68,6 @@ export async function isEmpty(tx: Queryable, schema: string): Promise<boolean> {
   );
   return !rows[0]!.used;
 }
+
+/** The adoption the migrator runs when told to adopt (`migrate({ adopt })`, `setup({ adopt })`, `migrate --adopt`). */
+export const ADOPTION: AdoptionStep = { isEmpty, plan: planAdoption };

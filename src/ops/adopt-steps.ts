@@ -4,7 +4,7 @@
  * ({@link adoptionStep}, also rollback.ts's). The plan and the bridge's SQL
  * are in adopt.ts.
  */
-import { ADOPTION_TABLE, SCHEMA_LOCK_SQL, readAdoption, type AdoptionRecord } from "./adopt.js";
+import { ADOPTION_TABLE, SCHEMA_LOCK_SQL, readAdoption, type AdoptionRecord } from "../db/official.js";
 import { finishStatements } from "./adopt-bridge.js";
 import type { Db, Queryable } from "../db/db.js";
 import { MIGRATION_LOCK_TIMEOUT, withTarget, type TargetOptions } from "../db/migrate.js";

@@ -37,129 +37,18 @@
  * tables), adopt-plan.ts (the plan `migrate` runs), adopt-bridge.ts (the
  * triggers' SQL), adopt-steps.ts (status, finish) and rollback.ts.
  */
-import type { Queryable } from "../db/db.js";
-import type { CompactResult } from "./compact.js";
 import { quoteIdent } from "../validate.js";
+import { TRIGGER_PREFIX, type Table } from "../db/official.js";
 
-/** The official savers' own migrations table (one integer column `v`). */
-export const OFFICIAL_MIGRATIONS_TABLE = "checkpoint_migrations";
-/** Our record of an adoption, in our schema (one row). */
-export const ADOPTION_TABLE = "checkpointer_adoption";
-
-/** Both official savers record versions 0..4 (JS: all of its migrations); Python goes on to 9. */
-export const JS_LAST = 4;
-export const PY_LAST = 9;
-/** Python migration 9 adds `checkpoint_writes.task_path`. */
-export const PY_TASK_PATH = 9;
-
-/** The official saver's tables: its layout, not ours (ours are named in db/names.ts), though the names coincide. */
-export const TABLES = ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] as const;
-export type Table = (typeof TABLES)[number];
 /** The official put writes blobs, then the checkpoint; deleteThread blobs, checkpoints, writes: lock in that order. */
 const OFFICIAL_LOCK_ORDER: readonly Table[] = ["checkpoint_blobs", "checkpoints", "checkpoint_writes"];
 
-/** Every trigger this package puts on a table starts with this. */
-export const TRIGGER_PREFIX = "langgraph_checkpoint_pg_";
 export const BRIDGE = `${TRIGGER_PREFIX}bridge`;
 export const BRIDGE_DELETE = `${TRIGGER_PREFIX}bridge_delete`;
 export const GUARD = `${TRIGGER_PREFIX}guard`;
 export const FORGET = `${TRIGGER_PREFIX}forget`;
 export const ROLLED_BACK = `${TRIGGER_PREFIX}rolled_back`;
 
-/**
- * SQLSTATEs the adoption's triggers raise.
- *
- * @example
- * ```ts
- * catch (e) { if ((e as { code?: string }).code === ADOPTION_SQLSTATE.threadMovedOn) retryOnAnUpgradedInstance(); }
- * ```
- */
-export const ADOPTION_SQLSTATE = {
-  /** An official write on a thread our saver has continued since the switch. */
-  threadMovedOn: "LGB01",
-  /** An official write after the switch was finished. */
-  finished: "LGB02",
-  /** A write to our schema after it was rolled back. */
-  rolledBack: "LGB03",
-  /** An official write continuing a thread that was deleted (saver/tombstones.ts). */
-  threadDeleted: "LGB04",
-} as const;
-
-export type AdoptionState = "bridging" | "finished" | "rolled-back";
-
-/** An adoption as recorded in our schema. */
-export interface AdoptionRecord {
-  /** The schema holding the official tables. */
-  from: string;
-  source: "js" | "python";
-  officialVersion: number;
-  state: AdoptionState;
-  adoptedAt: string;
-  finishedAt: string | null;
-  rolledBackAt: string | null;
-}
-
-/** What `migrate({ adopt })` did (or, in a dry run, would do). */
-export interface AdoptionSummary {
-  from: string;
-  source: "js" | "python";
-  officialVersion: number;
-  /** False when the schema had adopted `from` already (nothing was done again). */
-  adopted: boolean;
-  /** The statements, as a plan a DBA can read. */
-  sql: string;
-  /**
-   * What `setup({ adopt })` and `migrate --adopt` converted right after the adoption committed: the
-   * values it copied whole, stored by content as element storage stores them (see `compact`).
-   * Absent for a dry run, an adoption done before, `migrate()` (run `compact` after it), a saver
-   * with `elementStorage: false`, or a serializer that cannot store values by content.
-   */
-  compacted?: CompactResult;
-}
-
-/** What {@link planAdoption} returns: the statements to run, and the same as a readable plan. */
-export interface AdoptionPlan {
-  from: string;
-  source: "js" | "python";
-  officialVersion: number;
-  statements: string[];
-  sql: string;
-}
-
-/** The adoption recorded in `schema`, if any. */
-export async function readAdoption(tx: Queryable, schema: string): Promise<AdoptionRecord | undefined> {
-  const t = `${quoteIdent(schema)}.${ADOPTION_TABLE}`;
-  const exists = (await tx.query<{ ok: boolean }>("SELECT to_regclass($1) IS NOT NULL AS ok", [t])).rows[0]!.ok;
-  if (!exists) return undefined;
-  const { rows } = await tx.query<{
-    from: string;
-    source: "js" | "python";
-    official_version: number;
-    state: AdoptionState;
-    adopted_at: string;
-    finished_at: string | null;
-    rolled_back_at: string | null;
-  }>(
-    `SELECT source_schema AS "from", source, official_version, state, to_json(adopted_at) #>> '{}' AS adopted_at,
-            to_json(finished_at) #>> '{}' AS finished_at, to_json(rolled_back_at) #>> '{}' AS rolled_back_at FROM ${t}`,
-  );
-  const r = rows[0];
-  if (!r) return undefined;
-  return {
-    from: r.from,
-    source: r.source,
-    officialVersion: r.official_version,
-    state: r.state,
-    adoptedAt: r.adopted_at,
-    finishedAt: r.finished_at,
-    rolledBackAt: r.rolled_back_at,
-  };
-}
-
-/** Per database and schema, the same key as `migrate`'s: adoption work on a schema queues behind its migrations. */
-export const SCHEMA_LOCK_SQL =
-  "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('langgraph-checkpoint-pg:migrate'), " +
-  "pg_catalog.hashtext(pg_catalog.concat(pg_catalog.current_database(), '.', $1::text)))";
 
 /**
  * Lock the official tables, in the official saver's own order (no deadlock

@@ -22,7 +22,8 @@
  */
 import { JsonPlusSerializer, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { createHash } from "node:crypto";
-import { lockOfficial, type AdoptionRecord } from "./adopt.js";
+import { lockOfficial } from "./adopt.js";
+import { type AdoptionRecord } from "../db/official.js";
 import { rollbackStatements } from "./adopt-bridge.js";
 import type { Queryable } from "../db/db.js";
 import { MigrationError } from "../errors.js";

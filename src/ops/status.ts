@@ -8,7 +8,7 @@ import type { Row } from "../db/db.js";
 import { loadMigrations, MIGRATIONS_TABLE, schemaLevel } from "../db/migrate.js";
 import { CHECKPOINT_BLOBS, CHECKPOINT_HEADS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
-import { ADOPTION_TABLE, readAdoption, type AdoptionRecord } from "./adopt.js";
+import { ADOPTION_TABLE, readAdoption, type AdoptionRecord } from "../db/official.js";
 import { run, toDb, type InspectOptions } from "./inspect.js";
 
 /** What {@link migrationStatus} reports. */

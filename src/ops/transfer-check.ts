@@ -19,7 +19,7 @@ import { CHECKPOINT_BLOBS, CHECKPOINT_WRITES, CHECKPOINTS } from "../db/names.js
 import { InvalidInputError } from "../errors.js";
 import { checkKey, LIMITS, LONE_SURROGATE } from "../validate.js";
 // transfer.ts imports this file too: its constants are read only when a check runs.
-import { EXPORT_FORMAT, EXPORT_FORMAT_VERSION, type EndRecord, type ExportHeader, type ExportRecord } from "./transfer.js";
+import { EXPORT_FORMAT, EXPORT_FORMAT_VERSION, type EndRecord, type ExportHeader, type ExportRecord } from "./transfer-format.js";
 
 /** Which table a record is a row of. */
 export const TABLES = { checkpoint: CHECKPOINTS.table, write: CHECKPOINT_WRITES.table, blob: CHECKPOINT_BLOBS.table } as const;

@@ -8,14 +8,10 @@ import type { Checkpoint } from "@langchain/langgraph-checkpoint";
 import { PayloadTooLargeError, SerializationError } from "../errors.js";
 import { dumpsForRow, type ValueRow } from "../serde/rowserde.js";
 import type { SaverContext } from "./context.js";
+import { MAX_STATEMENT_BYTES } from "./options.js";
 import { isElementList } from "./elements.js";
 import type { StoreContext } from "./stored.js";
 
-/**
- * What one statement may carry in all: Postgres refuses a protocol message over
- * 1 GiB; 1 MiB is kept for ids, names and framing (which are also counted).
- */
-export const MAX_STATEMENT_BYTES = 1024 ** 3 - 1024 ** 2;
 
 /**
  * Refuse a statement whose parts add up to more than Postgres takes in one

@@ -1,20 +1,15 @@
 /**
- * What `new PostgresSaver(...)` and `setup()` may be told, checked: an option
- * the saver does not know is refused, never ignored; and the pool defaults
- * for pools the saver creates.
+ * What the saver's core and `setup()` may be told, checked: an option the
+ * saver does not know is refused, never ignored. The public options add the
+ * wing's (`retention`: src/ops/postgres-saver.ts).
  */
 import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
-import type pg from "pg";
-import { checkAdopt, checkRetry, type AdoptOption, type RetryOptions } from "../db/migrate.js";
-import { checkPartitions } from "../db/partitions.js";
-import { LOCATION_OPTIONS, checkLocation, type Location, type OpenLocationOptions } from "../db/open.js";
+import type { AdoptOption, RetryOptions } from "../db/migrate.js";
 import { InvalidOptionsError } from "../errors.js";
 import type { EventHandler, HandlerErrorHandler } from "../events.js";
 import { parseDuration } from "../duration.js";
 import { checkVersioning, type StateVersioning, type Upcaster } from "./upcast.js";
-import { checkSchemaName } from "../validate.js";
-import { checkRetention, type RetentionOptions, type RetentionSettings } from "./retention.js";
-import { MAX_STATEMENT_BYTES } from "./encode.js";
+import { checkOptionKeys, checkSchemaName } from "../validate.js";
 
 /**
  * How a put whose parent is not the lineage's current head is handled.
@@ -25,7 +20,14 @@ import { MAX_STATEMENT_BYTES } from "./encode.js";
  */
 export type LineageMode = "branch" | "linear";
 
-export interface PostgresSaverOptions {
+/**
+ * What one statement may carry in all: Postgres refuses a protocol message over
+ * 1 GiB; 1 MiB is kept for ids, names and framing (which are also counted).
+ */
+export const MAX_STATEMENT_BYTES = 1024 ** 3 - 1024 ** 2;
+
+/** The core saver's options (the public `PostgresSaverOptions` add `retention`). */
+export interface SaverOptions {
   /** Postgres schema holding the tables (any identifier, quotes and dashes included). Default `public`. */
   schema?: string;
   /** Serializer for channel values and writes. Default {@link MsgpackSerializer}. */
@@ -61,7 +63,7 @@ export interface PostgresSaverOptions {
    * The version of your graph's state schema: a positive integer you raise
    * when the state changes (a channel renamed, split, added...). Each
    * checkpoint records the version it was written with; older ones are upcast
-   * on read through {@link PostgresSaverOptions.upcasters}. Default: off.
+   * on read through {@link SaverOptions.upcasters}. Default: off.
    */
   stateVersion?: number;
   /**
@@ -100,20 +102,10 @@ export interface PostgresSaverOptions {
    * process warning). Default true; `false` stores every value whole.
    */
   elementStorage?: boolean;
-  /**
-   * Run `prune` in the background, once per interval across all processes
-   * that have this on (a database lock and the database's clock decide, not
-   * timers): `{ every: "10m", keepLast?, olderThan?, idleFor?, threadTtl?, grace?,
-   * keepTombstones?, ... }`, prune's options by their names. Starts with the
-   * saver unless `start: false` (then `startRetention()`); stops on
-   * `stopRetention()` and `end()`. Each run is reported by a `retention` event.
-   * Default: off (run `prune` or the CLI yourself). See docs/retention.md.
-   */
-  retention?: RetentionOptions;
 }
 
-/** Every option of {@link PostgresSaverOptions}: anything else is refused, never ignored. */
-const SAVER_OPTIONS: ReadonlySet<string> = new Set([
+/** Every option of {@link SaverOptions}: anything else is refused, never ignored. */
+export const SAVER_OPTIONS: readonly string[] = [
   "schema",
   "serde",
   "lineage",
@@ -126,11 +118,7 @@ const SAVER_OPTIONS: ReadonlySet<string> = new Set([
   "maxValueBytes",
   "preparedStatements",
   "elementStorage",
-  "retention",
-] satisfies (keyof PostgresSaverOptions)[]);
-
-/** The options of `PostgresSaver.fromConnString()`: the saver's and `pool`. */
-export const CONN_STRING_OPTIONS: readonly string[] = ["pool", ...SAVER_OPTIONS];
+] satisfies (keyof SaverOptions)[];
 
 /**
  * What `setup()` may be told.
@@ -168,113 +156,45 @@ export interface SetupOptions {
   partitions?: number;
 }
 
-/**
- * What `PostgresSaver.open()` may be told: the saver's options, `setup()`'s,
- * and where the database is.
- *
- * @example
- * ```ts
- * await PostgresSaver.open({ databaseUrl: process.env.DATABASE_URL, schema: "agents", retry: { attempts: 20 } });
- * await PostgresSaver.open({ embedded: true }); // the embedded database in ./.langgraph-pg, chosen (no notice on stderr)
- * ```
- */
-export interface OpenOptions extends PostgresSaverOptions, SetupOptions, OpenLocationOptions {}
-
-/** Every option of {@link OpenOptions}, the saver's included: anything else is refused, listing these. */
-const OPEN_OPTIONS: readonly string[] = [...LOCATION_OPTIONS, ...(["adopt", "retry", "partitions"] satisfies (keyof OpenOptions)[]), ...SAVER_OPTIONS];
-
-/**
- * `open()`'s options, every one checked before anything is opened or created
- * (a typo is refused naming every option of the call), split into where the
- * database is (src/db/open.ts), `setup()`'s, and the saver's.
- */
-export function openOptions(options: unknown): { location: Location; setup: SetupOptions; saver: PostgresSaverOptions } {
-  const o = checkOptionKeys(options ?? {}, OPEN_OPTIONS, "open()") as OpenOptions;
-  const { databaseUrl, dataDir, embedded, migrate, pool, adopt, retry, partitions, log, ...saver } = o;
-  const location = checkLocation({ databaseUrl, dataDir, embedded, migrate, pool, log });
-  checkAdopt(adopt);
-  checkRetry(retry);
-  checkPartitions(partitions);
-  checkedSettings(saverOptions([saver]));
-  return { location, setup: { adopt, retry, partitions }, saver };
+/** `setup()`'s options, checked: an unknown key is refused (adopt, retry, partitions are checked where they are used). */
+export function checkSetupOptions(options: unknown): SetupOptions {
+  if (options === null || typeof options !== "object") throw new InvalidOptionsError("setup options", "expected { adopt?, retry?, partitions? }");
+  for (const key of Object.keys(options)) {
+    if (key !== "adopt" && key !== "retry" && key !== "partitions") throw new InvalidOptionsError(key, "is not a setup() option (adopt, retry, partitions)");
+  }
+  return options as SetupOptions;
 }
 
 /** The `configurable` flag that lets one invocation fork deliberately in linear mode. */
 export const ALLOW_FORK_KEY = "allow_fork";
 
 /**
- * Defaults for pools the saver creates (spread them into a pool you make):
- * nothing waits forever, and a dead or silent server is noticed in seconds.
- * - connecting, or waiting for a free client: 5 s (`connectionTimeoutMillis`);
- * - a statement: 20 s on the server (`statement_timeout`), 25 s on the client
- *   (`query_timeout`: the server's own timeout cannot fire when the link is
- *   silent); a lock wait 10 s; an idle transaction 60 s;
- * - TCP keepalive probes after 10 s without traffic (`keepAliveInitialDelayMillis`;
- *   Node then probes every second, 10 times), so a connection to a host that
- *   died or dropped off the network fails within about 20 s, also one waiting
- *   for an answer (a statement the dead host never received is left to
- *   `query_timeout`). Without an initial delay the OS default applies: 2 hours.
- * Override any of them with the `pool` option.
- *
- * @example
- * ```ts
- * const pool = new pg.Pool({ ...BOUNDED_POOL, connectionString: process.env.DATABASE_URL, max: 20 });
- * const saver = new PostgresSaver(pool);
- * ```
- */
-export const BOUNDED_POOL: pg.PoolConfig = {
-  application_name: "langgraph-checkpoint-pg",
-  connectionTimeoutMillis: 5_000,
-  statement_timeout: 20_000,
-  lock_timeout: 10_000,
-  idle_in_transaction_session_timeout: 60_000,
-  query_timeout: 25_000,
-  keepAlive: true,
-  keepAliveInitialDelayMillis: 10_000,
-};
-
-/**
  * The options of `new PostgresSaver(pool, options)` or of the official
  * saver's `new PostgresSaver(pool, serde, options)`, checked: an option this
  * saver does not know is refused, never ignored.
  */
-export function saverOptions(args: [PostgresSaverOptions?] | [SerializerProtocol | undefined, PostgresSaverOptions?]): PostgresSaverOptions {
+export function saverOptions<O extends SaverOptions>(args: [O?] | [SerializerProtocol | undefined, O?], valid: readonly string[] = SAVER_OPTIONS): O {
   const isSerde = (x: unknown) =>
     typeof x === "object" && x !== null && typeof (x as SerializerProtocol).dumpsTyped === "function" && typeof (x as SerializerProtocol).loadsTyped === "function";
-  let options: PostgresSaverOptions;
+  let options: O;
   if (args.length >= 2 || isSerde(args[0])) {
     // The official shape: (pool, serde?, options?).
-    const [serde, rest] = args as [SerializerProtocol | undefined, PostgresSaverOptions?];
+    const [serde, rest] = args as [SerializerProtocol | undefined, O?];
     if (serde != null && !isSerde(serde)) {
       throw new InvalidOptionsError("serde", "the second of three arguments is the serializer (with dumpsTyped and loadsTyped), or undefined");
     }
-    options = checkOptionKeys(rest ?? {});
+    options = checkOptionKeys<O>(rest ?? {}, valid, "this saver");
     if (serde && options.serde && options.serde !== serde) throw new InvalidOptionsError("serde", "given twice (second argument and options.serde)");
     if (serde) options = { ...options, serde };
   } else {
-    options = checkOptionKeys(args[0] ?? {});
+    options = checkOptionKeys<O>(args[0] ?? {}, valid, "this saver");
   }
   if (options.serde !== undefined && !isSerde(options.serde)) throw new InvalidOptionsError("serde", "expected a serializer with dumpsTyped and loadsTyped");
   return options;
 }
 
-/**
- * Refuses any key not in `valid` (default: the saver's options), listing them
- * all, and pointing at the one a key differs from only in case (`databaseURL`).
- */
-export function checkOptionKeys(options: unknown, valid: Iterable<string> = SAVER_OPTIONS, of = "this saver"): PostgresSaverOptions {
-  if (options === null || typeof options !== "object" || Array.isArray(options)) throw new InvalidOptionsError("options", "expected an object");
-  const names = [...valid];
-  for (const key of Object.keys(options)) {
-    if (names.includes(key)) continue;
-    const near = names.find((n) => n.toLowerCase() === key.toLowerCase());
-    throw new InvalidOptionsError(key, `is not an option of ${of}${near ? ` (did you mean ${near}?)` : ""}; its options: ${names.join(", ")}`);
-  }
-  return options as PostgresSaverOptions;
-}
-
 /** The saver's settings from its options, each checked (in this order: the first bad one is reported). */
-export function checkedSettings(options: PostgresSaverOptions): {
+export function checkedSettings(options: SaverOptions): {
   schema: string;
   lineage: LineageMode;
   prepared: boolean;
@@ -283,7 +203,6 @@ export function checkedSettings(options: PostgresSaverOptions): {
   maxValueBytes: number;
   versioning: StateVersioning | undefined;
   elementStorage: boolean;
-  retention: RetentionSettings | undefined;
 } {
   const lineage = options.lineage ?? "branch";
   if (lineage !== "branch" && lineage !== "linear") throw new InvalidOptionsError("lineage", 'expected "branch" or "linear"');
@@ -299,6 +218,5 @@ export function checkedSettings(options: PostgresSaverOptions): {
   const ttlSeconds = options.ttl === undefined ? null : Math.max(1, Math.ceil(parseDuration(options.ttl, "ttl") / 1000));
   const elementStorage = options.elementStorage ?? true;
   if (typeof elementStorage !== "boolean") throw new InvalidOptionsError("elementStorage", "expected true or false");
-  const retention = checkRetention(options.retention, schema);
-  return { schema, lineage, prepared: options.preparedStatements ?? true, leaseSeconds: lease / 1000, ttlSeconds, maxValueBytes, versioning, elementStorage, retention };
+  return { schema, lineage, prepared: options.preparedStatements ?? true, leaseSeconds: lease / 1000, ttlSeconds, maxValueBytes, versioning, elementStorage };
 }

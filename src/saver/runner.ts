@@ -10,7 +10,7 @@ import type { Db } from "../db/db.js";
 import { assertSchemaCurrent, latestVersion, schemaLevel } from "../db/migrate.js";
 import { AdoptionRolledBackError, CheckpointerError, DatabaseOperationError, SchemaNotMigratedError, SchemaTooNewError, sqlStateOf } from "../errors.js";
 import type { EventHandler } from "../events.js";
-import { ADOPTION_SQLSTATE } from "../ops/adopt.js";
+import { ADOPTION_SQLSTATE } from "../db/official.js";
 
 export class Runner {
   readonly #db: Db;

@@ -9,7 +9,8 @@ import { WRITES_IDX_MAP, type PendingWrite } from "@langchain/langgraph-checkpoi
 import { InvalidInputError, ThreadDeletedError } from "../errors.js";
 import { LIMITS, checkKey, readConfig } from "../validate.js";
 import type { SaverContext } from "./context.js";
-import { MAX_STATEMENT_BYTES, boundBytes, checkSize, checkStatementSize, named, pack, storeContext } from "./encode.js";
+import { boundBytes, checkSize, checkStatementSize, named, pack, storeContext } from "./encode.js";
+import { MAX_STATEMENT_BYTES } from "./options.js";
 import type { ElementRow } from "./elements.js";
 import { putWritesBatchValues, putWritesValues } from "./sql/writes.js";
 import { encodeStored } from "./stored.js";

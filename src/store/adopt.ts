@@ -13,7 +13,7 @@ import { InvalidOptionsError, MigrationError, StoreAdoptionRequiredError } from 
 import type { SaverEvent } from "../events.js";
 import { suggest, type SuggestedCommand } from "../hint.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
-import { SCHEMA_LOCK_SQL } from "../ops/adopt.js";
+import { SCHEMA_LOCK_SQL } from "../db/official.js";
 import { inspectAdoptionSource, refuse } from "../db/trust.js";
 import { VECTOR_TABLE } from "./vector.js";
 

@@ -14,7 +14,7 @@ import { checkPartitions, type Partitioning } from "../db/partitions.js";
 import { inspectTrust, refuse, type TrustReport } from "../db/trust.js";
 import { CheckpointerError, MigrationError, StoreIndexMismatchError, failureText, VectorExtensionMissingError, type VectorIndexShape } from "../errors.js";
 import { emit, guard, type EventHandler } from "../events.js";
-import { SCHEMA_LOCK_SQL } from "../ops/adopt.js";
+import { SCHEMA_LOCK_SQL } from "../db/official.js";
 import { checkSchemaName, quoteIdent } from "../validate.js";
 import { STORE_MIGRATIONS_TABLE, STORE_TABLES, STORE_TRACK } from "./migrations.js";
 import { adoptStore, checkStoreAdopt, officialStoreDecision, officialStoresEvent, type StoreAdoptOption, type StoreAdoptionSummary } from "./adopt.js";

@@ -10,7 +10,7 @@ import { checkSchemaName } from "../validate.js";
 import { checkRetry, type RetryOptions } from "../db/migrate.js";
 import { checkPartitions } from "../db/partitions.js";
 import { LOCATION_OPTIONS, checkLocation, type Location, type OpenLocationOptions } from "../db/open.js";
-import { checkOptionKeys } from "../saver/options.js";
+import { checkOptionKeys } from "../validate.js";
 import { checkStoreAdopt, type StoreAdoptOption } from "./adopt.js";
 import { checkIndexConfig, type DistanceMetric, type IndexConfig, type VectorIndex } from "./vector.js";
 

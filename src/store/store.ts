@@ -29,7 +29,7 @@ import {
   type StoreSetupOptions,
   storeOpenOptions,
 } from "./options.js";
-import { BOUNDED_POOL } from "../saver/options.js";
+import { BOUNDED_POOL } from "../db/db.js";
 import { prepareWrite, runBatch, searchRead, searchRows, toItem, toSearchItem, type StoreContext } from "./batch.js";
 import { reindexPage, reindexWrite, storeStatements, vectorExtension, vectorPlaceOf, type ItemRow, type StoreStatements, type VectorPlace } from "./sql/index.js";
 import { SWEEP_BATCH, Sweeper } from "./ttl.js";

@@ -12,7 +12,7 @@ import { pathToFileURL } from "node:url";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { InvalidOptionsError, migrate, PostgresSaver, type RetentionEvent, type SaverEvent } from "../../src/index.js";
-import { SCHEMA_LOCK_SQL } from "../../src/ops/adopt.js";
+import { SCHEMA_LOCK_SQL } from "../../src/db/official.js";
 import { ROOT } from "../helpers/cli.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
 import { logGraph, tid } from "../helpers/graphs.js";

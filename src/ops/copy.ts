@@ -42,11 +42,11 @@ import { CHECKPOINT_BLOBS as B, CHECKPOINT_HEADS as H, CHECKPOINT_WRITES as W, C
 import type { Queryable } from "../db/db.js";
 import { isRowBound, type ValueRow } from "../serde/rowserde.js";
 import { LIMITS, checkKey, quoteIdent } from "../validate.js";
-import type { SaverContext } from "./context.js";
-import { knowsElementsSql, type BlobRow } from "./element-codec.js";
-import { ELEMENTS_CHANNEL, REFS_TYPE } from "./elements.js";
-import { hashesSql, rebindStored, refsAreaSql } from "./stored.js";
-import { deleteLockName } from "./sql/gate.js";
+import type { SaverContext } from "../saver/context.js";
+import { knowsElementsSql, type BlobRow } from "../saver/element-codec.js";
+import { ELEMENTS_CHANNEL, REFS_TYPE } from "../saver/elements.js";
+import { hashesSql, rebindStored, refsAreaSql } from "../saver/stored.js";
+import { deleteLockName } from "../saver/sql/gate.js";
 
 /** Options of `copyThread`. */
 export interface CopyThreadOptions {

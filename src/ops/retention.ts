@@ -35,8 +35,8 @@ import { CHECKPOINTER_RETENTION as R } from "../db/names.js";
 import { parseDuration } from "../duration.js";
 import { InvalidOptionsError, sqlStateOf } from "../errors.js";
 import { emit, type EventHandler } from "../events.js";
-import { prune, type PruneOptions } from "../ops/prune.js";
-import { readOptions } from "../ops/prune-options.js";
+import { prune, type PruneOptions } from "./prune.js";
+import { readOptions } from "./prune-options.js";
 import { quoteIdent } from "../validate.js";
 
 /**
