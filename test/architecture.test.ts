@@ -10,6 +10,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { expect, it } from "vitest";
 import { ROOT } from "./helpers/cli.js";
+import { docBlocks } from "./helpers/readme.js";
 
 /**
  * The parts, lowest first. A file may import files of its own part and of the parts below it.
@@ -132,4 +133,19 @@ it("the rules see a planted wrong-way import and a planted circle", () => {
   // Two files of one part importing each other, one of them only for a type.
   const planted = graph({ "saver/a.ts": `import type { B } from "./b.js";`, "saver/b.ts": `export { a } from "./a.js";` });
   expect(circles(planted)).toEqual([["saver/a.ts", "saver/b.ts"]]);
+});
+
+it("docs/architecture.md's picture is the code's: its arrows are the imports between parts (the ground, errors and base, left out)", () => {
+  const diagrams = docBlocks("docs/architecture.md").filter((b) => b.lang === "mermaid");
+  expect(diagrams).toHaveLength(1);
+  const drawn = new Set([...diagrams[0]!.code.matchAll(/^\s*(\w+)(?:\["[^"]*"\])?\s*-->\s*(\w+)/gm)].map((m) => `${m[1]} --> ${m[2]}`));
+  const ground = new Set(["errors", "base"]);
+  const code = new Set<string>();
+  for (const [file, targets] of house()) {
+    for (const target of targets) {
+      const [a, b] = [PARTS[partOf(file)]!.name, PARTS[partOf(target)]!.name];
+      if (a !== b && !ground.has(b)) code.add(`${a} --> ${b}`);
+    }
+  }
+  expect([...drawn].sort()).toEqual([...code].sort());
 });

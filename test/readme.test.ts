@@ -44,7 +44,7 @@ it("every fenced block is run by a test or marked as output: no block without a 
   const refused = docBlocks()
     .filter((b) => kindOf(b) === undefined)
     .map((b) => `${where(b)}: \`\`\`${b.lang || "(no language)"}`);
-  // A new block is a `ts` program, `sql`, a command (`bash`, `yaml`, `cron`), or output (`text`, `console`).
+  // A new block is a `ts` program, `sql`, a command (`bash`, `yaml`, `cron`), output (`text`, `console`), or the house's diagram (`mermaid`).
   expect(refused).toEqual([]);
   const blocks = docBlocks();
   // An output block compared with a program's output follows that program.

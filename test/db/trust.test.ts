@@ -78,11 +78,16 @@ function sourcesOf(dir: string, name: RegExp): string[] {
 /** Files whose SQL runs at run time, through the caller's search_path. */
 const RUNTIME_SQL = [
   ...sourcesOf("src/saver", /\.ts$/),
-  ...sourcesOf("src/ops", /^(prune|inspect|transfer|grants|adopt-steps)[.-]/),
+  ...sourcesOf("src/saver/sql", /\.ts$/),
+  ...sourcesOf("src/ops", /^(prune|inspect|status|show|transfer|grants|adopt-steps|copy|retention)[.-]/),
   ...sourcesOf("src/db", /^(migrate|migrations|trust)\./),
 ];
 /** SQL that runs only inside `migrate`, with pg_catalog searched first and after the ownership checks. */
-const MIGRATION_SQL = [...sourcesOf("src/ops", /^adopt[.-]/), ...readdirSync(join(ROOT, "migrations")).filter((f) => f.endsWith(".sql")).map((f) => `migrations/${f}`)];
+const MIGRATION_SQL = [
+  ...sourcesOf("src/ops", /^adopt[.-]/),
+  ...sourcesOf("src/db", /^(official|adopt-decision)\./),
+  ...readdirSync(join(ROOT, "migrations")).filter((f) => f.endsWith(".sql")).map((f) => `migrations/${f}`),
+];
 
 const CALL = /(?<![\w$"])((?:pg_catalog\.)?)([a-z_][a-z0-9_]*)\(/g;
 

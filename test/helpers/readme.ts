@@ -35,10 +35,12 @@ export interface DocBlock {
  *   the packed package, or skipped for a reason named in {@link NOT_RUN} (tarball.test.ts);
  * - `output`: `text` or `console`, shown, not run; ```` ```text output ```` right after a program is
  *   what that program prints, compared;
- * - `config`: `ini`, a configuration file, checked to parse.
+ * - `config`: `ini`, a configuration file, checked to parse;
+ * - `diagram`: `mermaid`, the parts of the package and their imports, held against the code by
+ *   architecture.test.ts.
  * Anything else (no language, or one not listed) is refused by readme.test.ts.
  */
-export type BlockKind = "program" | "sql" | "commands" | "output" | "config";
+export type BlockKind = "program" | "sql" | "commands" | "output" | "config" | "diagram";
 
 const KINDS: Record<string, BlockKind> = {
   ts: "program",
@@ -50,6 +52,7 @@ const KINDS: Record<string, BlockKind> = {
   text: "output",
   console: "output",
   ini: "config",
+  mermaid: "diagram",
 };
 
 export function kindOf(block: DocBlock): BlockKind | undefined {
