@@ -12,6 +12,8 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // Starts (or finds) one Postgres server per run; each test file then creates its own database.
     globalSetup: ["test/setup/global-setup.ts"],
+    // Keeps the warnings tests provoke on purpose out of the output (see the file).
+    setupFiles: ["test/setup/quiet.ts"],
     // The default summary only counts skipped tests; this one lists them with the reason.
     reporters: ["default", "./test/setup/skip-reporter.ts"],
     // Failure detectors, not performance bounds (those live in `npm run bench`): a loaded 2-core
@@ -20,6 +22,9 @@ export default defineConfig({
     testTimeout: 180_000,
     hookTimeout: 180_000,
     sequence: { sequencer: LongestFirst },
+    // The default reporter names each test slower than this: the long ones, not the hundreds a busy
+    // machine slows past vitest's 300 ms.
+    slowTestThreshold: 10_000,
     // Files are isolated by database, so they may run in parallel. CI machines have 2 cores; a
     // third worker fills the time the others wait on Postgres and child processes (a full run on
     // a busy 2-core machine: 6 min with 3 workers, 8 with 2).

@@ -266,7 +266,9 @@ describe("adopting a schema written by @langchain/langgraph-checkpoint-postgres"
     nested: nestedGraph(s),
     log: logGraph(s),
     map: mapReduceGraph(s, new Map()),
-    v1: logGraph(s),
+    // The v1 rows (insertV1Checkpoints) are a map-reduce run's: `items`, and sends to "work" pending. Read with a graph
+    // that has that node (LangGraph warns of sends to a node it does not know, "Ignoring unknown node name work").
+    v1: mapReduceGraph(s, new Map()),
   });
 
   beforeAll(async () => {
