@@ -11,14 +11,17 @@ import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { brotliDecompressSync, gzipSync } from "node:zlib";
 import { PGlite } from "@electric-sql/pglite";
-import { validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
+import type { CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
 import { afterAll, describe, expect, it } from "vitest";
 import { DataDirLockedError, InvalidOptionsError, loadMigrations, lockDataDir, migrate, openEmbedded, PostgresSaver, PostgresStore, type PGliteLike } from "../../src/index.js";
 import { shareEmbedded } from "../../src/db/embedded.js";
 import { installedPGlite, snapshotInfo } from "../../src/db/snapshot.js";
 import { collect } from "../helpers/cli.js";
+import { differential } from "../helpers/conformance.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 
+// The official conformance suite's differential (test/helpers/conformance.ts): each statement the saver
+// sends, on PGlite's engine and through its driver (conformance.test.ts runs the whole suite on Postgres).
 describe("PGlite conformance", () => {
   const db = new PGlite();
   afterAll(() => db.close());
@@ -33,7 +36,7 @@ describe("PGlite conformance", () => {
       return new PostgresSaver(db);
     },
   };
-  validate(initializer);
+  differential(initializer);
 });
 
 describe("embedded data folder", () => {
