@@ -1,5 +1,5 @@
 import { fileURLToPath } from "node:url";
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 import LongestFirst from "./setup/sequencer.js";
 
 // Lives in test/ to keep the package's top level to the files that ship or configure it.
@@ -10,6 +10,9 @@ export default defineConfig({
     // The official conformance suite calls describe/it/beforeAll as globals.
     globals: true,
     include: ["test/**/*.test.ts"],
+    // `npm test` is the everyday run: a file named *.long.test.ts takes minutes for what it adds, and runs in
+    // `npm run test:long` (test/long/vitest.config.ts) with the partitioned re-run; CI runs both.
+    exclude: [...configDefaults.exclude, "test/**/*.long.test.ts"],
     // Starts (or finds) one Postgres server per run; each test file then creates its own database.
     globalSetup: ["test/setup/global-setup.ts"],
     // Keeps the warnings tests provoke on purpose out of the output (see the file).
