@@ -54,7 +54,9 @@ export function spawnScript(script: string, args: string[], options: RunOptions 
   delete env.FORCE_COLOR;
   const bundle = inject("scriptBundle");
   const entry = bundle?.scripts.includes(script) ? [join(bundle.dir, basename(script).replace(/\.ts$/, ".mjs"))] : ["--import", TSX, join(ROOT, script)];
-  const child = spawn(process.execPath, [...entry, ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
+  // --liftoff-only, as `npm run demo` runs: a command on the embedded database compiles PGlite's WebAssembly
+  // once, without the optimizing second pass that a process of seconds never gains back.
+  const child = spawn(process.execPath, ["--liftoff-only", ...entry, ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
   child.stdin.end(options.input ?? "");
   return child;
 }
