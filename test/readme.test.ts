@@ -1,6 +1,6 @@
 /**
  * The README's quick-start block, run as written (the package import pointed at
- * src/), and its table of contents. test/tarball.long.test.ts runs the quick start and
+ * src/), and its table of contents. test/tarball.test.ts runs the quick start and
  * every command block against the packed package.
  */
 import { execFile } from "node:child_process";

@@ -1,6 +1,6 @@
 /**
  * The README's fenced blocks, for the tests that run them (test/readme.test.ts,
- * test/tarball.long.test.ts).
+ * test/tarball.test.ts).
  *
  * @example
  * ```ts
