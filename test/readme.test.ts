@@ -5,7 +5,7 @@
  * SQL run as written, in the page's order, against a database of the page's
  * own that holds the quick start's thread, with the package imported from
  * src/ (each program compiled by esbuild, as tsx compiles it, and run by node
- * in a process of its own); every local link resolves. test/tarball.test.ts runs the command
+ * in a process of its own); every local link resolves. test/tarball.long.test.ts runs the command
  * blocks, the quick start and two other programs against the packed package.
  */
 import { execFile } from "node:child_process";
@@ -50,7 +50,7 @@ it("every fenced block is run by a test or marked as output: no block without a 
   // An output block compared with a program's output follows that program.
   const stray = blocks.filter((b, i) => b.meta === "output" && (i === 0 || blocks[i - 1]!.lang !== "ts" || blocks[i - 1]!.file !== b.file)).map(where);
   expect(stray).toEqual([]);
-  // Each reason not to run a command block still names one (test/tarball.test.ts runs the others).
+  // Each reason not to run a command block still names one (test/tarball.long.test.ts runs the others).
   const commands = blocks.filter((b) => kindOf(b) === "commands");
   const stale = NOT_RUN.filter(([re]) => !commands.some((b) => re.test(b.code) || [...b.code.matchAll(/run: (.*)$/gm)].some((m) => re.test(m[1]!.trim())))).map(([re]) => String(re));
   expect(stale).toEqual([]);

@@ -5,20 +5,21 @@
 import { execFile, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { createRequire } from "node:module";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { brotliDecompressSync, gzipSync } from "node:zlib";
 import { PGlite } from "@electric-sql/pglite";
-import { validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
+import type { CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
 import { afterAll, describe, expect, it } from "vitest";
 import { DataDirLockedError, InvalidOptionsError, loadMigrations, lockDataDir, migrate, openEmbedded, PostgresSaver, PostgresStore, type PGliteLike } from "../../src/index.js";
 import { shareEmbedded } from "../../src/db/embedded.js";
 import { installedPGlite, snapshotInfo } from "../../src/db/snapshot.js";
-import { collect } from "../helpers/cli.js";
+import { collect, libraryImport } from "../helpers/cli.js";
+import { differential } from "../helpers/conformance.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 
+// The official conformance suite's differential (test/helpers/conformance.ts): each statement the saver
+// sends, on PGlite's engine and through its driver (conformance.test.ts runs the whole suite on Postgres).
 describe("PGlite conformance", () => {
   const db = new PGlite();
   afterAll(() => db.close());
@@ -33,7 +34,7 @@ describe("PGlite conformance", () => {
       return new PostgresSaver(db);
     },
   };
-  validate(initializer);
+  differential(initializer);
 });
 
 describe("embedded data folder", () => {
@@ -210,26 +211,42 @@ const OPENERS = [
 ] as const;
 
 describe.each(OPENERS)("$name.open() without DATABASE_URL", ({ name, end, own, bad: badOwn }) => {
-  /** tsx for a child in a folder outside the repository. */
-  const TSX = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+  const lib = libraryImport();
   const dirs: string[] = [];
   afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
-  /** Runs `open(options)` in a new process in an empty folder; what it printed, and whether it made ./.langgraph-pg. */
-  async function openIn(options: string, env: Record<string, string> = {}) {
+  /**
+   * Runs `open(options)` for each of `optionsList` in one new process, each in its own empty folder (the
+   * process's working directory while it runs); what each printed, and whether it made ./.langgraph-pg.
+   * One process for several: each start costs a second of CPU, and what is tested is each call.
+   */
+  async function openEach(optionsList: string[], env: Record<string, string> = {}) {
     const cwd = mkdtempSync(join(tmpdir(), "lgpg-open-"));
     dirs.push(cwd);
+    const app = lib.file("app");
     writeFileSync(
-      join(cwd, "app.mts"),
-      `import { ${name} } from ${JSON.stringify(join(process.cwd(), "src/index.ts"))};\n` +
-        `try { const s = await ${name}.open(${options}); console.log("opened " + s.schema); await s.${end}(); }\n` +
-        "catch (e) { console.log(JSON.stringify({ name: e.name, code: e.code, option: e.option, message: e.message })); }\n",
+      join(cwd, app),
+      `import { mkdirSync } from "node:fs";\n` +
+        `import { ${name} } from ${JSON.stringify(lib.url)};\n` +
+        `const calls = [${optionsList.map((o) => `() => ${name}.open(${o})`).join(", ")}];\n` +
+        "for (const [i, call] of calls.entries()) {\n" +
+        "  mkdirSync(`case-${i}`);\n  process.chdir(`case-${i}`);\n" +
+        `  try { const s = await call(); console.log("opened " + s.schema); await s.${end}(); }\n` +
+        "  catch (e) { console.log(JSON.stringify({ name: e.name, code: e.code, option: e.option, message: e.message })); }\n" +
+        '  process.chdir("..");\n}\n',
     );
     const { DATABASE_URL: _, NODE_ENV: __, ...inherited } = process.env;
-    const child = spawn(process.execPath, ["--import", TSX, "app.mts"], { cwd, env: { ...inherited, ...env } });
+    // --liftoff-only, as `npm run demo` runs: V8 compiles PGlite's WebAssembly once, without the optimizing
+    // second pass that a process of a few seconds never gains back (a third of its CPU).
+    const child = spawn(process.execPath, ["--liftoff-only", ...lib.nodeArgs, app], { cwd, env: { ...inherited, ...env } });
     const r = await collect(child);
-    const out = r.stdout.trim();
-    return { ...r, result: out.startsWith("{") ? (JSON.parse(out) as Record<string, string>) : out, created: existsSync(join(cwd, ".langgraph-pg")), cwd };
+    const lines = r.stdout.trim().split("\n");
+    expect(lines, r.stderr).toHaveLength(optionsList.length);
+    return lines.map((out, i) => {
+      const at = join(cwd, `case-${i}`);
+      return { ...r, result: out.startsWith("{") ? (JSON.parse(out) as Record<string, string>) : out, created: existsSync(join(at, ".langgraph-pg")), cwd: at };
+    });
   }
+  const openIn = async (options: string, env: Record<string, string> = {}) => (await openEach([options], env))[0]!;
 
   it("with NODE_ENV=production refuses to fall back, saying what to set and how to ask for it; creates nothing", async () => {
     const r = await openIn("", { NODE_ENV: "production" });
@@ -273,8 +290,9 @@ describe.each(OPENERS)("$name.open() without DATABASE_URL", ({ name, end, own, b
     }
     expect(r.created).toBe(false);
     // A bad value of a known option too, and the opener's own options: checked before the folder is made.
-    for (const options of ["{ retry: { attempt: 3 } }", "{ adopt: 3 }", badOwn, '{ embedded: "yes" }', '{ databaseUrl: "postgres://x", dataDir: "d" }', '{ dataDir: "d", log: 1 }']) {
-      const bad = await openIn(options);
+    const badOptions = ["{ retry: { attempt: 3 } }", "{ adopt: 3 }", badOwn, '{ embedded: "yes" }', '{ databaseUrl: "postgres://x", dataDir: "d" }', '{ dataDir: "d", log: 1 }'];
+    for (const [i, bad] of (await openEach(badOptions)).entries()) {
+      const options = badOptions[i]!;
       expect(bad.result, options).toMatchObject({ name: "InvalidOptionsError" });
       expect(bad.created, options).toBe(false);
       expect(existsSync(join(bad.cwd, "d")), options).toBe(false);

@@ -41,7 +41,7 @@ beforeAll(async () => {
   u.username = ATTACKER;
   u.password = PASSWORD;
   // Its connections are still closing when the database is dropped WITH (FORCE) after the file.
-  attacker = testPool({ connectionString: u.toString(), max: 1 }, "attacker");
+  attacker = testPool({ connectionString: u.toString(), max: 1 });
 });
 
 afterAll(async () => {
@@ -182,7 +182,7 @@ describe("built-ins in run-time SQL are schema-qualified", () => {
     expect(planted).toBeGreaterThan(10);
     // The application's connections search the attacker's schema (pg_catalog still comes first, implicitly).
     const u = new URL(db.url);
-    const app = testPool({ connectionString: u.toString(), options: "-c search_path=trap", max: 2 }, "app");
+    const app = testPool({ connectionString: u.toString(), options: "-c search_path=trap", max: 2 });
     try {
       const saver = new PostgresSaver(app, { schema: "rt", lineage: "linear" });
       await saver.setup();

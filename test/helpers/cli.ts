@@ -60,7 +60,9 @@ export function spawnScript(script: string, args: string[], options: RunOptions 
   delete env.FORCE_COLOR;
   const bundle = inject("scriptBundle");
   const entry = bundle?.scripts.includes(script) ? [join(bundle.dir, basename(script).replace(/\.ts$/, ".mjs"))] : ["--import", TSX, join(ROOT, script)];
-  const child = spawn(process.execPath, [...entry, ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
+  // --liftoff-only, as `npm run demo` runs: a command on the embedded database compiles PGlite's WebAssembly
+  // once, without the optimizing second pass that a process of seconds never gains back.
+  const child = spawn(process.execPath, ["--liftoff-only", ...entry, ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
   feed(child, options.input);
   return child;
 }
@@ -142,8 +144,27 @@ export function runDemo(args: string[], options: RunOptions = {}): Promise<Run> 
   return collect(child);
 }
 
-/** The scripts the tests spawn, bundled once per run by global setup. */
-export const SCRIPTS = ["src/cli/main.ts"];
+/** The scripts the tests spawn, and the library their child processes import ({@link libraryImport}), bundled once per run by global setup. */
+export const SCRIPTS = ["src/cli/main.ts", "src/index.ts"];
+
+/**
+ * How a child process imports the package's API from source: the URL of global setup's bundle of
+ * src/index.ts, run by plain node (a third of the CPU time of tsx, whose hooks see every module
+ * load), or, in a run without that setup, src/index.ts itself through tsx. `file`: the name to
+ * give a child's module, by its extension plain JavaScript or TypeScript.
+ *
+ * @example
+ * ```ts
+ * const lib = libraryImport();
+ * writeFileSync(join(dir, lib.file("app")), `import { PostgresSaver } from ${JSON.stringify(lib.url)};\n...`);
+ * spawn(process.execPath, [...lib.nodeArgs, lib.file("app")], { cwd: dir });
+ * ```
+ */
+export function libraryImport(): { url: string; nodeArgs: string[]; file(name: string): string } {
+  const bundle = inject("scriptBundle");
+  if (bundle?.scripts.includes("src/index.ts")) return { url: pathToFileURL(join(bundle.dir, "index.mjs")).href, nodeArgs: [], file: (name) => `${name}.mjs` };
+  return { url: pathToFileURL(join(ROOT, "src", "index.ts")).href, nodeArgs: ["--import", TSX], file: (name) => `${name}.mts` };
+}
 
 /**
  * Bundles {@link SCRIPTS}: our source compiled into a few files (split at its dynamic imports, so
@@ -158,7 +179,8 @@ export async function bundleScripts(): Promise<{ dir: string; scripts: string[];
   const { build } = await import("esbuild");
   const dir = join(ROOT, ".test-build", String(process.pid));
   await build({
-    entryPoints: SCRIPTS.map((s) => join(ROOT, s)),
+    // Named by file (main.mjs, index.mjs): several entry points would otherwise keep their folders.
+    entryPoints: Object.fromEntries(SCRIPTS.map((s) => [basename(s, ".ts"), join(ROOT, s)])),
     bundle: true,
     splitting: true,
     platform: "node",

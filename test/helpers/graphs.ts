@@ -146,7 +146,8 @@ export function mapReduceGraph(checkpointer: Saver, calls: Map<string, number>, 
     return { results: [item.toUpperCase()] };
   };
   return new StateGraph(MapState)
-    .addNode("work", work, { input: WorkState, ...(options.retryPolicy ? { retryPolicy: { initialInterval: 1, ...options.retryPolicy } } : {}) })
+    // logWarning: false: LangGraph would console.log each retry ("Retrying task ..."), which the tests provoke on purpose.
+    .addNode("work", work, { input: WorkState, ...(options.retryPolicy ? { retryPolicy: { initialInterval: 1, logWarning: false, ...options.retryPolicy } } : {}) })
     .addNode("reduce", (s) => ({ total: [...s.results].sort().join(",") }))
     .addConditionalEdges(START, (s) => s.items.map((item) => new Send("work", { item })), ["work"])
     .addEdge("work", "reduce")

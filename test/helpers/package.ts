@@ -1,5 +1,5 @@
 /**
- * The package as it is published, for test/tarball.test.ts: its manifest and
+ * The package as it is published, for test/tarball.long.test.ts: its manifest and
  * what it declares, the packages a built file imports, a project that
  * installs the packed tarball offline (its lock file made from the
  * repository's), and where psql is.

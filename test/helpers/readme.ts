@@ -1,7 +1,7 @@
 /**
  * The documentation's fenced blocks and links: README.md and every page of
  * docs/, for the tests that run them (test/readme.test.ts runs the programs
- * and the SQL and checks the links; test/tarball.test.ts runs the commands
+ * and the SQL and checks the links; test/tarball.long.test.ts runs the commands
  * against the packed package). The rule each block follows is {@link kindOf}.
  *
  * @example
@@ -32,7 +32,7 @@ export interface DocBlock {
  * - `program`: `ts`, a complete program, run with tsx against a database (readme.test.ts);
  * - `sql`: run against a migrated database (readme.test.ts);
  * - `commands`: `bash`, `sh`, `yaml` (its `run:` steps), `cron`, run in a project that installed
- *   the packed package, or skipped for a reason named in {@link NOT_RUN} (tarball.test.ts);
+ *   the packed package, or skipped for a reason named in {@link NOT_RUN} (tarball.long.test.ts);
  * - `output`: `text` or `console`, shown, not run; ```` ```text output ```` right after a program is
  *   what that program prints, compared;
  * - `config`: `ini`, a configuration file, checked to parse;

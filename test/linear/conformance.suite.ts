@@ -1,8 +1,9 @@
 /**
- * The official conformance suite against a saver in `lineage: "linear"` mode.
- * Run by test/saver/conformance-linear.test.ts in a child vitest, which asserts that
- * exactly the tests rejected by design fail (see README, "Concurrency").
+ * The official conformance suite's differential (test/helpers/conformance.ts) against a saver in
+ * `lineage: "linear"` mode: linear mode changes the put statement (src/saver/write.ts), not what
+ * `list` sends. Run by test/saver/conformance-linear.test.ts in a child vitest, which asserts
+ * that exactly the tests rejected by design fail (see README, "Concurrency").
  */
-import { conformance } from "../helpers/conformance.js";
+import { conformanceDifferential } from "../helpers/conformance.js";
 
-conformance("langgraph-checkpoint-pg (linear)", "conformance_linear", { lineage: "linear" });
+conformanceDifferential("langgraph-checkpoint-pg (linear)", "conformance_linear", { lineage: "linear" });

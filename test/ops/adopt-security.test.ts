@@ -46,7 +46,7 @@ function poolAs(role: string, options: pg.PoolConfig = {}): pg.Pool {
   const u = new URL(db.url);
   u.username = role;
   u.password = PASSWORD;
-  const pool = testPool({ connectionString: u.toString(), max: 2, ...options }, role);
+  const pool = testPool({ connectionString: u.toString(), max: 2, ...options });
   pools.push(pool);
   return pool;
 }

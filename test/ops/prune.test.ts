@@ -4,9 +4,9 @@
  * Real graphs, a real database, real parallel clients.
  */
 import { PGlite } from "@electric-sql/pglite";
-import { AIMessage, HumanMessage } from "@langchain/core/messages";
+import { HumanMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
-import { Command, DeltaValue, END, MessagesDeltaValue, START, StateGraph, StateSchema, type StateSnapshot } from "@langchain/langgraph";
+import { Command, DeltaValue, END, START, StateGraph, StateSchema, type StateSnapshot } from "@langchain/langgraph";
 import { uuid6, type BaseCheckpointSaver, type CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -17,13 +17,13 @@ import {
   PostgresSaver,
   prune,
   SchemaNotMigratedError,
-  type PruneCounts,
   type PruneOptions,
   type PruneProgress,
   type PruneResult,
 } from "../../src/index.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { testPool, waitForLockWait, withTestDatabase } from "../helpers/db.js";
+import { deleted, deltaChatGraph, expectDeleted, tableSizes } from "../helpers/prune.js";
 import { approvalGraph, chatGraph, logGraph, mapReduceGraph, nestedGraph, parallelInterruptGraph, plainValues, tid } from "../helpers/graphs.js";
 
 const db = withTestDatabase("prune");
@@ -55,60 +55,7 @@ function deltaGraph(checkpointer: BaseCheckpointSaver) {
     .compile({ checkpointer });
 }
 
-/** A chat whose messages live in a DeltaChannel (LangGraph's MessagesDeltaValue, default snapshot frequency). */
-function deltaChatGraph(checkpointer: BaseCheckpointSaver) {
-  return new StateGraph(new StateSchema({ messages: MessagesDeltaValue }))
-    .addNode("bot", (s) => ({ messages: [new AIMessage({ id: `ai-${s.messages.length}`, content: `echo ${String(s.messages.at(-1)?.content)}` })] }))
-    .addEdge(START, "bot")
-    .addEdge("bot", END)
-    .compile({ checkpointer });
-}
-
-type Sizes = Pick<PruneCounts, "checkpoints" | "writes" | "blobs" | "checkpointBytes" | "writeBytes" | "blobBytes">;
-
-async function sizes(threadIds?: string[], pool: pg.Pool = db.pool, schema = "public"): Promise<Sizes> {
-  const s = pg.escapeIdentifier(schema);
-  const part = (table: string) =>
-    `(SELECT count(*)::int AS n, coalesce(sum(pg_column_size(t.*)), 0)::bigint AS b FROM ${s}.${table} t WHERE $1::text[] IS NULL OR thread_id = ANY ($1))`;
-  const { rows } = await pool.query(
-    `SELECT c.n AS cn, c.b AS cb, w.n AS wn, w.b AS wb, b.n AS bn, b.b AS bb
-       FROM ${part("checkpoints")} c, ${part("checkpoint_writes")} w, ${part("checkpoint_blobs")} b`,
-    [threadIds ?? null],
-  );
-  const r = rows[0];
-  return { checkpoints: r.cn, writes: r.wn, blobs: r.bn, checkpointBytes: Number(r.cb), writeBytes: Number(r.wb), blobBytes: Number(r.bb) };
-}
-
-const deleted = (r: PruneResult): Sizes => ({
-  checkpoints: r.checkpoints,
-  writes: r.writes,
-  blobs: r.blobs,
-  checkpointBytes: r.checkpointBytes,
-  writeBytes: r.writeBytes,
-  blobBytes: r.blobBytes,
-});
-
-/**
- * Prune's counts equal what disappeared from the tables. Bytes: pg_column_size of
- * a row read by another plan can differ by a few bytes of tuple alignment.
- */
-function expectDeleted(r: PruneResult, before: Sizes, after: Sizes): void {
-  const want = minus(before, after);
-  const got = deleted(r);
-  expect({ ...got, checkpointBytes: 0, writeBytes: 0, blobBytes: 0 }).toEqual({ ...want, checkpointBytes: 0, writeBytes: 0, blobBytes: 0 });
-  expect(Math.abs(got.checkpointBytes - want.checkpointBytes)).toBeLessThanOrEqual(4 * want.checkpoints);
-  expect(Math.abs(got.writeBytes - want.writeBytes)).toBeLessThanOrEqual(4 * want.writes);
-  expect(Math.abs(got.blobBytes - want.blobBytes)).toBeLessThanOrEqual(4 * want.blobs);
-}
-
-const minus = (a: Sizes, b: Sizes): Sizes => ({
-  checkpoints: a.checkpoints - b.checkpoints,
-  writes: a.writes - b.writes,
-  blobs: a.blobs - b.blobs,
-  checkpointBytes: a.checkpointBytes - b.checkpointBytes,
-  writeBytes: a.writeBytes - b.writeBytes,
-  blobBytes: a.blobBytes - b.blobBytes,
-});
+const sizes = (threadIds?: string[], pool: pg.Pool = db.pool, schema = "public") => tableSizes(pool, threadIds, schema);
 
 /** What a user sees of a state, without ids (for comparing a pruned thread with its unpruned twin). */
 function view(s: StateSnapshot): unknown {
@@ -361,75 +308,6 @@ describe("keepLast: 1 on real graphs", () => {
   });
 });
 
-describe("a 1,000-step chat thread", () => {
-  it("rows and bytes before and after prune({ keepLast: 1 }); the dry run predicts exactly", { timeout: 180_000 }, async () => {
-    const thread = tid("chat-1000");
-    const graph = chatGraph(saver);
-    // Each turn is 3 steps (input, then the bot scheduled, then its answer): 334 turns = 1,002 checkpoints.
-    for (let i = 0; i < 334; i++) await graph.invoke({ messages: [new HumanMessage({ id: `h${i}`, content: `message number ${i}` })] }, cfg(thread));
-    const stateBefore = await graph.getState(cfg(thread));
-    const before = await sizes([thread]);
-    expect(before.checkpoints).toBe(1002);
-
-    const dry = await prune({ pool: db.pool, keepLast: 1, grace: 0, threadIds: [thread], dryRun: true });
-    expect(await sizes([thread])).toEqual(before);
-    const real = await prune({ pool: db.pool, keepLast: 1, grace: 0, threadIds: [thread], chunkSize: 200 });
-    const after = await sizes([thread]);
-
-    expectDeleted(real, before, after);
-    expect(deleted(dry)).toEqual(deleted(real));
-    expect(after.checkpoints).toBe(1);
-    expect(after.writes).toBe(0); // the last run finished: its head has no pending writes
-    const head = (await saver.getTuple(cfg(thread)))!;
-    const { rows } = await db.pool.query("SELECT channel, version FROM checkpoint_blobs WHERE thread_id = $1 AND channel <> '__elements__' ORDER BY 1", [thread]);
-    expect(rows.map((r) => [r.channel, r.version])).toEqual(Object.entries(head.checkpoint.channel_versions).sort(([a], [b]) => (a < b ? -1 : 1)));
-    // And one element row per message the head holds (chunks apart): those of earlier lists went with them.
-    const { rows: elements } = await db.pool.query("SELECT count(*)::int AS n FROM checkpoint_blobs WHERE thread_id = $1 AND channel = '__elements__' AND type <> 'pg:refs'", [thread]);
-    expect(elements[0].n).toBe((head.checkpoint.channel_values.messages as unknown[]).length);
-    expect((await graph.getState(cfg(thread))).values).toEqual(stateBefore.values);
-    const reply = await graph.invoke({ messages: [new HumanMessage({ id: "h-final", content: "still there?" })] }, cfg(thread));
-    expect(reply.messages).toHaveLength(670);
-
-    const kb = (n: number) => `${(n / 1024).toFixed(1)} KiB`;
-    console.log(
-      [
-        "[prune] 1,000-step chat thread (334 turns, 1,002 checkpoints), prune({ keepLast: 1 }):",
-        `  checkpoints ${before.checkpoints} -> ${after.checkpoints} rows, ${kb(before.checkpointBytes)} -> ${kb(after.checkpointBytes)}`,
-        `  writes      ${before.writes} -> ${after.writes} rows, ${kb(before.writeBytes)} -> ${kb(after.writeBytes)}`,
-        `  blobs       ${before.blobs} -> ${after.blobs} rows, ${kb(before.blobBytes)} -> ${kb(after.blobBytes)}`,
-        `  total       ${kb(before.checkpointBytes + before.writeBytes + before.blobBytes)} -> ${kb(after.checkpointBytes + after.writeBytes + after.blobBytes)}` +
-          ` (dry run predicted ${kb(dry.bytes)} to go; took ${Math.round(real.durationMs)} ms in ${Math.ceil(before.checkpoints / 200)}+ rounds)`,
-      ].join("\n"),
-    );
-  });
-
-  it("a chat with messages in a DeltaChannel keeps the ancestors back to the last snapshot", { timeout: 180_000 }, async () => {
-    const thread = tid("delta-chat");
-    const graph = deltaChatGraph(saver);
-    // 160 turns, not 334: each step of a delta chat walks back to the last snapshot, so it is slow to build.
-    // (Not 150: the 300th message update falls on the last step, which then stores a snapshot itself.)
-    for (let i = 0; i < 160; i++) await graph.invoke({ messages: [new HumanMessage({ id: `h${i}`, content: `message number ${i}` })] }, cfg(thread));
-    const stateBefore = await graph.getState(cfg(thread));
-    const before = await sizes([thread]);
-    const real = await prune({ pool: db.pool, keepLast: 1, grace: 0, threadIds: [thread] });
-    const after = await sizes([thread]);
-    expectDeleted(real, before, after);
-    expect((await graph.getState(cfg(thread))).values).toEqual(stateBefore.values);
-    // MessagesDeltaValue snapshots every 100 updates (2 per turn): the head needs the 20 updates since the last one.
-    expect(after.checkpoints).toBeGreaterThan(1);
-    expect(after.checkpoints).toBeLessThan(before.checkpoints / 3);
-    expect(real.kept).toEqual({ keepLast: 1, head: 0, olderThan: 0, grace: 0, delta: after.checkpoints - 1 });
-    const kb = (n: number) => `${(n / 1024).toFixed(1)} KiB`;
-    console.log(
-      [
-        "[prune] a 160-turn chat, messages in a DeltaChannel (MessagesDeltaValue), prune({ keepLast: 1 }):",
-        `  checkpoints ${before.checkpoints} -> ${after.checkpoints}, writes ${before.writes} -> ${after.writes}, blobs ${before.blobs} -> ${after.blobs}`,
-        `  total       ${kb(before.checkpointBytes + before.writeBytes + before.blobBytes)} -> ${kb(after.checkpointBytes + after.writeBytes + after.blobBytes)}`,
-      ].join("\n"),
-    );
-  });
-});
-
 describe("olderThan", () => {
   /** A thread of `n` checkpoints put directly; returns their ids, oldest first. */
   async function chain(thread: string, n: number): Promise<string[]> {
@@ -642,9 +520,9 @@ describe("concurrency", () => {
         Array.from({ length: turns }, (_, i) => [`turn ${i}`, `echo: turn ${i}`]).flat(),
       );
     }
-    // Once quiet, one more prune leaves one checkpoint per thread, and every thread still works.
-    await new Promise((r) => setTimeout(r, 1100));
-    await prune({ pool: prunePool, keepLast: 1, grace: "1s", threadIds: [...chats, ...approvals] });
+    // Once quiet, one more prune leaves one checkpoint per thread, and every thread still works. No writer is
+    // left for the grace period to protect: grace 0 rather than waiting for the last second to pass.
+    await prune({ pool: prunePool, keepLast: 1, grace: 0, threadIds: [...chats, ...approvals] });
     for (const t of [...chats, ...approvals]) expect(await headRows(t)).toBe(1);
     for (const t of chats) expect((await chatGraph(runner).invoke({ messages: [new HumanMessage("one more")] }, cfg(t))).messages).toHaveLength(2 * turns + 2);
   });

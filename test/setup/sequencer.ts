@@ -7,7 +7,20 @@
 import { relative } from "node:path";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 
-const LONGEST = ["cli/cli", "ops/prune", "db/pglite", "cli/demo", "tarball", "ops/adopt", "readme"].map((name) => `test/${name}.test.ts`);
+const LONGEST = [
+  // npm run test:long
+  "tarball.long",
+  "ops/prune-long-thread.long",
+  // npm test, longest first as a run on a busy 2-core machine measured them
+  "db/pglite",
+  "cli/cli",
+  "store/migrate",
+  "cli/demo",
+  "ops/prune",
+  "ops/adopt",
+  "store/vector",
+  "readme",
+].map((name) => `test/${name}.test.ts`);
 
 export default class LongestFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {

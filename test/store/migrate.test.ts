@@ -246,17 +246,28 @@ describe("the CLI changes the vector index (--dims, --metric, --index-type) on t
     expect(created.code).toBe(0);
     return dataDir;
   }
-  /** {@link folder}, with two embedded items; and its vector table then. */
+  /** {@link folder}, with two embedded items, made once; its vector table then. */
+  let withItems: Promise<{ dataDir: string; before: Awaited<ReturnType<typeof table>> }> | undefined;
+  /**
+   * A copy of {@link withItems}'s folder, closed (each PGlite start of its own costs seconds of CPU; a
+   * closed data folder is files).
+   */
   async function folderWithItems(): Promise<{ dataDir: string; before: Awaited<ReturnType<typeof table>> }> {
-    const dataDir = await folder();
-    const before = await onFolder(dataDir, async (db) => {
-      const store = storeOn(db, { dims: 64 });
-      await store.put(["d"], "a", { text: "apples and pears" });
-      await store.put(["d"], "b", { text: "engines and gears" });
-      return table(db);
-    });
-    expect(before).toEqual({ dims: 64, index: ["store_item_vectors_embedding hnsw vector_cosine_ops m=16,ef_construction=200"], embedded: 2 });
-    return { dataDir, before };
+    withItems ??= (async () => {
+      const dataDir = await folder();
+      const before = await onFolder(dataDir, async (db) => {
+        const store = storeOn(db, { dims: 64 });
+        await store.put(["d"], "a", { text: "apples and pears" });
+        await store.put(["d"], "b", { text: "engines and gears" });
+        return table(db);
+      });
+      expect(before).toEqual({ dims: 64, index: ["store_item_vectors_embedding hnsw vector_cosine_ops m=16,ef_construction=200"], embedded: 2 });
+      return { dataDir, before };
+    })();
+    const template = await withItems;
+    const dataDir = dataDirOf();
+    cpSync(template.dataDir, dataDir, { recursive: true });
+    return { dataDir, before: template.before };
   }
 
   it("--dims N --dry-run prints the change and changes nothing; without --dry-run it runs it: the new dimensions serve, the old are refused", async () => {

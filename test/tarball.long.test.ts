@@ -1,4 +1,7 @@
 /**
+ * Part of `npm run test:long` (README "Tests"): packing, an offline install and a type check take
+ * minutes, and test the package, not the code `npm test` tests.
+ *
  * The package as users get it. `npm pack` (from a copy of the sources, so the
  * working tree's dist/ is never touched), installed into an empty project
  * offline: from the npm cache that `npm ci` filled, at the versions of
