@@ -1,4 +1,4 @@
--- One put, today: lock the head row, compare-and-set it, insert the checkpoint (one statement, like src/saver/queries.ts put).
+-- One put, today: lock the head row, compare-and-set it, insert the checkpoint (one statement, like src/saver/sql/put.ts put).
 \set t random(1, :threads)
 WITH h AS (SELECT checkpoint_id, row_version FROM fold_heads.checkpoint_heads
             WHERE thread_id = 't' || :t AND checkpoint_ns = '' FOR UPDATE),

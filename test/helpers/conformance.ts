@@ -12,7 +12,7 @@
  * deleteThread tests and the delta-channel suite, each in full (77 + 8 tests: these write and read
  * values, the part that differs between storage forms, lineage modes and engines); and instead of
  * the 648 `list` combinations, {@link listShapes}: each statement `list` can send once (every
- * combination of which arguments are given: 48, src/saver/queries.ts builds the statement from
+ * combination of which arguments are given: 48, src/saver/sql/read.ts builds the statement from
  * them), on tuples of the suite's shape, each result compared with what getTuple reads; plus the
  * migration of pending sends by `list`. What the storage form changes in `list` is how it decodes
  * values, which every shape with a tuple to return exercises; what an engine or a connection path
