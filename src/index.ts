@@ -12,7 +12,7 @@
 // The saver: the core's checkpointer with the operations wing's features (src/ops/postgres-saver.ts).
 export { PostgresSaver, type PostgresSaverOptions, type OpenOptions, type SetupResult, type AdoptionReport } from "./ops/postgres-saver.js";
 export { ALLOW_FORK_KEY, type SaverOptions, type SetupOptions, type LineageMode } from "./saver/options.js";
-export { StateVersionError, type Upcaster, type UpcastFunction, type UpcastContext } from "./saver/upcast.js";
+export type { Upcaster, UpcastFunction, UpcastContext } from "./saver/upcast.js";
 export { withConflictRetry, withRetry, type ConflictRetryOptions, type WithRetryOptions } from "./retry.js";
 export type { SaverEvent, RetentionEvent, EventHandler, HandlerErrorHandler, HandlerErrorInfo } from "./events.js";
 
@@ -38,7 +38,7 @@ export {
 } from "./db/migrate.js";
 export { COMPATIBILITY, type MigrationCompatibility } from "./db/compat.js";
 export { BOUNDED_POOL, type PGliteLike } from "./db/db.js";
-export { openEmbedded, lockDataDir, DataDirLockedError, DatabaseUrlMissingError, DEFAULT_DATA_DIR, type EmbeddedDatabase, type LockInfo, type OpenEmbeddedOptions } from "./db/embedded.js";
+export { openEmbedded, lockDataDir, DEFAULT_DATA_DIR, type EmbeddedDatabase, type OpenEmbeddedOptions } from "./db/embedded.js";
 export type { OpenLocationOptions } from "./db/open.js";
 export { ADOPTION_SQLSTATE, type AdoptionRecord, type AdoptionState, type AdoptionSummary } from "./db/official.js";
 
@@ -54,7 +54,7 @@ export type { CopyThreadOptions, CopyThreadResult } from "./ops/copy.js";
 export { listThreads, history, threadIds, type InspectOptions, type ThreadSummary, type HistoryEntry, type Lineage } from "./ops/inspect.js";
 export { migrationStatus, type MigrationStatus } from "./ops/status.js";
 export { show, type StoredCheckpoint } from "./ops/show.js";
-export { exportThread, importThread, exportHeader, checkRecords, importColumns, ThreadExistsError, type ImportResult } from "./ops/transfer.js";
+export { exportThread, importThread, exportHeader, checkRecords, importColumns, type ImportResult } from "./ops/transfer.js";
 export {
   EXPORT_FORMAT,
   EXPORT_FORMAT_VERSION,
@@ -66,7 +66,7 @@ export {
   type EndRecord,
 } from "./ops/transfer-format.js";
 export type { Columns as ImportColumns, Column as ImportColumn } from "./ops/transfer-check.js";
-export { readExportLines, ExportLineTooLongError, MAX_EXPORT_LINE_BYTES, MAX_LINE_BYTES_CEILING, type ExportLine } from "./ops/transfer-lines.js";
+export { readExportLines, MAX_EXPORT_LINE_BYTES, type ExportLine } from "./ops/transfer-lines.js";
 export { toJsonSafe } from "./ops/decode.js";
 
 // The store (LangGraph's BaseStore); also `langgraph-checkpoint-pg/store` (src/store/index.ts).
@@ -100,6 +100,13 @@ export {
   DatabaseOperationError,
   UnconfirmedCommitError,
   HistoryCorruptError,
+  StateVersionError,
+  ThreadExistsError,
+  ExportLineTooLongError,
+  MAX_LINE_BYTES_CEILING,
+  DataDirLockedError,
+  DatabaseUrlMissingError,
+  type LockInfo,
   StoreAdoptionRequiredError,
   StoreIndexMismatchError,
   VectorExtensionMissingError,

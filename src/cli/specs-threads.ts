@@ -4,7 +4,8 @@
  */
 import { BIN, CONNECTION_OPTIONS, UsageError, durationArg, keyArg, parse, positionals, positiveInt } from "./args.js";
 import { JSON_OPTION, common, load, type CommandSpec } from "./spec.js";
-import { MAX_EXPORT_LINE_BYTES, MAX_LINE_BYTES_CEILING } from "../ops/transfer-lines.js";
+import { MAX_EXPORT_LINE_BYTES } from "../ops/transfer-lines.js";
+import { MAX_LINE_BYTES_CEILING } from "../errors.js";
 
 export const THREAD_COMMANDS: Record<string, CommandSpec> = {
   threads: {

@@ -12,7 +12,8 @@ import type { InspectOptions } from "../ops/inspect.js";
 import { checkRecords, exportHeader, exportThread, importColumns, importThread, type ImportResult } from "../ops/transfer.js";
 import { EXPORT_FORMAT, EXPORT_FORMAT_VERSION, type ExportHeader, type ExportRecord } from "../ops/transfer-format.js";
 import { shown } from "../ops/transfer-check.js";
-import { ExportLineTooLongError, MAX_LINE_BYTES_CEILING, readExportLines } from "../ops/transfer-lines.js";
+import { readExportLines } from "../ops/transfer-lines.js";
+import { ExportLineTooLongError, MAX_LINE_BYTES_CEILING } from "../errors.js";
 import { ExportFileError, NotFoundError } from "./exit.js";
 import { progress } from "./format.js";
 

@@ -9,6 +9,7 @@
  */
 import { constants } from "node:buffer";
 import { InvalidOptionsError, PayloadTooLargeError } from "../errors.js";
+import { ExportLineTooLongError, MAX_LINE_BYTES_CEILING } from "../errors.js";
 
 /**
  * The longest line an import reads unless told otherwise, in bytes (256 MiB).
@@ -22,38 +23,7 @@ import { InvalidOptionsError, PayloadTooLargeError } from "../errors.js";
  */
 export const MAX_EXPORT_LINE_BYTES = 256 * 1024 ** 2;
 
-/**
- * The most `maxLineBytes` may be: the longest string V8 holds (about 512 MiB).
- * A line has at least as many bytes as characters, so one within this limit
- * always fits in a string; a longer one cannot be read as JSON at all.
- */
-export const MAX_LINE_BYTES_CEILING = constants.MAX_STRING_LENGTH;
 
-/**
- * A line of an export is longer than the limit (`maxLineBytes`). Thrown as
- * soon as the line passes it, having held no more than the limit of it; the
- * message names the line and the limit, never its content. `bytes` is what
- * was read of the line when it was refused (it may be longer).
- *
- * @example
- * ```ts
- * try { for await (const { text } of readExportLines(stream)) records.push(JSON.parse(text)); }
- * catch (e) { if (e instanceof ExportLineTooLongError) console.error(`line ${e.line} is over ${e.limit} bytes`); }
- * ```
- */
-export class ExportLineTooLongError extends PayloadTooLargeError {
-  /** The line's number, from 1. */
-  readonly line: number;
-  constructor(line: number, bytes: number, limit: number) {
-    super(
-      `line ${line}`,
-      `is longer than ${limit} bytes, the limit of a line (maxLineBytes); it was not read further. ` +
-        `A record of a saver whose maxValueBytes is larger than the default needs a larger limit (at most ${MAX_LINE_BYTES_CEILING})`,
-      { bytes, limit, largest: [{ name: `line ${line}`, bytes }] },
-    );
-    this.line = line;
-  }
-}
 
 /** One line of an export: its number (from 1) and its text, without the line break. */
 export interface ExportLine {

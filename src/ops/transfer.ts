@@ -27,6 +27,7 @@ import { ELEMENTS_CHANNEL } from "../saver/elements.js";
 import { namesElements } from "../saver/stored.js";
 import { NOT_COLUMNS, TABLES, validateRecords, type Column, type Columns, type TableKind } from "./transfer-check.js";
 import { EXPORT_FORMAT, EXPORT_FORMAT_VERSION, type BlobRecord, type CheckpointRecord, type EndRecord, type ExportHeader, type ExportRecord, type WriteRecord } from "./transfer-format.js";
+import { ThreadExistsError } from "../errors.js";
 
 
 /**
@@ -169,32 +170,6 @@ export async function exportThread(options: InspectOptions & { threadId: string;
   return records;
 }
 
-/**
- * Importing a thread that already has rows in the target. Nothing was written.
- * (Code `INVALID_INPUT`: the input conflicts with what is stored.)
- *
- * @example
- * ```ts
- * try { await importThread({ pool, records }); } catch (e) { if (e instanceof ThreadExistsError) console.log(e.threadId); }
- * ```
- */
-export class ThreadExistsError extends CheckpointerError {
-  readonly threadId: string;
-  /** The target schema (the one the suggested `threads delete` acts on). */
-  readonly schema: string;
-  constructor(threadId: string, schema: string, options?: { cause?: unknown }) {
-    const remove: SuggestedCommand = { words: ["threads", "delete", threadId], schema };
-    super(
-      "INVALID_INPUT",
-      `Thread ${JSON.stringify(threadId)} already exists in the target schema "${schema}"; nothing was imported. ` +
-        `Delete it first (${suggest(remove)} or \`saver.deleteThread(id)\`), ` +
-        "or skip existing threads (`import --skip-existing`, `ifExists: \"skip\"`).",
-      { ...options, suggested: [remove] },
-    );
-    this.threadId = threadId;
-    this.schema = schema;
-  }
-}
 
 /** What {@link importThread} did. */
 export interface ImportResult {

@@ -12,6 +12,7 @@
 import type { CheckpointPendingWrite, CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import { CheckpointerError, InvalidOptionsError } from "../errors.js";
 import { counterText, parseVersion, versionCounter } from "./version.js";
+import { StateVersionError } from "../errors.js";
 
 export interface UpcastContext {
   threadId: string;
@@ -32,42 +33,6 @@ export type UpcastFunction = (values: Record<string, unknown>, ctx: UpcastContex
  */
 export type Upcaster = UpcastFunction | { rename?: Record<string, string>; values?: UpcastFunction };
 
-/**
- * A checkpoint cannot be brought to the saver's `stateVersion`: an upcaster in
- * the chain is missing, or the checkpoint is newer than the code (a rolled-back
- * deploy). Nothing is loaded silently.
- *
- * @example
- * ```ts
- * catch (e) { if (e instanceof StateVersionError) console.error(e.threadId, e.storedVersion, e.missingUpcaster); }
- * ```
- */
-export class StateVersionError extends CheckpointerError {
-  readonly threadId: string;
-  readonly checkpointNs: string;
-  readonly checkpointId: string;
-  readonly storedVersion: number;
-  readonly stateVersion: number;
-  /** The `upcasters` key that is missing (undefined when the checkpoint is too new). */
-  readonly missingUpcaster: number | undefined;
-  constructor(info: { threadId: string; checkpointNs: string; checkpointId: string; storedVersion: number; stateVersion: number; missingUpcaster?: number }) {
-    const where = `checkpoint ${info.checkpointId} of thread ${JSON.stringify(info.threadId)} (namespace ${JSON.stringify(info.checkpointNs)})`;
-    super(
-      info.missingUpcaster === undefined ? "STATE_VERSION_TOO_NEW" : "UPCASTER_MISSING",
-      info.missingUpcaster === undefined
-        ? `${where} was written with state version ${info.storedVersion}, newer than this code's stateVersion ${info.stateVersion}; ` +
-            "deploy the newer code (or add a downcast) instead of loading it incompletely"
-        : `${where} has state version ${info.storedVersion}, the saver's stateVersion is ${info.stateVersion}, ` +
-            `and upcasters[${info.missingUpcaster}] (version ${info.missingUpcaster} -> ${info.missingUpcaster + 1}) is missing`,
-    );
-    this.threadId = info.threadId;
-    this.checkpointNs = info.checkpointNs;
-    this.checkpointId = info.checkpointId;
-    this.storedVersion = info.storedVersion;
-    this.stateVersion = info.stateVersion;
-    this.missingUpcaster = info.missingUpcaster;
-  }
-}
 
 export interface StateVersioning {
   stateVersion: number;
