@@ -7,7 +7,6 @@
  * lines hold (issue 37: readline gathered a 600 MB line into one string until
  * V8 refused it, an uncaught RangeError; a 200 MB one peaked at 1.46 GB).
  */
-import { constants } from "node:buffer";
 import { InvalidOptionsError, PayloadTooLargeError } from "../errors.js";
 import { ExportLineTooLongError, MAX_LINE_BYTES_CEILING } from "../errors.js";
 
