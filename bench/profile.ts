@@ -274,7 +274,7 @@ function signature(text: string): string {
     .trim();
 }
 
-/** A statement's label: its name in queries.ts (`names`: by signature), else its first words. */
+/** A statement's label: its name in src/saver/sql/ (`names`: by signature), else its first words. */
 function statementLabel(text: string, names: Map<string, string>): string {
   const t = text.trim();
   return names.get(signature(t)) ?? (t.startsWith("WITH page") ? "listPage" : t.replace(/\s+/g, " ").slice(0, 48));

@@ -263,7 +263,6 @@ export function validateRecords(records: readonly (ExportRecord | ExportHeader)[
     const at = `records[${i}]`;
     if (record === null || typeof record !== "object" || Array.isArray(record)) throw new InvalidInputError(at, "expected an object");
     const r = record as unknown as Record<string, unknown>;
-    const key = (field: string, limit: number, allowEmpty = false) => checkKey(`${at}.${field}`, r[field], limit, { allowEmpty });
     if (r.kind === "header") {
       if (r.format !== EXPORT_FORMAT) throw new InvalidInputError(`${at}.format`, `expected ${JSON.stringify(EXPORT_FORMAT)}`);
       if (typeof r.version !== "number" || r.version > EXPORT_FORMAT_VERSION) {
@@ -272,7 +271,7 @@ export function validateRecords(records: readonly (ExportRecord | ExportHeader)[
       return;
     }
     if (end) throw new InvalidInputError(at, "comes after the thread's end record");
-    const tid = key("thread_id", LIMITS.thread_id);
+    const tid = checkKey(`${at}.thread_id`, r.thread_id, LIMITS.thread_id);
     if (threadId === undefined) threadId = tid;
     else if (tid !== threadId) throw new InvalidInputError(`${at}.thread_id`, `is ${JSON.stringify(tid)}, but these records are for thread ${JSON.stringify(threadId)}`);
     if (r.kind === "end") {
@@ -281,37 +280,7 @@ export function validateRecords(records: readonly (ExportRecord | ExportHeader)[
     }
     if (r.kind !== "checkpoint" && r.kind !== "write" && r.kind !== "blob") throw new InvalidInputError(`${at}.kind`, 'expected "checkpoint", "write", "blob" or "end"');
     const kind: TableKind = r.kind;
-    key("checkpoint_ns", LIMITS.checkpoint_ns, true);
-    switch (kind) {
-      case "checkpoint":
-        key("checkpoint_id", LIMITS.checkpoint_id);
-        if (r.parent_checkpoint_id !== null && r.parent_checkpoint_id !== undefined) key("parent_checkpoint_id", LIMITS.checkpoint_id);
-        if (typeof r.is_head !== "boolean") throw new InvalidInputError(`${at}.is_head`, "expected a boolean");
-        checkCheckpoint(at, r.checkpoint, r.checkpoint_id as string);
-        if (r.metadata === undefined) throw new InvalidInputError(`${at}.metadata`, "is missing");
-        if (!isObject(r.metadata)) throw new InvalidInputError(`${at}.metadata`, "expected an object");
-        break;
-      case "write":
-        key("checkpoint_id", LIMITS.checkpoint_id);
-        key("task_id", LIMITS.task_id);
-        key("channel", LIMITS.channel);
-        if (r.task_path !== undefined) key("task_path", LIMITS.task_path, true);
-        break;
-      case "blob":
-        key("channel", LIMITS.channel);
-        key("version", LIMITS.version);
-        break;
-    }
-    // Every field against its column: what the target would refuse, or alter, is refused here.
-    const table = known[kind];
-    for (const [name, column] of table) if (!column.head) checkField(`${at}.${name}`, r[name], column);
-    if (columns) {
-      for (const name of Object.keys(r)) {
-        if (!NOT_COLUMNS.has(name) && !table.has(name)) {
-          throw new InvalidInputError(`${at}.${name.length > SHOWN_CHARS ? shown(name) : name}`, `is not a column of ${TABLES[kind]} in the target schema (an export from a newer schema?)`);
-        }
-      }
-    }
+    checkRecord(at, r, kind, known[kind], columns !== undefined);
     // The target's keys would refuse these too, but only as a bare duplicate-key error.
     const id =
       kind === "checkpoint"
@@ -340,4 +309,40 @@ export function validateRecords(records: readonly (ExportRecord | ExportHeader)[
     );
   }
   return { threadId, rows };
+}
+
+/**
+ * One record's fields: its keys by kind, then every field against its column (what the target
+ * would refuse, or alter, is refused here); `strict`: a field the target has no column for too.
+ */
+function checkRecord(at: string, r: Record<string, unknown>, kind: TableKind, table: Columns[TableKind], strict: boolean): void {
+  const key = (field: string, limit: number, allowEmpty = false) => checkKey(`${at}.${field}`, r[field], limit, { allowEmpty });
+  key("checkpoint_ns", LIMITS.checkpoint_ns, true);
+  switch (kind) {
+    case "checkpoint":
+      key("checkpoint_id", LIMITS.checkpoint_id);
+      if (r.parent_checkpoint_id !== null && r.parent_checkpoint_id !== undefined) key("parent_checkpoint_id", LIMITS.checkpoint_id);
+      if (typeof r.is_head !== "boolean") throw new InvalidInputError(`${at}.is_head`, "expected a boolean");
+      checkCheckpoint(at, r.checkpoint, r.checkpoint_id as string);
+      if (r.metadata === undefined) throw new InvalidInputError(`${at}.metadata`, "is missing");
+      if (!isObject(r.metadata)) throw new InvalidInputError(`${at}.metadata`, "expected an object");
+      break;
+    case "write":
+      key("checkpoint_id", LIMITS.checkpoint_id);
+      key("task_id", LIMITS.task_id);
+      key("channel", LIMITS.channel);
+      if (r.task_path !== undefined) key("task_path", LIMITS.task_path, true);
+      break;
+    case "blob":
+      key("channel", LIMITS.channel);
+      key("version", LIMITS.version);
+      break;
+  }
+  for (const [name, column] of table) if (!column.head) checkField(`${at}.${name}`, r[name], column);
+  if (!strict) return;
+  for (const name of Object.keys(r)) {
+    if (!NOT_COLUMNS.has(name) && !table.has(name)) {
+      throw new InvalidInputError(`${at}.${name.length > SHOWN_CHARS ? shown(name) : name}`, `is not a column of ${TABLES[kind]} in the target schema (an export from a newer schema?)`);
+    }
+  }
 }
