@@ -61,15 +61,16 @@ function graph(files: Record<string, string>): Graph {
 }
 
 /** Parts side by side: neither imports the other (the store stands beside the saver, on the core's database layer). */
-const SIBLINGS: readonly [string, string][] = [["saver", "store"]];
+const SIBLINGS = new Set(["saver store", "store saver"]);
 
 /** Imports from a lower part to a higher one, or between siblings, as "a -> b". */
 export function wrongWay(g: Graph): string[] {
   const out: string[] = [];
-  const siblings = (a: number, b: number) => SIBLINGS.some(([x, y]) => new Set([PARTS[a]!.name, PARTS[b]!.name]).size === 2 && [x, y].includes(PARTS[a]!.name) && [x, y].includes(PARTS[b]!.name));
   for (const [file, targets] of g) {
     for (const target of targets) {
-      if (g.has(target) && (partOf(target) > partOf(file) || siblings(partOf(file), partOf(target)))) out.push(`src/${file} -> src/${target}`);
+      if (!g.has(target)) continue;
+      const [from, to] = [partOf(file), partOf(target)];
+      if (to > from || SIBLINGS.has(`${PARTS[from]!.name} ${PARTS[to]!.name}`)) out.push(`src/${file} -> src/${target}`);
     }
   }
   return out;
