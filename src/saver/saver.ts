@@ -125,26 +125,21 @@ export class SaverCore extends BaseCheckpointSaver {
     }
   }
 
-
   /** Make {@link end} close what this saver was given (a pool or embedded database it opened). */
   protected owns(close: () => Promise<void>): void {
     this.#close = close;
   }
 
   /**
-   * Apply pending migrations to this saver's schema (the same as {@link migrate}).
-   * Waits for a database that is not reachable yet (see {@link SetupOptions.retry}).
-   * On a schema holding the official LangGraph saver's tables it changes
-   * nothing and throws `AdoptionRequiredError` unless told what to do with
-   * them ({@link SetupOptions.adopt}; in other schemas they are said once and
-   * left alone); an adoption's copy is then stored by
-   * content with this saver's serializer (`adoption.compacted` in the result).
+   * Apply pending migrations to this saver's schema, waiting for a database
+   * that is not reachable yet (see {@link SetupOptions.retry}). A schema
+   * holding the official saver's tables is refused unless told what to do
+   * with them (`adopt`), which runs {@link adoption}: the public
+   * `PostgresSaver`'s (src/ops/postgres-saver.ts documents `setup()` whole).
    *
    * @example
    * ```ts
-   * await saver.setup();
-   * await new PostgresSaver(pool, { schema: "langgraph" }).setup({ adopt: { from: "public" } }); // switching
-   * await new PostgresSaver(pool, { schema: "sharded" }).setup({ partitions: 16 }); // hash partitioned by thread_id
+   * await saver.setup({ partitions: 16 }); // a new schema hash partitioned by thread_id
    * ```
    */
   async setup(options: SetupOptions = {}): Promise<MigrateResult> {
@@ -155,7 +150,7 @@ export class SaverCore extends BaseCheckpointSaver {
   }
 
   /**
-   * Close what this saver opened (`fromConnString`'s pool, `open`'s pool or
+   * Close what this saver was given to own ({@link owns}: `fromConnString`'s pool, `open`'s pool or
    * embedded database and its folder lock); a pool you passed in stays open.
    *
    * @example
