@@ -33,6 +33,10 @@ export default defineConfig({
     // a busy 2-core machine: 6 min with 3 workers, 8 with 2).
     fileParallelism: true,
     maxWorkers: 3,
+    // A worker runs file after file in one module graph instead of a new process per file: the run
+    // spent 144 s (CPU, over 70 files) importing the same modules again (20 s so). Files share no
+    // state but the server: each has its own database, and the two that set DATABASE_URL restore it.
+    isolate: false,
     // Workers compile PGlite's WebAssembly (tens of PGlite instances a run) once, without V8's optimizing
     // second pass, as `npm run demo` and the spawned CLI do: pglite.test.ts and the vector tests took 15% less
     // CPU so (104 s instead of 122); tests without WebAssembly are unaffected.

@@ -260,24 +260,25 @@ describe.each(OPENERS)("$name.open() without DATABASE_URL", ({ name, end, own, b
   });
 
   it("with NODE_ENV=production opens the embedded database when asked for it (embedded: true, or a dataDir), without a notice", async () => {
-    for (const options of ["{ embedded: true }", '{ dataDir: ".langgraph-pg" }']) {
-      const r = await openIn(options, { NODE_ENV: "production" });
-      expect(r.result, r.stderr).toBe("opened public");
-      expect(r.created).toBe(true);
-      expect(r.stderr).toBe("");
+    const options = ["{ embedded: true }", '{ dataDir: ".langgraph-pg" }'];
+    for (const [i, r] of (await openEach(options, { NODE_ENV: "production" })).entries()) {
+      expect(r.result, `${options[i]}: ${r.stderr}`).toBe("opened public");
+      expect(r.created, options[i]).toBe(true);
+      expect(r.stderr, "the process's stderr, both calls").toBe("");
     }
   });
 
   it("elsewhere falls back to ./.langgraph-pg, saying so in one line on stderr: where, and how to use a server instead", async () => {
-    const r = await openIn("");
-    expect(r.result, r.stderr).toBe("opened public");
-    expect(r.created).toBe(true);
-    expect(r.stderr).toBe(
-      `langgraph-checkpoint-pg: no DATABASE_URL: using the embedded database (PGlite) in ${join(r.cwd, ".langgraph-pg")} (created now); ` +
+    // In one process: the first call's line is all it prints, so log: false (the second) silences it.
+    const [r, quiet] = await openEach(["", "{ log: false }"]);
+    for (const opened of [r!, quiet!]) {
+      expect(opened.result, opened.stderr).toBe("opened public");
+      expect(opened.created).toBe(true);
+    }
+    expect(r!.stderr).toBe(
+      `langgraph-checkpoint-pg: no DATABASE_URL: using the embedded database (PGlite) in ${join(r!.cwd, ".langgraph-pg")} (created now); ` +
         `set DATABASE_URL to use a Postgres server, or pass ${name}.open({ embedded: true }) to choose this one without this line\n`,
     );
-    // log: false silences it.
-    expect((await openIn("{ log: false }")).stderr).toBe("");
   });
 
   it("an option it does not know is refused before anything is opened or created, listing every option of open()", async () => {

