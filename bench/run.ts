@@ -13,6 +13,7 @@
  *   npm run bench -- --storage      only the storage growth of one conversation, text and images, where the
  *                                   bytes are, and put/getTuple at 200 turns against whole values (issues 21, 27; storage.ts); --storage-turns N
  *   npm run bench -- --store        only the store: our PostgresStore vs the official one, per operation (issue 29; store.ts)
+ *   npm run bench -- --cost         only the database's cost per 10-node invoke, ours vs official: backend CPU and WAL bytes, beside a single-row INSERT (issue 40; cost.ts)
  *   npm run bench -- --partitions[=N]   only the hot statements on N hash partitions per table (default 16) vs plain tables (issue 32; partitions.ts)
  *
  * Timings are interleaved in one process (see stats.ts); ratios come with a 95%
@@ -44,6 +45,7 @@ import { DelayProxy } from "./netproxy.js";
 import { storageMain } from "./storage.js";
 import { storeMain } from "./store.js";
 import { partitionsMain } from "./partitions.js";
+import { costMain } from "./cost.js";
 import { BOOTSTRAP_RESAMPLES, CONFIDENCE, compare, percentile, fmt, fmtRatio, fmtSpread, pairedRatio, roundRatio, type CompareOptions, type Contender, type ContenderStats, type Ratio, type Spread } from "./stats.js";
 import { ChatThread, sameValue, valuesAt, writesAt } from "./workload.js";
 
@@ -67,6 +69,8 @@ interface Args {
   store: boolean;
   /** --partitions[=N]: run only partitions.ts (issue 32), N partitions per table (default 16). */
   partitions?: number;
+  /** --cost: run only cost.ts (issue 40): the database's CPU and WAL per invoke. */
+  cost: boolean;
 }
 
 function nonNegative(flag: string, v: string | undefined): number {
@@ -76,7 +80,7 @@ function nonNegative(flag: string, v: string | undefined): number {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0, officialScale: false, storage: false, store: false };
+  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0, officialScale: false, storage: false, store: false, cost: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--json") args.json = true;
@@ -85,6 +89,7 @@ function parseArgs(argv: string[]): Args {
     else if (a === "--official-scale") args.officialScale = true;
     else if (a === "--storage") args.storage = true;
     else if (a === "--store") args.store = true;
+    else if (a === "--cost") args.cost = true;
     else if (a === "--partitions" || a.startsWith("--partitions=")) {
       const n = a.includes("=") ? Number(a.split("=")[1]) : 16;
       if (!Number.isInteger(n) || n < 2 || n > 1024) throw new Error(`--partitions expects an integer from 2 to 1024, got ${a.split("=")[1]}`);
@@ -109,6 +114,7 @@ function parseArgs(argv: string[]): Args {
       console.log("       npm run bench -- --storage [--storage-turns N] [--rounds N] [--strict]");
       console.log("       npm run bench -- --store [--rounds N] [--strict] [--json]");
       console.log("       npm run bench -- --partitions[=N] [--rounds N] [--json]");
+      console.log("       npm run bench -- --cost [--rounds N]");
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
   }
@@ -120,6 +126,10 @@ function parseArgs(argv: string[]): Args {
   if (args.partitions !== undefined) {
     const other = argv.filter((a) => /^--(quick|official-scale|delay-ms|delay-down-ms|storage|store|strict)\b/.test(a));
     if (other.length) throw new Error(`--partitions runs the partitioned measurement alone: ${other.join(", ")} does not apply to it`);
+  }
+  if (args.cost) {
+    const other = argv.filter((a) => /^--(json|quick|official-scale|delay-ms|delay-down-ms|storage|store|partitions|strict)\b/.test(a));
+    if (other.length) throw new Error(`--cost runs the database-cost measurement alone: ${other.join(", ")} does not apply to it`);
   }
   if (args.storage) {
     const other = argv.filter((a) => /^--(json|quick|official-scale|delay-ms|delay-down-ms)\b/.test(a));
@@ -438,6 +448,7 @@ async function countRoundTrips(proxy: CountingProxy, op: string, saver: string, 
 
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
+  if (args.cost) return costMain({ rounds: args.rounds });
   if (args.store) return storeMain({ rounds: args.rounds, strict: args.strict, json: args.json });
   if (args.partitions !== undefined) return partitionsMain({ partitions: args.partitions, rounds: args.rounds, json: args.json });
   if (args.storage) return storageMain({ turns: args.storageTurns ?? 200, rounds: args.rounds, strict: args.strict });

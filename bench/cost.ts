@@ -1,0 +1,122 @@
+/**
+ * `npm run bench -- --cost`: what one 10-node invoke costs the database, per saver (ours and the
+ * official one), beside the floor of a single-row INSERT (issue 40): the CPU time of the backends
+ * that served it and the WAL bytes it wrote. Each saver runs on a pool of one connection, so its
+ * one backend does all of the work and is read alone; batches alternate between the savers
+ * (A B B A ...), nothing else writes meanwhile, and the medians of the per-batch figures are printed
+ * with their spread.
+ *
+ * The backends' CPU comes from /proc/<pid>/stat, so it is read only when the server runs on this
+ * machine as seen by this process (DATABASE_URL naming a local server; not a container, whose pids
+ * differ): elsewhere that column says so. WAL bytes come from pg_current_wal_insert_lsn() and need
+ * no access to the server's machine.
+ */
+import { readFileSync } from "node:fs";
+import type pg from "pg";
+import { startServer, dropAll } from "./db.js";
+import { tenNodeGraph, type Durability } from "./graph.js";
+import { createPgSaver, createRawFloor, loadOurs, saverOn, type PgSaverName } from "./savers.js";
+import { median } from "./stats.js";
+
+const log = (msg: string) => console.error(`[bench cost] ${msg}`);
+const TICK_MS = 10; // Linux's USER_HZ is 100 on every platform Node runs on.
+
+/** The CPU milliseconds backend `pid` has used so far, or undefined when its /proc entry is not there to read (a server elsewhere). */
+async function backendCpu(pid: number): Promise<number | undefined> {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the command name (which may hold spaces, inside parentheses): utime is the 14th field, stime the 15th.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
+  } catch {
+    return undefined;
+  }
+}
+
+async function backendPid(pool: pg.Pool): Promise<number> {
+  return (await pool.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
+}
+
+async function walLsn(admin: pg.Pool): Promise<bigint> {
+  const { rows } = await admin.query<{ b: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint::text AS b");
+  return BigInt(rows[0]!.b);
+}
+
+interface Sample {
+  cpuMs?: number;
+  walBytes: number;
+}
+
+/** Runs `op` `count` times on a pool of one connection; its backend's CPU and the WAL written, per operation. */
+async function measure(admin: pg.Pool, pool: pg.Pool, pid: number, count: number, op: (i: number) => Promise<unknown>, offset: number): Promise<Sample> {
+  const cpu0 = await backendCpu(pid);
+  const wal0 = await walLsn(admin);
+  for (let i = 0; i < count; i++) await op(offset + i);
+  const wal1 = await walLsn(admin);
+  const cpu1 = await backendCpu(pid);
+  // The pool's connection must be the one read: a pool of one that kept it.
+  if ((await backendPid(pool)) !== pid) throw new Error("the pool replaced its connection during a batch: its CPU is not all read");
+  return { cpuMs: cpu0 === undefined || cpu1 === undefined ? undefined : (cpu1 - cpu0) / count, walBytes: Number(wal1 - wal0) / count };
+}
+
+const spread = (xs: number[], digits: number) => `${Math.min(...xs).toFixed(digits)}-${Math.max(...xs).toFixed(digits)}`;
+
+export async function costMain(args: { rounds: number; durability?: Durability }): Promise<number> {
+  if (!(await loadOurs())) throw new Error("src/ does not load");
+  const server = await startServer();
+  log(`postgres: ${server.source}`);
+  const durability = args.durability ?? "async";
+  try {
+    const floor = await createRawFloor(server.adminUrl);
+    const admin = floor.db.pool({ max: 1 });
+    const runs = new Map<string, { pool: pg.Pool; pid: number; op: (i: number) => Promise<unknown>; per: number; samples: Sample[] }>();
+    for (const name of ["ours", "official"] as PgSaverName[]) {
+      const handle = await createPgSaver(name, server.adminUrl, `cost_${name}`);
+      // One connection, kept: its backend does all of this saver's work.
+      const pool = handle.db.pool({ max: 1, idleTimeoutMillis: 0 });
+      const graph = tenNodeGraph(saverOn(name, pool));
+      runs.set(name, { pool, pid: await backendPid(pool), op: (i) => graph.invoke(`cost-${i}`, durability), per: 20, samples: [] });
+    }
+    const insertPool = floor.db.pool({ max: 1, idleTimeoutMillis: 0 });
+    const payload = Buffer.alloc(200, 7);
+    runs.set("pg floor: INSERT", {
+      pool: insertPool,
+      pid: await backendPid(insertPool),
+      op: (i) => insertPool.query({ name: "cost_insert", text: "INSERT INTO floor_insert (k, v) VALUES ($1, $2)", values: [`cost-${i}`, payload] }),
+      per: 200,
+      samples: [],
+    });
+    const names = [...runs.keys()];
+    // Warm-up: plans prepared, caches filled, the graph compiled.
+    for (const r of runs.values()) await measure(admin, r.pool, r.pid, 5, r.op, 1_000_000);
+    for (let round = 0; round < args.rounds * 2; round++) {
+      const order = round % 2 === 0 ? names : [...names].reverse();
+      for (const name of order) {
+        const r = runs.get(name)!;
+        r.samples.push(await measure(admin, r.pool, r.pid, r.per, r.op, round * r.per));
+      }
+    }
+    const insert = runs.get("pg floor: INSERT")!.samples;
+    const insertWal = median(insert.map((s) => s.walBytes));
+    const insertCpu = insert.every((s) => s.cpuMs !== undefined) ? median(insert.map((s) => s.cpuMs!)) : undefined;
+    console.log(`database cost per 10-node invoke (durability ${durability}; ${args.rounds * 2} batches each, alternating; median [min-max])`);
+    console.log(`  pg floor: one single-row INSERT: WAL ${insertWal.toFixed(0)} B, backend CPU ${insertCpu === undefined ? "n/a" : `${insertCpu.toFixed(3)} ms`}`);
+    const per: Record<string, { wal: number; cpu?: number }> = {};
+    for (const name of ["ours", "official"]) {
+      const s = runs.get(name)!.samples;
+      const wal = s.map((x) => x.walBytes);
+      const cpu = s.every((x) => x.cpuMs !== undefined) ? s.map((x) => x.cpuMs!) : undefined;
+      per[name] = { wal: median(wal), cpu: cpu && median(cpu) };
+      console.log(
+        `  ${name.padEnd(8)} WAL ${median(wal).toFixed(0)} B [${spread(wal, 0)}] (${(median(wal) / insertWal).toFixed(1)} INSERTs)` +
+          `, backend CPU ${cpu ? `${median(cpu).toFixed(2)} ms [${spread(cpu, 2)}] (${insertCpu ? `${(median(cpu) / insertCpu).toFixed(1)} INSERTs` : "-"})` : "n/a (the server's processes are not on this machine)"}`,
+      );
+    }
+    const ratio = (a?: number, b?: number) => (a === undefined || b === undefined || b === 0 ? "n/a" : `${(a / b).toFixed(2)}x`);
+    console.log(`  ours / official: WAL ${ratio(per.ours!.wal, per.official!.wal)}, backend CPU ${ratio(per.ours!.cpu, per.official!.cpu)}`);
+    return 0;
+  } finally {
+    await dropAll();
+    await server.stop();
+  }
+}
