@@ -84,7 +84,7 @@ async function walByRelation(admin: pg.Pool, runs: Map<string, { pool: pg.Pool; 
          FROM pg_get_wal_records_info($1, $2) GROUP BY 1 ORDER BY 3 DESC`,
       [start, await lsn()],
     );
-    const parts = rows.map((x) => `${x.rel ? (names.get(x.rel) ?? "other") : "commits"} ${Math.round(x.bytes / count)} B (${(x.n / count).toFixed(1)} records)`);
+    const parts = rows.map((x) => `${x.rel ? (names.get(x.rel) ?? "other") : "no table (commits)"} ${Math.round(x.bytes / count)} B (${(x.n / count).toFixed(1)} records)`);
     console.log(`  ${name} WAL by relation, per invoke: ${parts.join(", ")}`);
   }
 }
