@@ -14,6 +14,7 @@
  *                                   bytes are, and put/getTuple at 200 turns against whole values (issues 21, 27; storage.ts); --storage-turns N
  *   npm run bench -- --store        only the store: our PostgresStore vs the official one, per operation (issue 29; store.ts)
  *   npm run bench -- --cost         only the database's cost per 10-node invoke, ours vs official: backend CPU and WAL bytes, beside a single-row INSERT (issue 40; cost.ts)
+ *   npm run bench -- --delta        only a chat on LangGraph's delta channels (MessagesDeltaValue), per saver: turn time by quarter, getState, bytes, intact (issue 41; delta.ts); --delta-turns N (default 200)
  *   npm run bench -- --partitions[=N]   only the hot statements on N hash partitions per table (default 16) vs plain tables (issue 32; partitions.ts)
  *
  * Timings are interleaved in one process (see stats.ts); ratios come with a 95%
@@ -46,6 +47,7 @@ import { storageMain } from "./storage.js";
 import { storeMain } from "./store.js";
 import { partitionsMain } from "./partitions.js";
 import { costMain } from "./cost.js";
+import { deltaMain } from "./delta.js";
 import { BOOTSTRAP_RESAMPLES, CONFIDENCE, compare, percentile, fmt, fmtRatio, fmtSpread, pairedRatio, roundRatio, type CompareOptions, type Contender, type ContenderStats, type Ratio, type Spread } from "./stats.js";
 import { ChatThread, sameValue, valuesAt, writesAt } from "./workload.js";
 
@@ -71,6 +73,9 @@ interface Args {
   partitions?: number;
   /** --cost: run only cost.ts (issue 40): the database's CPU and WAL per invoke. */
   cost: boolean;
+  /** --delta: run only delta.ts (issue 41), a chat on delta channels of --delta-turns N turns (default 200). */
+  delta: boolean;
+  deltaTurns?: number;
 }
 
 function nonNegative(flag: string, v: string | undefined): number {
@@ -80,7 +85,7 @@ function nonNegative(flag: string, v: string | undefined): number {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0, officialScale: false, storage: false, store: false, cost: false };
+  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0, officialScale: false, storage: false, store: false, cost: false, delta: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--json") args.json = true;
@@ -90,6 +95,13 @@ function parseArgs(argv: string[]): Args {
     else if (a === "--storage") args.storage = true;
     else if (a === "--store") args.store = true;
     else if (a === "--cost") args.cost = true;
+    else if (a === "--delta") args.delta = true;
+    else if (a === "--delta-turns" || a.startsWith("--delta-turns=")) {
+      const v = a.includes("=") ? a.split("=")[1] : argv[++i];
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 4) throw new Error(`--delta-turns expects an integer of at least 4, got ${String(v)}`);
+      args.deltaTurns = n;
+    }
     else if (a === "--partitions" || a.startsWith("--partitions=")) {
       const n = a.includes("=") ? Number(a.split("=")[1]) : 16;
       if (!Number.isInteger(n) || n < 2 || n > 1024) throw new Error(`--partitions expects an integer from 2 to 1024, got ${a.split("=")[1]}`);
@@ -115,6 +127,7 @@ function parseArgs(argv: string[]): Args {
       console.log("       npm run bench -- --store [--rounds N] [--strict] [--json]");
       console.log("       npm run bench -- --partitions[=N] [--rounds N] [--json]");
       console.log("       npm run bench -- --cost [--rounds N]");
+      console.log("       npm run bench -- --delta [--delta-turns N]");
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
   }
@@ -126,6 +139,11 @@ function parseArgs(argv: string[]): Args {
   if (args.partitions !== undefined) {
     const other = argv.filter((a) => /^--(quick|official-scale|delay-ms|delay-down-ms|storage|store|strict)\b/.test(a));
     if (other.length) throw new Error(`--partitions runs the partitioned measurement alone: ${other.join(", ")} does not apply to it`);
+  }
+  if (args.deltaTurns !== undefined && !args.delta) throw new Error("--delta-turns goes with --delta");
+  if (args.delta) {
+    const other = argv.filter((a) => !/^--delta(-turns)?\b/.test(a) && a.startsWith("--"));
+    if (other.length) throw new Error(`--delta runs the delta-channel chat alone: ${other.join(", ")} does not apply to it`);
   }
   if (args.cost) {
     const other = argv.filter((a) => /^--(json|quick|official-scale|delay-ms|delay-down-ms|storage|store|partitions|strict)\b/.test(a));
@@ -449,6 +467,7 @@ async function countRoundTrips(proxy: CountingProxy, op: string, saver: string, 
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
   if (args.cost) return costMain({ rounds: args.rounds });
+  if (args.delta) return deltaMain({ turns: args.deltaTurns ?? 200 });
   if (args.store) return storeMain({ rounds: args.rounds, strict: args.strict, json: args.json });
   if (args.partitions !== undefined) return partitionsMain({ partitions: args.partitions, rounds: args.rounds, json: args.json });
   if (args.storage) return storageMain({ turns: args.storageTurns ?? 200, rounds: args.rounds, strict: args.strict });
