@@ -76,9 +76,10 @@ describe("faults of the official store, fixed here", () => {
     const officials = Array.from({ length: 10 }, () => new Official({ connectionOptions: db.url, schema: officialSchema }));
     const ourStores = Array.from({ length: 10 }, () => new PostgresStore({ connectionOptions: db.url, schema: oursSchema }));
     opened.push(...officials, ...ourStores);
-    const official = await Promise.allSettled(officials.map((s) => s.setup()));
+    // The official store's setups race on its CREATE statements and some usually fail, but how many (none,
+    // on a fast enough server) is the scheduler's: only ours is held to all of them succeeding.
+    await Promise.allSettled(officials.map((s) => s.setup()));
     const ours = await Promise.allSettled(ourStores.map((s) => s.setup({ adopt: false })));
-    expect(official.filter((r) => r.status === "rejected").length).toBeGreaterThan(0);
     expect(ours.filter((r) => r.status === "rejected")).toEqual([]);
     // Each store migration recorded once.
     const { rows } = await db.pool.query(`SELECT count(*)::int AS n, count(DISTINCT version)::int AS versions FROM ${oursSchema}.checkpointer_store_migrations`);
