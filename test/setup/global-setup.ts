@@ -90,7 +90,12 @@ async function startContainer(): Promise<Server> {
   });
   const { PostgreSqlContainer } = await import("@testcontainers/postgresql");
   const t0 = performance.now();
-  const container = await new PostgreSqlContainer(image).withCommand(["postgres", ...Object.entries(THROWAWAY).flatMap(([k, v]) => ["-c", `${k}=${v}`])]).start();
+  const container = await new PostgreSqlContainer(image)
+    .withCommand(["postgres", ...Object.entries(THROWAWAY).flatMap(([k, v]) => ["-c", `${k}=${v}`])])
+    // Without Docker's syscall filter: a test server makes millions of syscalls, each checked by it
+    // (a single-row INSERT's round trip: 97 µs so, 114-124 with it, measured here).
+    .withSecurityOpt("seccomp=unconfined")
+    .start();
   const crashes = await watchForCrashes(container);
   const url = await direct(container);
   return {
