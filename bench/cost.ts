@@ -91,11 +91,12 @@ async function walByRelation(admin: pg.Pool, runs: Map<string, { pool: pg.Pool; 
 
 const spread = (xs: number[], digits: number) => `${Math.min(...xs).toFixed(digits)}-${Math.max(...xs).toFixed(digits)}`;
 
-export async function costMain(args: { rounds: number; durability?: Durability }): Promise<number> {
+export async function costMain(args: { rounds: number }): Promise<number> {
   if (!(await loadOurs())) throw new Error("src/ does not load");
   const server = await startServer();
   log(`postgres: ${server.source}`);
-  const durability = args.durability ?? "async";
+  // LangGraph's default durability: what most graphs run with.
+  const durability: Durability = "async";
   try {
     const floor = await createRawFloor(server.adminUrl);
     const admin = floor.db.pool({ max: 1 });
