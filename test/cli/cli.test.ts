@@ -1,12 +1,12 @@
 /**
- * The CLI, spawned as a real process against a real Postgres (and PGlite for
- * the embedded default): every command, bad arguments, exit codes, password
- * masking, export -> import into another schema and another database with
- * identical state and history, two processes on one embedded folder.
+ * The CLI, spawned as a real process against a real Postgres (and PGlite as
+ * another database to import into): every command, bad arguments, exit codes,
+ * password masking, export -> import into another schema and another database
+ * with identical state and history. The embedded database's own (the default
+ * folder, NODE_ENV=production, two processes on one folder):
+ * embedded.long.test.ts (`npm run test:long`).
  */
-import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import { Command, END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
@@ -17,40 +17,23 @@ import { latestVersion, loadMigrations, migrate, PostgresSaver, type CompactResu
 import { migrationNumber } from "../../src/errors.js";
 import { withTestDatabase } from "../helpers/db.js";
 import { addressGraph, nestedGraph } from "../helpers/graphs.js";
-import { ROOT, runCli, type Run } from "../helpers/cli.js";
+import { firstLine, migrateEmbeddedDefault, runCli, tempDirs } from "../helpers/cli.js";
 
 const db = withTestDatabase("cli");
-const dirs: string[] = [];
-const tempDir = () => {
-  const d = mkdtempSync(join(tmpdir(), "lgpg-cli-"));
-  dirs.push(d);
-  return d;
-};
-afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+const tempDir = tempDirs("lgpg-cli-");
 
 /**
- * One embedded database for the whole file, created by `migrate` in the default
- * place (./.langgraph-pg of the working directory): creating a PGlite folder
- * costs seconds, so the lock and import tests reuse it.
+ * The embedded database the export is imported into, created by `migrate` in
+ * the default place (./.langgraph-pg of a working directory).
  */
-let embeddedCwd: string;
-const embeddedDir = () => join(embeddedCwd, ".langgraph-pg");
+let embeddedDir: string;
 beforeAll(async () => {
-  embeddedCwd = tempDir();
-  const m = await runCli(["migrate"], { cwd: embeddedCwd });
-  if (m.code !== 0) throw new Error(`migrate on the embedded default failed: ${m.stderr}`);
-  expect(m.stdout).toMatch(/Migrated schema "public" in embedded database in \.\/\.langgraph-pg from no migration: applied 0000_init, /);
-  // Nothing named a database: the CLI says where it went, once, on stderr.
-  expect(m.stderr).toBe(
-    "langgraph-checkpoint-pg: no --database-url and no DATABASE_URL: using the embedded database in ./.langgraph-pg (created now); " +
-      "set DATABASE_URL to use a Postgres server, or pass --data-dir .langgraph-pg to choose this one without this line\n",
-  );
+  embeddedDir = await migrateEmbeddedDefault(tempDir());
 });
 
 const cfg = (thread_id: string, extra: Record<string, unknown> = {}): RunnableConfig => ({ configurable: { thread_id, ...extra } });
 /** The command line's database flags for schema `schema` of the test database. */
 const pg = (schema: string) => ["--database-url", db.url, "--schema", schema];
-const firstLine = (r: Run) => r.stderr.split("\n")[0]!;
 
 async function schemaExists(name: string): Promise<boolean> {
   return (await db.pool.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [name])).rowCount === 1;
@@ -320,7 +303,7 @@ describe("CLI against Postgres", () => {
     });
 
     await migrate({ pool: db.pool, schema: "copy" });
-    const dataDir = embeddedDir();
+    const dataDir = embeddedDir;
     // Into Postgres, and through stdin into the embedded database ("another database"): independent, so at once.
     const [intoPg, intoPglite] = await Promise.all([
       runCli(["import", file, ...pg("copy")]),
@@ -559,81 +542,6 @@ describe("CLI against Postgres", () => {
     expect(fromEnv.code).toBe(1);
     expect(firstLine(fromEnv)).toMatch(/Could not connect to postgres:\/\/[^:]+:\*\*\*@/);
     expect(fromEnv.stdout + fromEnv.stderr).not.toContain("hunter2-secret");
-  });
-});
-
-describe("CLI on the embedded database (PGlite)", () => {
-  it("uses ./.langgraph-pg by default (created by migrate, see beforeAll); read commands never create it", async () => {
-    const elsewhere = tempDir();
-    const [before, status] = await Promise.all([runCli(["threads"], { cwd: elsewhere }), runCli(["status", "--json"], { cwd: embeddedCwd })]);
-    expect(before.code).toBe(3);
-    expect(firstLine(before)).toMatch(/No embedded database in .*\.langgraph-pg/);
-    expect(existsSync(join(elsewhere, ".langgraph-pg"))).toBe(false);
-    expect(status.code).toBe(0);
-    expect(JSON.parse(status.stdout)).toMatchObject({ database: "embedded database in ./.langgraph-pg", state: "up-to-date" });
-  });
-
-  it("with NODE_ENV=production and no database named, refuses (exit 2), saying what to set; creates nothing; --data-dir asks for it", async () => {
-    const cwd = tempDir();
-    const production = { env: { NODE_ENV: "production" }, cwd };
-    const refused = await runCli(["migrate"], production);
-    expect(refused.code).toBe(2);
-    expect(refused.stderr).toBe(
-      `langgraph-checkpoint-pg migrate: NODE_ENV is production and no database URL is set: refusing to fall back to the embedded database in ${join(cwd, ".langgraph-pg")}, ` +
-        "a local folder that a redeploy loses and other instances never see. Set DATABASE_URL to your Postgres server, or ask for the embedded database explicitly: " +
-        "--data-dir .langgraph-pg (or another folder).\n",
-    );
-    expect(existsSync(join(cwd, ".langgraph-pg"))).toBe(false);
-    // The store's migrations follow the same rule, with the same words.
-    for (const store of ["--store", "--store-only"]) {
-      const storeRefused = await runCli(["migrate", store, "--no-adopt-store"], production);
-      expect(storeRefused.code, store).toBe(2);
-      expect(storeRefused.stderr, store).toBe(refused.stderr);
-      expect(existsSync(join(cwd, ".langgraph-pg")), store).toBe(false);
-    }
-    const asked = await runCli(["migrate", "--data-dir", ".langgraph-pg"], production);
-    expect(asked.code, asked.stderr).toBe(0);
-    expect(asked.stderr).toBe("");
-    // Named explicitly, the same folder is no fallback: no notice either.
-    expect((await runCli(["status", "--data-dir", ".langgraph-pg"], { cwd })).stderr).toBe("");
-    // Elsewhere migrate --store falls back, and says so once for both tracks.
-    const both = await runCli(["migrate", "--store", "--no-adopt-store"], { cwd: tempDir() });
-    expect(both.code, both.stderr).toBe(0);
-    expect(both.stdout).toMatch(/Migrated the store in schema "public" in embedded database in \.\/\.langgraph-pg: applied 0000_store_init/);
-    expect(both.stderr).toBe(
-      "langgraph-checkpoint-pg: no --database-url and no DATABASE_URL: using the embedded database in ./.langgraph-pg (created now); " +
-        "set DATABASE_URL to use a Postgres server, or pass --data-dir .langgraph-pg to choose this one without this line\n",
-    );
-  });
-
-  it("a second process on the folder gets exit 4 naming the holder; a killed holder's lock is recovered", async () => {
-    const dataDir = embeddedDir();
-    // Another process holds the folder open.
-    const holder = spawn(
-      process.execPath,
-      ["--import", "tsx", "-e", `import(${JSON.stringify(join(ROOT, "src/db/embedded.ts"))}).then((m) => m.openEmbedded(${JSON.stringify(dataDir)})).then(() => { console.log("held"); setInterval(() => {}, 1000); })`],
-      { cwd: ROOT },
-    );
-    try {
-      await new Promise<void>((resolve, reject) => {
-        holder.stdout.on("data", (d: Buffer) => d.toString().includes("held") && resolve());
-        holder.on("exit", (code) => reject(new Error(`holder exited early (${code})`)));
-      });
-      const [status, imp] = await Promise.all([runCli(["status", "--data-dir", dataDir]), runCli(["import", "--data-dir", dataDir], { input: "" })]);
-      for (const r of [status, imp]) {
-        expect(r.code).toBe(4);
-        expect(firstLine(r)).toMatch(new RegExp(`in use by process ${holder.pid} on `));
-      }
-    } finally {
-      holder.removeAllListeners("exit");
-      const dead = new Promise((r) => holder.on("exit", r));
-      holder.kill("SIGKILL");
-      await dead;
-    }
-    // SIGKILL left its lock file behind: the next process takes it over.
-    expect(existsSync(join(dataDir, "lock.json"))).toBe(true);
-    const after = await runCli(["threads", "--data-dir", dataDir]);
-    expect(after.code).toBe(0);
   });
 });
 

@@ -432,7 +432,7 @@ describe("pool exhaustion", () => {
     }
   });
 
-  it("1,000 failing operations of five kinds: each rejected typed, nothing of them written, no client leaked here or on the server", async () => {
+  it("500 failing operations of five kinds: each rejected typed, nothing of them written, no client leaked here or on the server", async () => {
     const app = "faults-leak";
     const max = 5;
     // pg-pool destroys the client after every SQL error, so most of these operations open a new
@@ -472,7 +472,7 @@ describe("pool exhaustion", () => {
      * each is up to the scheduler: pg-pool destroys a client after an SQL error and frees its slot
      * before the close completes, so a lane that calls again at once opens a new client ahead of
      * the callers already queued, and those can wait out connectionTimeoutMillis when a batch
-     * takes longer than that (on a busy machine: 5 of 200, once per queued caller).
+     * takes longer than that (on a busy machine: 5 of a batch of 200, once per queued caller).
      */
     const batch = async (kind: Kind, n: number, op: (i: number) => Promise<unknown>, { parallel = 2 * max, orConnection = true } = {}) => {
       const allowed: string[] = orConnection ? [kind, "connection"] : [kind];
@@ -501,12 +501,12 @@ describe("pool exhaustion", () => {
       const next = makeCheckpoint({ x: 1 }, { x: `${"2".padStart(32, "0")}.1` });
       await saver.put(rootConfig, next, meta(0), next.channel_versions);
       const stored = { checkpoints: await count("checkpoints", thread), blobs: await count("checkpoint_blobs", thread) };
-      await batch("conflict", 200, () => {
+      await batch("conflict", 100, () => {
         const stale = makeCheckpoint({ x: 2 }, { x: `${"2".padStart(32, "0")}.${Math.random()}` });
         return saver.put(rootConfig, stale, meta(0), stale.channel_versions);
       });
       // 2. Server errors mid-statement (the blobs CTE ran, then the trigger raised).
-      await batch("refused", 200, (i) => {
+      await batch("refused", 100, (i) => {
         const cp = makeCheckpoint({ big: "x".repeat(1000) });
         return saver.put(cfg(`boom-${i}`), cp, meta(-1), cp.channel_versions);
       });
@@ -515,29 +515,29 @@ describe("pool exhaustion", () => {
       const cc = makeCheckpoint({ x: "fine" });
       await saver.put(cfg(corrupt), cc, meta(-1), cc.channel_versions);
       await admin.query("UPDATE checkpoint_blobs SET value = '\\xc1'::bytea WHERE thread_id = $1", [corrupt]);
-      await batch("corrupt", 200, () => saver.getTuple(cfg(corrupt)));
+      await batch("corrupt", 100, () => saver.getTuple(cfg(corrupt)));
       // 4. Lock timeouts.
       const blocker = await lockHead(thread);
       try {
-        await batch("lock-timeout", 200, () => {
+        await batch("lock-timeout", 100, () => {
           const cp = makeCheckpoint({ x: 3 }, { x: `${"3".padStart(32, "0")}.${Math.random()}` });
           return lockSaver.put({ configurable: { ...cfg(thread).configurable, checkpoint_id: next.id } }, cp, meta(1), cp.channel_versions);
         });
       } finally {
         await blocker.release();
       }
-      // 5. Pool exhaustion: every client held (opened under the generous timeout), 200 callers
+      // 5. Pool exhaustion: every client held (opened under the generous timeout), 100 callers
       // time out waiting for one; nothing else can happen to them.
       const held = await Promise.all(Array.from({ length: max }, () => pool.connect()));
       pool.options.connectionTimeoutMillis = 150; // read by pg-pool when a caller starts to wait
       try {
-        await batch("connection", 200, () => saver.getTuple(cfg(thread)), { parallel: 200, orConnection: false });
+        await batch("connection", 100, () => saver.getTuple(cfg(thread)), { parallel: 100, orConnection: false });
       } finally {
         pool.options.connectionTimeoutMillis = BOUNDED_POOL.connectionTimeoutMillis;
         held.forEach((c) => c.release());
       }
-      expect(Object.values(seen).reduce((a, b) => a + b, 0)).toBe(1_000);
-      console.log(`[faults] 1,000 failing operations: ${JSON.stringify(seen)}`);
+      expect(Object.values(seen).reduce((a, b) => a + b, 0)).toBe(500);
+      console.log(`[faults] 500 failing operations: ${JSON.stringify(seen)}`);
 
       // Nothing of the rejected puts remains: the stale and lock-timed-out ones wrote nothing, the
       // refused ones rolled back as a whole (blobs included).

@@ -3,7 +3,9 @@
  * user or a CI step runs it: `node scripts/demo.mjs ...` (as `npm run demo`), and
  * the CLI as `node .test-build/<run>/main.mjs ...`, a bundle of src/ that global
  * setup builds once per run ({@link bundleScripts}); any other script, or a run
- * without that setup, goes through `node --import tsx src/...`.
+ * without that setup, goes through `node --import tsx src/...`. Also what files
+ * that spawn it share: temporary folders, the embedded database in its default
+ * place, the demo's walkthrough of the article's checkpoints.
  *
  * @example
  * ```ts
@@ -12,6 +14,7 @@
  * ```
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -19,7 +22,7 @@ import { basename, join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { inject } from "vitest";
+import { afterAll, expect, inject } from "vitest";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -87,6 +90,46 @@ export function collect(child: ChildProcessWithoutNullStreams): Promise<Run> {
 
 export const runCli = (args: string[], options?: RunOptions) => runScript("src/cli/main.ts", args, options);
 
+/** The first line a run wrote to stderr: where the CLI says what went wrong. */
+export const firstLine = (r: Run) => r.stderr.split("\n")[0]!;
+
+/**
+ * Temporary folders (working directories, files to import), each made when asked for and all removed
+ * after the file that calls this (at its top level; in a describe, after that describe).
+ *
+ * @example
+ * ```ts
+ * const tempDir = tempDirs("lgpg-cli-");
+ * const r = await runCli(["threads"], { cwd: tempDir() });
+ * ```
+ */
+export function tempDirs(prefix: string): () => string {
+  const dirs: string[] = [];
+  afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  return () => {
+    const d = mkdtempSync(join(tmpdir(), prefix));
+    dirs.push(d);
+    return d;
+  };
+}
+
+/**
+ * `migrate` with no database named, run in `cwd`: it creates the embedded database in the default place
+ * (./.langgraph-pg of the working directory), and says so, once, on stderr. Creating a PGlite folder costs
+ * seconds: a file makes one in beforeAll and its tests reuse it. Returns the folder.
+ */
+export async function migrateEmbeddedDefault(cwd: string): Promise<string> {
+  const m = await runCli(["migrate"], { cwd });
+  if (m.code !== 0) throw new Error(`migrate on the embedded default failed: ${m.stderr}`);
+  expect(m.stdout).toMatch(/Migrated schema "public" in embedded database in \.\/\.langgraph-pg from no migration: applied 0000_init, /);
+  // Nothing named a database: the CLI says where it went, once, on stderr.
+  expect(m.stderr).toBe(
+    "langgraph-checkpoint-pg: no --database-url and no DATABASE_URL: using the embedded database in ./.langgraph-pg (created now); " +
+      "set DATABASE_URL to use a Postgres server, or pass --data-dir .langgraph-pg to choose this one without this line\n",
+  );
+  return join(cwd, ".langgraph-pg");
+}
+
 /**
  * Runs the CLI as {@link runCli} does, with a loader hook (test/helpers/module-log.mjs) recording the
  * URL of every module the process loaded: what a command loads at start, seen without timing it.
@@ -142,6 +185,77 @@ export function runDemo(args: string[], options: RunOptions = {}): Promise<Run> 
   const child = spawn(process.execPath, [join(ROOT, "scripts", "demo.mjs"), ...args], { cwd: options.cwd ?? ROOT, env, stdio: "pipe" });
   feed(child, options.input);
   return collect(child);
+}
+
+/** The form of every channel version the demo prints. */
+const VERSION = /^-[a-z][0-9a-z]+\.[0-9][0-9a-z]{7}$/;
+
+/** What `demo --json` prints. */
+export interface DemoJson {
+  thread_id: string;
+  database: string;
+  continued: boolean;
+  previous: { checkpoints: number; head: string; state: unknown } | null;
+  checkpoints: {
+    id: string;
+    parent: string | null;
+    source: string;
+    step: number;
+    channel_versions: Record<string, string>;
+    updated_channels: string[];
+    writes: { task_id: string; idx: number; channel: string; value: unknown; task_path: string }[];
+    blobs: { channel: string; version: string; type: string; value?: unknown }[];
+  }[];
+  total_checkpoints: number;
+  state: unknown;
+}
+
+/** A demo run's --json output, after checking that it ran clean (exit 0, nothing on stderr). */
+export const parseDemo = (r: Run) => {
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  return JSON.parse(r.stdout) as DemoJson;
+};
+
+/** The article's walkthrough, checkpoint by checkpoint. */
+export function expectArticle(d: DemoJson) {
+  const cps = d.checkpoints;
+  expect(cps.map((c) => [c.source, c.step])).toEqual([
+    ["input", -1],
+    ["loop", 0],
+    ["loop", 1],
+  ]);
+  expect(cps.map((c) => c.parent)).toEqual([null, cps[0]!.id, cps[1]!.id]);
+  expect(cps.map((c) => Object.keys(c.channel_versions).sort())).toEqual([
+    ["__start__"],
+    ["__start__", "branch:to:get_address"],
+    ["__start__", "address", "branch:to:get_address", "name"],
+  ]);
+  expect(cps.flatMap((c) => Object.values(c.channel_versions)).every((v) => VERSION.test(v))).toBe(true);
+  expect(cps.map((c) => c.updated_channels)).toEqual([["__start__"], ["branch:to:get_address"], ["address", "name"]]);
+  // Writes live under the checkpoint the task ran FROM.
+  expect(cps.map((c) => c.writes.map((w) => [w.channel, w.value, w.task_path]))).toEqual([
+    [["branch:to:get_address", null, "~__pregel_pull, __start__"]],
+    [
+      ["name", "pavaneeshwar", "~__pregel_pull, get_address"],
+      ["address", "Hyderabad residency", "~__pregel_pull, get_address"],
+    ],
+    [],
+  ]);
+  expect(new Set(cps[1]!.writes.map((w) => w.task_id)).size).toBe(1);
+  // Blobs: {} for the input, `empty` once consumed, null for the branch trigger, then the two strings.
+  expect(cps.map((c) => c.blobs.map((b) => [b.channel, b.type, b.value]).sort())).toEqual([
+    [["__start__", "msgpack", {}]],
+    [
+      ["__start__", "empty", undefined],
+      ["branch:to:get_address", "msgpack", null],
+    ],
+    [
+      ["address", "msgpack", "Hyderabad residency"],
+      ["branch:to:get_address", "empty", undefined],
+      ["name", "msgpack", "pavaneeshwar"],
+    ],
+  ]);
 }
 
 /** The scripts the tests spawn, and the library their child processes import ({@link libraryImport}), bundled once per run by global setup. */

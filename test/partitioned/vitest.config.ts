@@ -23,6 +23,8 @@ export default defineConfig({
       "test/saver/fuzz.test.ts",
       "test/store/vector.test.ts",
       "test/store/vector-index.test.ts",
+      "test/store/vector-official.long.test.ts",
+      "test/store/vector-cli.long.test.ts",
       "test/saver/hostile.test.ts",
       "test/saver/strings.test.ts",
       "test/saver/conformance-linear.test.ts",

@@ -11,15 +11,18 @@ const LONGEST = [
   // npm run test:long
   "tarball.long",
   "ops/prune-long-thread.long",
+  "docs.long",
+  "db/pglite.long",
+  "cli/embedded.long",
+  "store/vector-cli.long",
   // npm test, longest first as a run on a busy 2-core machine measured them
-  "db/pglite",
   "cli/cli",
-  "store/migrate",
-  "cli/demo",
+  "saver/strings",
   "ops/prune",
+  "cli/hints",
+  "saver/reused-thread",
   "ops/adopt",
-  "store/vector",
-  "readme",
+  "ops/import",
 ].map((name) => `test/${name}.test.ts`);
 
 export default class LongestFirst extends BaseSequencer {
