@@ -20,7 +20,7 @@ export type SaverEvent =
       checkpointId: string;
       parentCheckpointId: string | undefined;
       blobs: number;
-      /** The statement's parameters, in bytes: the checkpoint, its values and the writes it carried. */
+      /** The checkpoint's and its values' size as bound parameters (an upper bound); writes it carried are their own calls' `putWrites` events. */
       bytes: number;
       /** `putWrites` calls that waited for this put and went out in its statement (docs/architecture.md, "writes ride the next put"). */
       writes: number;

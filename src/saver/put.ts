@@ -253,8 +253,8 @@ export async function runPut(ctx: SaverContext, put: EncodedPut, started: number
   // whose parent is stored take one statement; any other writes nothing there and takes a second,
   // checking statement (putChecked).
   let checked: unknown[] | undefined;
-  // What went out with the put, for its event: the writes it carried (if stored) and the bytes sent.
-  const sent = { writes: 0, bytes: 0 };
+  // The putWrites calls that went out with the put (stored), for its event.
+  const sent = { writes: 0 };
   for (let attempt = 1; ; attempt++) {
     let row: PutRow | undefined;
     if (checked === undefined) {
@@ -276,7 +276,7 @@ export async function runPut(ctx: SaverContext, put: EncodedPut, started: number
       if (attempt < MAX_PUT_ATTEMPTS) continue;
       throw new DatabaseOperationError("put", new Error(`the head of lineage ${JSON.stringify(ns)} kept changing under ${MAX_PUT_ATTEMPTS} attempts`), { retryable: true });
     }
-    await outcome(ctx, put, row, started, { ...sent, bytes: sent.bytes + put.bytes, attempts: attempt + (checked === undefined ? 0 : 1) });
+    await outcome(ctx, put, row, started, { ...sent, bytes: put.bytes, attempts: attempt + (checked === undefined ? 0 : 1) });
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: id } };
   }
 }
@@ -288,7 +288,7 @@ export async function runPut(ctx: SaverContext, put: EncodedPut, started: number
  * them); or, for a failure each would have met alone (the connection lost, a timeout: threads.ts
  * `sharedFailure`), each rejected with it.
  */
-async function sendFast(ctx: SaverContext, put: EncodedPut, take: Take | undefined, sent: { writes: number; bytes: number }): Promise<FastRow> {
+async function sendFast(ctx: SaverContext, put: EncodedPut, take: Take | undefined, sent: { writes: number }): Promise<FastRow> {
   // Taken now, with the statement about to leave: writes called while the put was being encoded go too.
   const carried = take?.(MAX_STATEMENT_BYTES - put.bytes);
   if (carried !== undefined) {
@@ -308,7 +308,6 @@ async function sendFast(ctx: SaverContext, put: EncodedPut, take: Take | undefin
       if (row.writes_refused === null) {
         carried.stored();
         sent.writes = carried.calls;
-        sent.bytes = carried.bytes;
       } else void carried.alone();
       return row;
     }

@@ -65,9 +65,8 @@ export type SendRows = (calls: WriteRows[]) => Promise<void>;
 export interface TakenWrites {
   /** The calls' rows, merged as one statement of them would carry them. */
   rows: WriteRows[];
-  /** How many calls they are, and their size as bound parameters (the put's event reports them). */
+  /** How many calls they are (the put's event reports it). */
   calls: number;
-  bytes: number;
   /** The put's statement stored them: each call resolves. */
   stored(): void;
   /** It did not (an error, or the gate refused them): each call is sent again on its own, for its own outcome. */
@@ -333,7 +332,6 @@ export class Threads {
     return {
       rows: merge(batch.map((q) => q.rows)),
       calls: batch.length,
-      bytes: batch.reduce((sum, q) => sum + q.rows.bytes, 0),
       stored: () => {
         for (const q of batch) q.resolve();
       },
