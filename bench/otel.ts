@@ -21,7 +21,7 @@ import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, Periodic
 import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan, type SpanExporter } from "@opentelemetry/sdk-trace-base";
 import { createDatabase, dropAll, startServer } from "./db.js";
 import { tenNodeGraph, type Durability } from "./graph.js";
-import { compare, fmt, fmtRatio, fmtSpread, pairedRatio, roundRatio } from "./stats.js";
+import { compare, fmt, fmtRatio, fmtSpread, median, pairedRatio, roundRatio } from "./stats.js";
 
 const log = (msg: string) => console.error(`[bench otel] ${msg}`);
 
@@ -56,7 +56,17 @@ export async function otelMain(args: { rounds: number }): Promise<number> {
       "on, SDK": tenNodeGraph(instrument(new PostgresSaver(pool), { tracerProvider, meterProvider, pool })),
       "on, no SDK": tenNodeGraph(instrument(new PostgresSaver(pool))),
     };
-    const contenders = Object.entries(graphs).map(([name, graph]) => ({ name, op: (i: number) => graph.invoke(`${name}-${i}`, durability) }));
+    // This process's CPU time per invoke, beside the wall time: less at the mercy of a busy machine.
+    const cpu = new Map<string, number[]>(Object.keys(graphs).map((name) => [name, []]));
+    const contenders = Object.entries(graphs).map(([name, graph]) => ({
+      name,
+      op: async (i: number) => {
+        const before = process.cpuUsage();
+        await graph.invoke(`${name}-${i}`, durability);
+        const used = process.cpuUsage(before);
+        cpu.get(name)!.push((used.user + used.system) / 1000);
+      },
+    }));
     log(`${args.rounds} rounds of 8 batches of 5 invokes per contender, alternating`);
     const stats = await compare(contenders, { rounds: args.rounds, batches: 8, batchSize: 5, warmup: 10 });
     await tracerProvider.forceFlush();
@@ -65,7 +75,9 @@ export async function otelMain(args: { rounds: number }): Promise<number> {
     console.log(`tracing's cost per 10-node invoke (durability ${durability}; ${args.rounds} rounds, batches alternating; ratios: per round median [min-max], and paired batches' geometric mean [95% interval])`);
     for (const [name, s] of stats) {
       const latency = name === "off" ? "" : `  p50 vs off ${fmtSpread(roundRatio(s, off, (r) => r.p50), 3)}  throughput off/this ${fmtRatio(pairedRatio(off, s), 3)}`;
-      console.log(`  ${name.padEnd(11)} p50 ${fmt(s.p50)} ms  ${fmt(s.opsPerSec)} invokes/s${latency}`);
+      const cpuMs = median(cpu.get(name)!);
+      const cpuRatio = name === "off" ? "" : ` (${(cpuMs / median(cpu.get("off")!)).toFixed(3)}x)`;
+      console.log(`  ${name.padEnd(11)} p50 ${fmt(s.p50)} ms  ${fmt(s.opsPerSec)} invokes/s  CPU ${fmt(cpuMs)} ms${cpuRatio}${latency}`);
     }
     console.log(`  spans exported by the SDK: ${(exporter.spans / invokes).toFixed(1)} per invoke`);
     return 0;

@@ -116,12 +116,15 @@ function checkOptions(options: unknown): InstrumentOptions {
 
 /** How ids go into spans ({@link InstrumentOptions.ids}); `what` names the attribute: `thread.id`, `store.namespace`. */
 function idRecorder(mode: IdsMode, salt: string): Ids {
+  // The last id's hash: a run's calls are on one thread, and hashing was a fifth of what a span cost.
+  let last: { text: string; hash: string } | undefined;
   return (id, what = "thread") => {
     if (mode === "omit" || id === undefined || id === null) return {};
     const text = Array.isArray(id) ? id.join("/") : String(id);
     const name = what === "thread" ? "langgraph.thread.id" : "langgraph.store.namespace";
     if (mode === "raw") return { [name]: text };
-    return { [`${name}_hash`]: createHash("sha256").update(salt).update("\0").update(text).digest("hex").slice(0, 16) };
+    if (last?.text !== text) last = { text, hash: createHash("sha256").update(salt).update("\0").update(text).digest("hex").slice(0, 16) };
+    return { [`${name}_hash`]: last.hash };
   };
 }
 
