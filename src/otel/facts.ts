@@ -120,7 +120,7 @@ function record({ span, tools, base }: Operation, event: SaverEvent): void {
       span.setAttributes({ "langgraph.rows_written": event.checkpoints + event.writes + event.blobs, "langgraph.copy.overwrote": event.overwrote });
       return;
     case "migrate":
-      span.setAttributes({ "langgraph.migrations.applied": event.applied.length, "langgraph.migrations.from_version": event.fromVersion, "langgraph.migrations.to_version": event.toVersion, "langgraph.dry_run": event.dryRun });
+      span.setAttributes({ "db.namespace": event.schema, "langgraph.migrations.applied": event.applied.length, "langgraph.migrations.from_version": event.fromVersion, "langgraph.migrations.to_version": event.toVersion, "langgraph.dry_run": event.dryRun });
       return;
     case "retry":
       // Its message is the driver's: left out, as errors' are.

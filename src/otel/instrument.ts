@@ -61,6 +61,11 @@ const nsOf = (config: unknown): Attributes => {
 };
 const fromConfig = (config: unknown, ids: Ids): Attributes => ({ ...ids(threadOf(config)), ...nsOf(config) });
 const rows = (n: number): Attributes => ({ "db.response.returned_rows": n });
+/** An operation's schema, from its options (`prune({ schema })`); else its `migrate` event says it. */
+const schemaOf = (options: unknown): Attributes => {
+  const schema = (options as { schema?: unknown } | undefined)?.schema;
+  return typeof schema === "string" ? { "db.namespace": schema } : {};
+};
 
 /** The saver's methods traced, and what each span says. */
 const SAVER: Record<string, Traced> = {
@@ -89,13 +94,14 @@ const STORE: Record<string, Traced> = {
 const FUNCTIONS: Record<string, { span: string } & Traced> = {
   prune: {
     span: "checkpoint.prune",
+    args: ([options]) => schemaOf(options),
     result: (r) => {
       const p = r as { checkpoints: number; writes: number; blobs: number; bytes: number; dryRun: boolean; threadsScanned: number };
       return { "langgraph.rows_deleted": p.dryRun ? 0 : p.checkpoints + p.writes + p.blobs, "langgraph.bytes_deleted": p.dryRun ? 0 : p.bytes, "langgraph.prune.threads_scanned": p.threadsScanned, "langgraph.dry_run": p.dryRun };
     },
   },
-  migrate: { span: "checkpoint.migrate" },
-  migrateStore: { span: "store.migrate" },
+  migrate: { span: "checkpoint.migrate", args: ([options]) => schemaOf(options) },
+  migrateStore: { span: "store.migrate", args: ([options]) => schemaOf(options) },
 };
 
 function prefixed(attributes: Attributes, from: string, to: string): Attributes {
@@ -132,8 +138,8 @@ function idRecorder(mode: IdsMode, salt: string): Ids {
  * Trace a saver, a store, or one of the package's operations (`prune`, `migrate`, `migrateStore`):
  * each call of theirs becomes a span, a child of the caller's active span, with the OpenTelemetry
  * database attributes and this package's own, and its duration, bytes written, retries and
- * conflicts metrics. A saver or store is changed in place and returned; a function is returned
- * traced. Without a registered OpenTelemetry SDK (or providers passed in), spans are not recorded
+ * conflicts metrics. A saver or store is changed in place and returned (instrumenting it again
+ * changes nothing); a function is returned traced. Without a registered OpenTelemetry SDK (or providers passed in), spans are not recorded
  * and the cost is a few function calls. See docs/tracing.md.
  *
  * @example

@@ -201,6 +201,12 @@ describe("the saver", () => {
     expect(named("checkpoint.copyThread")[0]!.attributes).toHaveProperty("langgraph.target_thread.id_hash");
     expect(named("checkpoint.deleteThread")[0]!.attributes["langgraph.rows_deleted"]).toBeGreaterThan(0);
     expect(named("checkpoint.prune")[0]!.attributes["langgraph.rows_deleted"]).toBeGreaterThan(0);
+    expect(named("checkpoint.prune")[0]!.attributes["db.namespace"]).toBe("traced");
+    // Instrumenting again changes nothing: one span per call still.
+    spans.reset();
+    instrument(saver, { tracerProvider, meterProvider });
+    await saver.getTuple({ configurable: { thread_id: threadId } });
+    expect(named("checkpoint.getTuple")).toHaveLength(1);
   });
 
   it("a retention run is a span of its own, a root: background work is no caller's child", async () => {
