@@ -15,6 +15,7 @@
  *   npm run bench -- --store        only the store: our PostgresStore vs the official one, per operation (issue 29; store.ts)
  *   npm run bench -- --cost         only the database's cost per 10-node invoke, ours vs official: backend CPU and WAL bytes, beside a single-row INSERT (issue 40; cost.ts)
  *   npm run bench -- --delta        only a chat on LangGraph's delta channels (MessagesDeltaValue), per saver: turn time by quarter, getState, bytes, intact (issue 41; delta.ts); --delta-turns N (default 200)
+ *   npm run bench -- --otel         only tracing's cost: the 10-node invoke not instrumented, instrumented with the OpenTelemetry SDK, and with none registered (issue 42; otel.ts)
  *   npm run bench -- --partitions[=N]   only the hot statements on N hash partitions per table (default 16) vs plain tables (issue 32; partitions.ts)
  *
  * Timings are interleaved in one process (see stats.ts); ratios come with a 95%
@@ -48,6 +49,7 @@ import { storeMain } from "./store.js";
 import { partitionsMain } from "./partitions.js";
 import { costMain } from "./cost.js";
 import { deltaMain } from "./delta.js";
+import { otelMain } from "./otel.js";
 import { BOOTSTRAP_RESAMPLES, CONFIDENCE, compare, percentile, fmt, fmtRatio, fmtSpread, pairedRatio, roundRatio, type CompareOptions, type Contender, type ContenderStats, type Ratio, type Spread } from "./stats.js";
 import { ChatThread, sameValue, valuesAt, writesAt } from "./workload.js";
 
@@ -76,6 +78,8 @@ interface Args {
   /** --delta: run only delta.ts (issue 41), a chat on delta channels of --delta-turns N turns (default 200). */
   delta: boolean;
   deltaTurns?: number;
+  /** --otel: run only otel.ts (issue 42): tracing's cost per invoke. */
+  otel: boolean;
 }
 
 function nonNegative(flag: string, v: string | undefined): number {
@@ -85,7 +89,7 @@ function nonNegative(flag: string, v: string | undefined): number {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0, officialScale: false, storage: false, store: false, cost: false, delta: false };
+  const args: Args = { json: false, quick: false, rounds: 0, strict: false, delayDownMs: 0, officialScale: false, storage: false, store: false, cost: false, delta: false, otel: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--json") args.json = true;
@@ -96,6 +100,7 @@ function parseArgs(argv: string[]): Args {
     else if (a === "--store") args.store = true;
     else if (a === "--cost") args.cost = true;
     else if (a === "--delta") args.delta = true;
+    else if (a === "--otel") args.otel = true;
     else if (a === "--delta-turns" || a.startsWith("--delta-turns=")) {
       const v = a.includes("=") ? a.split("=")[1] : argv[++i];
       const n = Number(v);
@@ -128,6 +133,7 @@ function parseArgs(argv: string[]): Args {
       console.log("       npm run bench -- --partitions[=N] [--rounds N] [--json]");
       console.log("       npm run bench -- --cost [--rounds N]");
       console.log("       npm run bench -- --delta [--delta-turns N]");
+      console.log("       npm run bench -- --otel [--rounds N]");
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
   }
@@ -148,6 +154,10 @@ function parseArgs(argv: string[]): Args {
   if (args.cost) {
     const other = argv.filter((a) => /^--(json|quick|official-scale|delay-ms|delay-down-ms|storage|store|partitions|strict)\b/.test(a));
     if (other.length) throw new Error(`--cost runs the database-cost measurement alone: ${other.join(", ")} does not apply to it`);
+  }
+  if (args.otel) {
+    const other = argv.filter((a) => a.startsWith("--") && !/^--(otel|rounds)\b/.test(a));
+    if (other.length) throw new Error(`--otel runs tracing's measurement alone: ${other.join(", ")} does not apply to it`);
   }
   if (args.storage) {
     const other = argv.filter((a) => /^--(json|quick|official-scale|delay-ms|delay-down-ms)\b/.test(a));
@@ -467,6 +477,7 @@ async function countRoundTrips(proxy: CountingProxy, op: string, saver: string, 
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
   if (args.cost) return costMain({ rounds: args.rounds });
+  if (args.otel) return otelMain({ rounds: args.rounds });
   if (args.delta) return deltaMain({ turns: args.deltaTurns ?? 200 });
   if (args.store) return storeMain({ rounds: args.rounds, strict: args.strict, json: args.json });
   if (args.partitions !== undefined) return partitionsMain({ partitions: args.partitions, rounds: args.rounds, json: args.json });

@@ -7,8 +7,9 @@
  *   (dependencies stay external), and `langgraph-checkpoint-pg/schema` (the
  *   drizzle tables) as a second one, dist/cjs/schema.js, and `langgraph-checkpoint-pg/store` as
  *   dist/cjs/store.js, the root bundle again (one copy of each class: `instanceof` holds across the
- *   two entry points), with a copy of the .d.ts files that TypeScript
- *   reads as CommonJS (dist/cjs/package.json says so).
+ *   two entry points), and `langgraph-checkpoint-pg/otel` as dist/cjs/otel.js, a bundle of its own
+ *   (only it requires @opentelemetry/api) that takes the errors and events from the root bundle,
+ *   with a copy of the .d.ts files that TypeScript reads as CommonJS (dist/cjs/package.json says so).
  * The library locates its migrations/ from its own file (import.meta.url); in
  * the CommonJS bundle that URL is defined from __filename.
  */
@@ -45,6 +46,30 @@ await build({
   define: { "import.meta.url": "__import_meta_url" },
   banner: { js: 'const __import_meta_url = require("node:url").pathToFileURL(__filename).href;' },
   logLevel: "warning",
+});
+// The otel entry: its own file, so that the root never loads @opentelemetry/api; the errors (and the
+// events' channel name) are the root's, so that its InvalidOptionsError is the one users catch.
+const fromRoot = [join(root, "src", "errors.ts"), join(root, "src", "events.ts")];
+await build({
+  entryPoints: { otel: join(root, "src", "otel", "index.ts") },
+  outdir: cjs,
+  bundle: true,
+  packages: "external",
+  format: "cjs",
+  platform: "node",
+  target: "node20",
+  keepNames: true,
+  logLevel: "warning",
+  plugins: [
+    {
+      name: "root-errors",
+      setup(b) {
+        b.onResolve({ filter: /^\.\.?\/(.*\/)?(errors|events)\.js$/ }, (args) =>
+          fromRoot.includes(join(args.resolveDir, args.path.replace(/\.js$/, ".ts"))) ? { path: "./index.js", external: true } : undefined,
+        );
+      },
+    },
+  ],
 });
 writeFileSync(join(cjs, "package.json"), `${JSON.stringify({ type: "commonjs" }, null, 2)}\n`);
 writeFileSync(join(cjs, "store.js"), '"use strict";\n// langgraph-checkpoint-pg/store: the root bundle, so that its classes are the root\'s.\nmodule.exports = require("./index.js");\n');

@@ -9,6 +9,7 @@
  * });
  * ```
  */
+import { channel } from "node:diagnostics_channel";
 import type { SuggestedCommand } from "./hint.js";
 
 export type SaverEvent =
@@ -19,6 +20,12 @@ export type SaverEvent =
       checkpointId: string;
       parentCheckpointId: string | undefined;
       blobs: number;
+      /** The checkpoint's and its values' size as bound parameters (an upper bound); writes it carried are their own calls' `putWrites` events. */
+      bytes: number;
+      /** `putWrites` calls that waited for this put and went out in its statement (docs/architecture.md, "writes ride the next put"). */
+      writes: number;
+      /** Statements sent: more than 1 when the head moved under the put, or its parent was checked. */
+      attempts: number;
       durationMs: number;
     }
   | {
@@ -28,6 +35,8 @@ export type SaverEvent =
       checkpointId: string;
       taskId: string;
       writes: number;
+      /** The rows' size as bound parameters. */
+      bytes: number;
       durationMs: number;
     }
   | {
@@ -280,7 +289,23 @@ export function guard<A extends [unknown?]>(
     );
 }
 
-/** Call the handler, never letting a handler bug break a checkpoint operation. */
+/**
+ * Every event of every saver, store and operation in the process is also published on this
+ * `node:diagnostics_channel` channel, in the async context of the call that caused it: the hook
+ * through which tracing (src/otel/) sees what only the saver knows, without the core importing
+ * it. Nothing is published while nobody subscribes.
+ *
+ * @example
+ * ```ts
+ * import { subscribe } from "node:diagnostics_channel";
+ * subscribe(EVENT_CHANNEL, (event) => console.log((event as SaverEvent).type));
+ * ```
+ */
+export const EVENT_CHANNEL = "langgraph-checkpoint-pg:event";
+const published = channel(EVENT_CHANNEL);
+
+/** Call the handler, never letting a handler bug break a checkpoint operation; publish the event to subscribers of {@link EVENT_CHANNEL}. */
 export function emit(handler: EventHandler | undefined, event: SaverEvent): void {
   if (handler) guard(handler, "onEvent", undefined)!(event);
+  if (published.hasSubscribers) published.publish(event);
 }

@@ -14,7 +14,7 @@ export { PostgresSaver, type PostgresSaverOptions, type OpenOptions, type SetupR
 export { ALLOW_FORK_KEY, type SaverOptions, type SetupOptions, type LineageMode } from "./saver/options.js";
 export type { Upcaster, UpcastFunction, UpcastContext } from "./saver/upcast.js";
 export { withConflictRetry, withRetry, type ConflictRetryOptions, type WithRetryOptions } from "./retry.js";
-export type { SaverEvent, RetentionEvent, EventHandler, HandlerErrorHandler, HandlerErrorInfo } from "./events.js";
+export { EVENT_CHANNEL, type SaverEvent, type RetentionEvent, type EventHandler, type HandlerErrorHandler, type HandlerErrorInfo } from "./events.js";
 
 // Serialization.
 export { MsgpackSerializer } from "./serde/serde.js";

@@ -24,6 +24,7 @@ export const PARTS: readonly { name: string; paths: readonly string[] }[] = [
   { name: "saver", paths: ["saver/", "retry.ts"] },
   { name: "store", paths: ["store/"] },
   { name: "wing", paths: ["ops/"] },
+  { name: "otel", paths: ["otel/"] },
   { name: "cli", paths: ["cli/", "demo.ts"] },
   { name: "face", paths: ["index.ts"] },
 ];

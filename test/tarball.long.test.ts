@@ -32,8 +32,8 @@ import { bareImports, isDeclared, pkg, psqlDirs, writeProject, type LockEntry } 
 const exec = promisify(execFile);
 /** Installed next to the package: what the README's Install section names, the peers they bring, and pg, which the pages' programs import. */
 const PEERS = ["pg", "@langchain/langgraph-checkpoint", "@langchain/core", "@langchain/langgraph"];
-/** Installed too: to run the pages' TypeScript and to load a .ts upcasters module; drizzle for the Data model's example (an optional peer). */
-const TOOLS = ["tsx", "drizzle-orm"];
+/** Installed too: to run the pages' TypeScript and to load a .ts upcasters module; drizzle for the Data model's example, @opentelemetry/api for the otel entry (optional peers). */
+const TOOLS = ["tsx", "drizzle-orm", "@opentelemetry/api"];
 
 const db = withTestDatabase("tarball"); // DATABASE_URL of the README's commands
 const other = withTestDatabase("tarball_other"); // postgres://other/db
@@ -104,6 +104,10 @@ describe("the packed package, installed in an empty project", () => {
       "dist/cjs/index.d.ts",
       "dist/cjs/package.json",
       "dist/cjs/schema.js",
+      "dist/cjs/otel.js",
+      "dist/otel/index.js",
+      "dist/otel/index.d.ts",
+      "dist/cjs/otel/index.d.ts",
       "dist/db/schema.js",
       "dist/db/schema.d.ts",
       "dist/cjs/db/schema.d.ts",
@@ -242,6 +246,20 @@ describe("the packed package, installed in an empty project", () => {
       const out = ok(await sh("node --import tsx store-example.mts")).trim().split("\n");
       expect(out).toEqual(["{ kind: 'travel', text: 'prefers window seats' }", "[ 'food' ]", "[ 'food' ]", "[ [ 'users', 'u1' ] ]"]);
     }
+  });
+
+  it("langgraph-checkpoint-pg/otel: import and require give instrument, refusing bad options with the root's error; the root alone loads no @opentelemetry/api", async () => {
+    const program = (load: string) => `${load}
+      let refused = false;
+      try { otel.instrument({}, { ids: "x" }); } catch (err) { refused = err instanceof root.InvalidOptionsError; }
+      console.log(JSON.stringify({ exports: Object.keys(otel).sort(), refused }));`;
+    writeFileSync(join(app, "otel-esm.mjs"), program('const otel = await import("langgraph-checkpoint-pg/otel"); const root = await import("langgraph-checkpoint-pg");'));
+    writeFileSync(join(app, "otel-cjs.cjs"), program('const otel = require("langgraph-checkpoint-pg/otel"); const root = require("langgraph-checkpoint-pg");'));
+    writeFileSync(join(app, "root-cjs.cjs"), 'require("langgraph-checkpoint-pg"); console.log(Object.keys(require.cache).filter((m) => m.includes("@opentelemetry")).length);');
+    const [esm, cjs, rootAlone] = await Promise.all([sh("node otel-esm.mjs"), sh("node otel-cjs.cjs"), sh("node root-cjs.cjs")]);
+    expect(JSON.parse(ok(esm))).toEqual({ exports: ["instrument"], refused: true });
+    expect(JSON.parse(ok(cjs))).toEqual({ exports: ["instrument"], refused: true });
+    expect(ok(rootAlone).trim()).toBe("0");
   });
 
   it("a strict TypeScript file type-checks against its declarations, as ESM and as CommonJS (skipLibCheck: false; /schema as drizzle users check it)", async () => {

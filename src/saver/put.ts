@@ -253,10 +253,12 @@ export async function runPut(ctx: SaverContext, put: EncodedPut, started: number
   // whose parent is stored take one statement; any other writes nothing there and takes a second,
   // checking statement (putChecked).
   let checked: unknown[] | undefined;
+  // The putWrites calls that went out with the put (stored), for its event.
+  const sent = { writes: 0 };
   for (let attempt = 1; ; attempt++) {
     let row: PutRow | undefined;
     if (checked === undefined) {
-      const fast = await sendFast(ctx, put, attempt === 1 ? take : undefined);
+      const fast = await sendFast(ctx, put, attempt === 1 ? take : undefined, sent);
       if (fast.refused) throw new ThreadDeletedError({ threadId, checkpointNs: ns, checkpointId: id, operation: "put", reason: fast.refused });
       if (fast.fast) row = Object.assign(fast, { parent_known: true, late: false, missing: null });
       else {
@@ -274,7 +276,7 @@ export async function runPut(ctx: SaverContext, put: EncodedPut, started: number
       if (attempt < MAX_PUT_ATTEMPTS) continue;
       throw new DatabaseOperationError("put", new Error(`the head of lineage ${JSON.stringify(ns)} kept changing under ${MAX_PUT_ATTEMPTS} attempts`), { retryable: true });
     }
-    await outcome(ctx, put, row, started);
+    await outcome(ctx, put, row, started, { ...sent, bytes: put.bytes, attempts: attempt + (checked === undefined ? 0 : 1) });
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: id } };
   }
 }
@@ -286,7 +288,7 @@ export async function runPut(ctx: SaverContext, put: EncodedPut, started: number
  * them); or, for a failure each would have met alone (the connection lost, a timeout: threads.ts
  * `sharedFailure`), each rejected with it.
  */
-async function sendFast(ctx: SaverContext, put: EncodedPut, take: Take | undefined): Promise<FastRow> {
+async function sendFast(ctx: SaverContext, put: EncodedPut, take: Take | undefined, sent: { writes: number }): Promise<FastRow> {
   // Taken now, with the statement about to leave: writes called while the put was being encoded go too.
   const carried = take?.(MAX_STATEMENT_BYTES - put.bytes);
   if (carried !== undefined) {
@@ -303,8 +305,10 @@ async function sendFast(ctx: SaverContext, put: EncodedPut, take: Take | undefin
     if (row !== undefined) {
       // Stored before the put's own outcome is looked at: it is the put's alone. Refused writes are
       // sent again on their own, so each call gets its own refusal (and its retry, saver.ts).
-      if (row.writes_refused === null) carried.stored();
-      else void carried.alone();
+      if (row.writes_refused === null) {
+        carried.stored();
+        sent.writes = carried.calls;
+      } else void carried.alone();
       return row;
     }
   }
@@ -312,7 +316,7 @@ async function sendFast(ctx: SaverContext, put: EncodedPut, take: Take | undefin
 }
 
 /** What a stored or refused put did to its lineage: an error (a parent not stored, a conflict) or the events of a put stored. */
-async function outcome(ctx: SaverContext, put: EncodedPut, row: PutRow, started: number): Promise<void> {
+async function outcome(ctx: SaverContext, put: EncodedPut, row: PutRow, started: number, sent: { writes: number; bytes: number; attempts: number }): Promise<void> {
   const { threadId, checkpointNs: ns, checkpointId: id } = put.params;
   const parentId = put.params.parentId ?? undefined;
   const durationMs = () => performance.now() - started;
@@ -332,7 +336,7 @@ async function outcome(ctx: SaverContext, put: EncodedPut, row: PutRow, started:
     emit(ctx.onEvent, { type: "fork", threadId, checkpointNs: ns, checkpointId: id, parentCheckpointId: parentId, displacedHead: head, deliberate: put.allowFork });
   }
   if (put.elements) ctx.elements?.rememberCheckpoint(lineageKey(threadId, ns), id, parentId ?? null, put.elements.lists, put.elements.whole);
-  emit(ctx.onEvent, { type: "put", threadId, checkpointNs: ns, checkpointId: id, parentCheckpointId: parentId, blobs: row.blobs, durationMs: durationMs() });
+  emit(ctx.onEvent, { type: "put", threadId, checkpointNs: ns, checkpointId: id, parentCheckpointId: parentId, blobs: row.blobs, ...sent, durationMs: durationMs() });
 }
 
 /** The (channels, versions) a checkpoint refers to that this put does not write. */

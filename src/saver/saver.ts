@@ -327,6 +327,7 @@ export class SaverCore extends BaseCheckpointSaver {
       checkpointId: rows.checkpointId,
       taskId,
       writes: rows.idx.length,
+      bytes: rows.bytes,
       durationMs: performance.now() - started,
     });
   }

@@ -65,6 +65,8 @@ export type SendRows = (calls: WriteRows[]) => Promise<void>;
 export interface TakenWrites {
   /** The calls' rows, merged as one statement of them would carry them. */
   rows: WriteRows[];
+  /** How many calls they are (the put's event reports it). */
+  calls: number;
   /** The put's statement stored them: each call resolves. */
   stored(): void;
   /** It did not (an error, or the gate refused them): each call is sent again on its own, for its own outcome. */
@@ -329,6 +331,7 @@ export class Threads {
     if (lineage.queue.length === 0) stopTimer(lineage);
     return {
       rows: merge(batch.map((q) => q.rows)),
+      calls: batch.length,
       stored: () => {
         for (const q of batch) q.resolve();
       },

@@ -139,6 +139,7 @@ export function pointedAtSources(code: string): string {
     "langgraph-checkpoint-pg": "src/index.ts",
     "langgraph-checkpoint-pg/store": "src/store/index.ts",
     "langgraph-checkpoint-pg/schema": "src/db/schema.ts",
+    "langgraph-checkpoint-pg/otel": "src/otel/index.ts",
   };
   return code.replace(/(from\s+|import\()"(langgraph-checkpoint-pg(?:\/[a-z]+)?)"/g, (whole, lead: string, spec: string) => {
     const to = entries[spec];
@@ -158,6 +159,7 @@ export const NOT_RUN: [RegExp, string][] = [
   [/^(TEST_DATABASE_URL=\S+ )?npm (test|run test\S*)\b/m, "the test suite itself"],
   [/^npm ci$/, "a CI job's install step: the test project is installed"],
   [/^npx vitest run /m, "runs one of this repository's test files from a clone: the test suite runs it"],
+  [/^npm install @opentelemetry\//m, "installs an OpenTelemetry exporter from the registry: no dependency of the package, documented only (docs/tracing.md)"],
   [/scripts\/heads-fold\/run\.sh/, "a benchmark of minutes that needs pgbench; its figures are in the page"],
 ];
 
