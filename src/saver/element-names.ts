@@ -26,10 +26,11 @@ export const VALUE_TYPE = "pg:val";
 /** Type prefix of an object whose list fields are stored by their elements. */
 export const OBJECT_TYPE_PREFIX = "pg:obj:";
 /**
- * Objects with lists, and single values, are stored by content only from this
- * size on (what their lists' elements, or the value, serialize to): below it
- * a row of their own costs more than it saves. Lists are stored by their
- * elements whatever their size, as before.
+ * Lists, objects with lists, and single values are stored by content only from
+ * this size on (what their elements, or the value, serialize to): below it a
+ * row of their own (about 200 bytes with its index entry) costs more than it
+ * saves, and a put or a write sends and indexes rows for nothing (a 10-node
+ * graph's list of ten short strings was 20 element rows an invoke, issue 40).
  */
 export const BY_CONTENT_MIN_BYTES = 256;
 

@@ -39,8 +39,9 @@
  * element rows: prune deletes an element row only when no remaining
  * checkpoint refers to it. Any other put sends every element.
  *
- * Used, when turned on (`elementStorage: true`), for plain arrays with at
- * least one element, with serializers whose element hashes are stable (the
+ * Used, when turned on (`elementStorage: true`), for plain arrays whose
+ * elements serialize to `BY_CONTENT_MIN_BYTES` or more (smaller ones are
+ * stored whole: stored.ts), with serializers whose element hashes are stable (the
  * same value, the same hash): plain ones, and encrypting ones (which seal
  * each element for its row, element-codec.ts). Others store whole values,
  * and say so once.

@@ -4,8 +4,9 @@
  * `type`, so that what a thread repeats is stored once (issue #27):
  *
  * - **whole**: the serializer's type and bytes (sealed for the row by an
- *   encrypting serializer). Small values, and values of no other form.
- * - **`pg:refs`**: a plain, non-empty array by its elements (elements.ts): the
+ *   encrypting serializer). Small values (lists included), and values of no other form.
+ * - **`pg:refs`**: a plain, non-empty array by its elements (elements.ts), when
+ *   they serialize to {@link BY_CONTENT_MIN_BYTES} or more: the
  *   value is its *refs area*, the hashes of its chunks and elements, with an
  *   encrypting serializer followed by a tag binding them to the row.
  * - **`pg:obj:<type>`**: a plain object whose fields holding lists are stored
@@ -79,8 +80,12 @@ export async function encodeStored(ctx: StoreContext, value: unknown, row: Value
 async function encodeByContent(ctx: StoreContext, value: unknown, row: ValueRow, known: Set<string> | undefined, sending: Set<string>): Promise<StoredValue> {
   const { serde, codec } = ctx;
   if (codec && isElementList(value)) {
-    const list = await encodeList(codec, value, row, known, sending);
-    if (list) return { type: REFS_TYPE, bytes: list.refs, rows: list.rows, hashes: list.hashes, size: list.bytes };
+    // Encoded against a copy of `sending`, as an object's lists are: a list too small to be worth its element
+    // rows is stored whole (below), and sends none.
+    const list = await encodeList(codec, value, row, known, new Set(sending));
+    if (list && list.bytes >= BY_CONTENT_MIN_BYTES) {
+      return { type: REFS_TYPE, bytes: list.refs, rows: claim(list.rows, sending), hashes: list.hashes, size: list.bytes };
+    }
   }
   if (codec && isPlainObject(value)) {
     const encoded = await encodeObject({ serde, codec }, value, row, known, sending);
@@ -106,6 +111,16 @@ async function encodeByContent(ctx: StoreContext, value: unknown, row: ValueRow,
   return { type, bytes, rows: [], hashes: [], size: bytes.byteLength };
 }
 
+/**
+ * The rows of a form chosen after it was encoded against a copy of `sending`: those no other value
+ * claimed meanwhile (a put's channels are encoded concurrently), each now marked as sent.
+ */
+function claim(rows: ElementRow[], sending: Set<string>): ElementRow[] {
+  const mine = rows.filter((r) => !sending.has(r.hash));
+  for (const r of mine) sending.add(r.hash);
+  return mine;
+}
+
 /** `pg:obj` for a plain object with at least one list field whose elements are large enough; undefined otherwise. */
 async function encodeObject(
   ctx: { serde: SerializerProtocol; codec: ElementCodec },
@@ -117,7 +132,7 @@ async function encodeObject(
   const keys = Object.keys(value);
   const candidates = keys.filter((k) => isElementList(value[k]));
   if (candidates.length === 0) return undefined;
-  // Encoded against a private `sending`: nothing counts as sent unless this form is chosen.
+  // Encoded against a copy of `sending`: nothing counts as sent unless this form is chosen.
   const mine = new Set(sending);
   const encoded = await Promise.all(
     candidates.map((k) =>
@@ -141,11 +156,10 @@ async function encodeObject(
   const area = ctx.codec.refs(Buffer.concat(lists.map((l) => l.slots)), row);
   const length = Buffer.alloc(4);
   length.writeUInt32BE(area.byteLength, 0);
-  for (const h of mine) sending.add(h);
   return {
     type: `${OBJECT_TYPE_PREFIX}${innerType}`,
     bytes: Buffer.concat([length, area, inner]),
-    rows: lists.flatMap((l) => l.rows),
+    rows: claim(lists.flatMap((l) => l.rows), sending),
     hashes: lists.flatMap((l) => l.hashes),
     size: elementBytes + inner.byteLength,
   };

@@ -16,7 +16,7 @@ import { Command, MemorySaver, type StateSnapshot } from "@langchain/langgraph";
 import { DeltaSnapshot, JsonPlusSerializer, type BaseCheckpointSaver, type CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import { PostgresSaver as OfficialSaver } from "@langchain/langgraph-checkpoint-postgres";
 import type { CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
-import { encode, ExtData } from "@msgpack/msgpack";
+import { decode, encode, ExtData } from "@msgpack/msgpack";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -33,6 +33,7 @@ import {
   type SaverEvent,
 } from "../../src/index.js";
 import { loadsPython } from "../../src/serde/pyserde.js";
+import { longText } from "../helpers/checkpoints.js";
 import { runCli } from "../helpers/cli.js";
 import { createTestDatabase, withTestDatabase, type TestDatabase } from "../helpers/db.js";
 import { differential } from "../helpers/conformance.js";
@@ -171,6 +172,33 @@ async function pythonSchema(schema: string, fixture: PythonFixture, upTo = fixtu
 }
 
 const fixture = JSON.parse(readFileSync(new URL("../fixtures/python-saver.json", import.meta.url), "utf8")) as PythonFixture;
+
+/**
+ * The fixture as if thread "py-log" had been run with long texts instead of "hello" and "world":
+ * a list of its words is then worth storing by its elements (a list of short words stays whole,
+ * issue 40). Its values are plain msgpack, which @msgpack/msgpack writes as the Python saver's
+ * ormsgpack does (python-saver.gen.ts), so they are decoded, changed and encoded again.
+ */
+function withLongWords(f: PythonFixture): PythonFixture {
+  const words = new Map(["hello", "world"].map((w) => [w, longText(w)]));
+  const swap = (v: unknown): unknown =>
+    typeof v === "string"
+      ? (words.get(v) ?? v)
+      : Array.isArray(v)
+        ? v.map(swap)
+        : v !== null && typeof v === "object" && Object.getPrototypeOf(v) === Object.prototype
+          ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, swap(x)]))
+          : v;
+  const blob = (thread: string, type: string, hex: string) =>
+    thread === "py-log" && type === "msgpack" ? Buffer.from(encode(swap(decode(Buffer.from(hex, "hex"))))).toString("hex") : hex;
+  return {
+    ...f,
+    checkpoints: f.checkpoints.map((c) => (c.thread_id === "py-log" ? { ...c, checkpoint: swap(c.checkpoint), metadata: swap(c.metadata) } : c)),
+    blobs: f.blobs.map((b) => (b.blob === null ? b : { ...b, blob: blob(b.thread_id, b.type, b.blob) })),
+    writes: f.writes.map((w) => ({ ...w, blob: blob(w.thread_id, w.type, w.blob) })),
+    expected: swap(f.expected) as PythonFixture["expected"],
+  };
+}
 
 
 // ---------------------------------------------------------------------------
@@ -555,7 +583,8 @@ describe("an adoption stores what it copied by content, as compact does", () => 
     const official = await officialSchema(from);
     const chat = tid("adopted-chat");
     const approval = tid("adopted-approval");
-    for (const text of ["hi", "how are you?", "bye"]) await chatGraph(official).invoke({ messages: [new HumanMessage({ id: `h-${text}`, content: text })] }, cfg(chat));
+    // Messages of a realistic length: a list of one is stored by its elements (a list of short ones stays whole, issue 40).
+    for (const text of ["hi", "how are you?", "bye"]) await chatGraph(official).invoke({ messages: [new HumanMessage({ id: `h-${text}`, content: longText(text) })] }, cfg(chat));
     await approvalGraph(official).invoke({}, cfg(approval)); // left at its interrupt: a special write
     const want = { chat: await tuples(official, cfg(chat)), approval: await tuples(official, cfg(approval)) };
     const state = await chatGraph(official).getState(cfg(chat));
@@ -599,7 +628,8 @@ describe("an adoption stores what it copied by content, as compact does", () => 
   it("migrate --adopt (CLI): what decodes is stored by content and reads the same; a Python object is left whole, still a typed error; --module only with --adopt", async () => {
     const from = "py_compact_src";
     const schema = "py_compact_ours";
-    await pythonSchema(from, fixture);
+    const long = withLongWords(fixture);
+    await pythonSchema(from, long);
     const usage = await runCli(["migrate", "--schema", schema, "--module", "./serde.mjs", "--database-url", db.url]);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/--module goes with --adopt/);
@@ -609,12 +639,12 @@ describe("an adoption stores what it copied by content, as compact does", () => 
     expect(out.adoption.adopted).toBe(true);
     expect(out.adoption.compacted.values).toBeGreaterThan(0);
     expect(out.adoption.compacted.undecodable).toBe(1);
-    // The log lists (a blob and the task's writes) by their elements; the pydantic messages as they were.
+    // The log lists (a blob and the task's writes) by their elements, their words long enough; the pydantic messages as they were.
     expect(await forms(schema, "py-log")).toMatchObject({ "blob log pg:refs": 2, "write log pg:refs": 2 });
     expect(await forms(schema, "py-messages")).toMatchObject({ "blob messages msgpack-py": 1 });
     const saver = new PostgresSaver(db.pool, { schema });
     const ours = [...(await tuples(saver, cfg("py-log"))).values()];
-    expect(ours.map((t) => ({ checkpoint_id: t.checkpoint.id, channel_values: t.checkpoint.channel_values, pending_writes: t.pendingWrites }))).toEqual(fixture.expected);
+    expect(ours.map((t) => ({ checkpoint_id: t.checkpoint.id, channel_values: t.checkpoint.channel_values, pending_writes: t.pendingWrites }))).toEqual(long.expected);
     const err = await saver.getTuple(cfg("py-messages")).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DeserializationError);
     // The text output says what it converted and what it left.

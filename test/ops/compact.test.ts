@@ -221,11 +221,12 @@ describe("compact converts values stored whole", () => {
     const msgs = (n: number) => Array.from({ length: n }, (_, i) => new HumanMessage({ id: `m${i}`, content: big(`message ${i}`) }));
     /** The same checkpoint and writes through `saver`: a value of each form, and special writes. */
     const write = async (saver: PostgresSaver, thread: string) => {
-      const values = { doc: big("doc"), small: "hi", items: ["a", "b"], input: { messages: msgs(2), n: 1 }, tiny: { messages: ["x"] } };
+      // A list whose elements are worth their rows (`items`), and one whose are not (`few`: stored whole, issue 40).
+      const values = { doc: big("doc"), small: "hi", items: [big("a"), big("b")], few: ["a", "b"], input: { messages: msgs(2), n: 1 }, tiny: { messages: ["x"] } };
       const versions = Object.fromEntries(Object.keys(values).map((k) => [k, "-a1.00000001"]));
       const checkpoint: Checkpoint = { ...emptyCheckpoint(), id: "1", channel_values: values, channel_versions: versions };
       const config = await saver.put(cfg(thread), checkpoint, { source: "input", step: -1, parents: {} }, versions);
-      await saver.putWrites(config, [["items", ["c"]], ["doc", big("again")], ["small", 1], ["input", { messages: msgs(3) }]], "task-1");
+      await saver.putWrites(config, [["items", [big("c")]], ["doc", big("again")], ["small", 1], ["input", { messages: msgs(3) }], ["few", ["c"]]], "task-1");
       await saver.putWrites(config, [[INTERRUPT, [{ value: big("question"), id: "i1" }]], [ERROR, { message: big("failed") }]], "task-2");
       return config;
     };
@@ -234,15 +235,15 @@ describe("compact converts values stored whole", () => {
     const config = await write(whole, thread);
     await write(elements, reference);
     const before = await whole.getTuple(config);
-    expect(before!.pendingWrites).toHaveLength(6);
+    expect(before!.pendingWrites).toHaveLength(7);
 
     const result = await compact({ pool: db.pool, threadIds: [thread] });
-    // Blobs: doc (by content), items, input; writes: items, doc, input. small, tiny and the special writes stay whole.
+    // Blobs: doc (by content), items, input; writes: items, doc, input. small, few, tiny and the special writes stay whole.
     expect(result).toMatchObject({ values: 6, writes: 3, valuesSkipped: 0, undecodable: 0 });
     const forms = await layout(thread);
     expect(forms).toEqual(await layout(reference));
-    expect(forms.blobs).toEqual(["doc pg:val", "input pg:obj:msgpack", "items pg:refs", "small msgpack", "tiny msgpack"]);
-    expect(forms.writes).toEqual(["__error__ -1 msgpack", "__interrupt__ -3 msgpack", "doc 1 pg:val", "input 3 pg:obj:msgpack", "items 0 pg:refs", "small 2 msgpack"]);
+    expect(forms.blobs).toEqual(["doc pg:val", "few msgpack", "input pg:obj:msgpack", "items pg:refs", "small msgpack", "tiny msgpack"]);
+    expect(forms.writes).toEqual(["__error__ -1 msgpack", "__interrupt__ -3 msgpack", "doc 1 pg:val", "few 4 msgpack", "input 3 pg:obj:msgpack", "items 0 pg:refs", "small 2 msgpack"]);
     for (const saver of [whole, elements]) expect(await saver.getTuple(config)).toStrictEqual(before);
   });
 

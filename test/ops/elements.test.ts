@@ -14,6 +14,7 @@ import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { EncryptedSerializer, exportThread, importThread, migrate, PostgresSaver, prune, reencrypt, rollbackAdoption, show, type BlobRecord } from "../../src/index.js";
 import { ELEMENTS_CHANNEL, REFS_TYPE } from "../../src/saver/elements.js";
+import { longText } from "../helpers/checkpoints.js";
 import { runCli } from "../helpers/cli.js";
 import { queryKnowingElements, withTestDatabase } from "../helpers/db.js";
 import { chatGraph, tid } from "../helpers/graphs.js";
@@ -21,13 +22,18 @@ import { chatGraph, tid } from "../helpers/graphs.js";
 const db = withTestDatabase("elements");
 const cfg = (thread_id: string): RunnableConfig => ({ configurable: { thread_id, checkpoint_ns: "" } });
 
-/** `n` human messages (the bot answers the last one). */
-const humans = (n: number, from = 0): BaseMessage[] => Array.from({ length: n }, (_, i) => new HumanMessage({ id: `h${from + i}`, content: `question ${from + i}` }));
+/**
+ * `n` human messages (the bot answers the last one); `long`: of a realistic length, so that a list of
+ * one (the bot's answer, the second run's question) is stored by its elements too (a list of short
+ * ones stays whole, issue 40).
+ */
+const humans = (n: number, from = 0, long = false): BaseMessage[] =>
+  Array.from({ length: n }, (_, i) => new HumanMessage({ id: `h${from + i}`, content: long ? longText(`question ${from + i}`) : `question ${from + i}` }));
 
 /** A chat of 42 messages in two runs: 39 + answer, then 1 + answer (the second run's list shares the first's elements and chunk). */
-async function longChat(saver: BaseCheckpointSaver, thread: string): Promise<void> {
-  await chatGraph(saver).invoke({ messages: humans(39) }, cfg(thread));
-  await chatGraph(saver).invoke({ messages: humans(1, 39) }, cfg(thread));
+async function longChat(saver: BaseCheckpointSaver, thread: string, long = false): Promise<void> {
+  await chatGraph(saver).invoke({ messages: humans(39, 0, long) }, cfg(thread));
+  await chatGraph(saver).invoke({ messages: humans(1, 39, long) }, cfg(thread));
 }
 
 async function listAll(saver: BaseCheckpointSaver, thread: string): Promise<CheckpointTuple[]> {
@@ -88,9 +94,10 @@ describe("operations tools on lists stored by their elements", () => {
     await migrate({ pool: db.pool, schema });
     const saver = new PostgresSaver(db.pool, { schema });
     const thread = tid("show-writes");
-    await longChat(saver, thread);
+    await longChat(saver, thread, true);
     // Every checkpoint whose tasks wrote something: the input's `__start__` task writes the question
-    // list (as `pg:refs`), the bot's task its answer; each names element rows, none is stored whole.
+    // list (as `pg:refs`), the bot's task its answer; each names element rows (long messages: a list
+    // of one short message would be stored whole), none is stored whole.
     const all = await listAll(saver, thread);
     const withWrites = all.filter((t) => (t.pendingWrites ?? []).some(([, channel]) => channel === "messages"));
     expect(withWrites.length).toBeGreaterThanOrEqual(2);
@@ -107,7 +114,7 @@ describe("operations tools on lists stored by their elements", () => {
     const cli = await runCli(["show", thread, first.checkpoint.id, "--database-url", db.url, "--schema", schema, "--json"]);
     expect(cli.code, cli.stderr).toBe(0);
     const printed = (JSON.parse(cli.stdout) as { pendingWrites: { channel: string; value: { kwargs: { content: string } }[] }[] }).pendingWrites;
-    expect(printed.find((w) => w.channel === "messages")!.value.map((m) => m.kwargs.content)).toEqual(humans(39).map((m) => m.content));
+    expect(printed.find((w) => w.channel === "messages")!.value.map((m) => m.kwargs.content)).toEqual(humans(39, 0, true).map((m) => m.content));
   });
 
   it("export carries each element once (element rows decoded, values stored by content as the hashes they name); export -> delete -> import reads back identical", async () => {

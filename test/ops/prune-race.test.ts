@@ -14,7 +14,7 @@ import type { Checkpoint } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrate, PostgresSaver, prune } from "../../src/index.js";
-import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { longText, makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { testPool, waitForLockWait, withTestDatabase } from "../helpers/db.js";
 import { tid } from "../helpers/graphs.js";
 
@@ -34,6 +34,8 @@ afterAll(async () => {
 const cfg = (thread_id: string, checkpoint_id?: string): RunnableConfig => ({
   configurable: { thread_id, checkpoint_ns: "", ...(checkpoint_id ? { checkpoint_id } : {}) },
 });
+/** List elements long enough that a list of one is stored by its elements (a list of short ones stays whole, issue 40). */
+const [A, B, P, Q, R] = ["a", "b", "p", "q", "r"].map((label) => longText(label));
 let counter = 0;
 /** A fresh version string (short form, as the saver makes them). */
 const ver = () => `-a${(++counter).toString(36)}.00000001`;
@@ -74,19 +76,20 @@ describe("a put committing while prune's collection decides (forced order)", () 
   it("row 1: an element the put sends again is kept, though the collection found it unreferenced", async () => {
     const threadId = tid("readd");
     const v0 = ver();
-    let config = await saver.put(cfg(threadId), makeCheckpoint({ items: ["a"] }, { items: v0 }), meta(-1), { items: v0 });
+    let config = await saver.put(cfg(threadId), makeCheckpoint({ items: [A] }, { items: v0 }), meta(-1), { items: v0 });
     const before = await elementHashes(threadId);
+    expect(before.size).toBe(1);
     const v1 = ver();
-    config = await saver.put(config, makeCheckpoint({ items: ["a", "b"] }, { items: v1 }), meta(0), { items: v1 });
+    config = await saver.put(config, makeCheckpoint({ items: [A, B] }, { items: v1 }), meta(0), { items: v1 });
     const b = [...(await elementHashes(threadId))].filter((h) => !before.has(h));
     expect(b).toHaveLength(1);
     const v2 = ver();
-    config = await saver.put(config, makeCheckpoint({ items: ["a"] }, { items: v2 }), meta(1), { items: v2 });
-    // Pruning to the head (["a"]) leaves "b" unreferenced; the head's child brings it back.
+    config = await saver.put(config, makeCheckpoint({ items: [A] }, { items: v2 }), meta(1), { items: v2 });
+    // Pruning to the head ([A]) leaves B unreferenced; the head's child brings it back.
     const v3 = ver();
-    const c3 = await pruneFrozen(threadId, () => saver.put(config, makeCheckpoint({ items: ["a", "b"] }, { items: v3 }), meta(2), { items: v3 }));
+    const c3 = await pruneFrozen(threadId, () => saver.put(config, makeCheckpoint({ items: [A, B] }, { items: v3 }), meta(2), { items: v3 }));
     expect((await elementHashes(threadId)).has(b[0]!)).toBe(true);
-    expect((await new PostgresSaver(pool, { elementStorage: true }).getTuple(c3))!.checkpoint.channel_values).toEqual({ items: ["a", "b"] });
+    expect((await new PostgresSaver(pool, { elementStorage: true }).getTuple(c3))!.checkpoint.channel_values).toEqual({ items: [A, B] });
   });
 
   it("row 11: a value a checkpoint with an unknown parent names is kept, though the collection found it unreferenced", async () => {
@@ -104,11 +107,12 @@ describe("a put committing while prune's collection decides (forced order)", () 
   it("row 11: a list such a checkpoint names keeps its refs value and its elements", async () => {
     const threadId = tid("unknown-parent-list");
     const vx = ver();
-    let config = await saver.put(cfg(threadId), makeCheckpoint({ items: ["p", "q"] }, { items: vx }), meta(-1), { items: vx });
+    let config = await saver.put(cfg(threadId), makeCheckpoint({ items: [P, Q] }, { items: vx }), meta(-1), { items: vx });
+    expect((await elementHashes(threadId)).size).toBe(2);
     const vy = ver();
-    config = await saver.put(config, makeCheckpoint({ items: ["r"] }, { items: vy }), meta(0), { items: vy });
-    const orphan: Checkpoint = makeCheckpoint({ items: ["p", "q"] }, { items: vx });
+    config = await saver.put(config, makeCheckpoint({ items: [R] }, { items: vy }), meta(0), { items: vy });
+    const orphan: Checkpoint = makeCheckpoint({ items: [P, Q] }, { items: vx });
     const c3 = await pruneFrozen(threadId, () => saver.put(cfg(threadId, "never-stored"), orphan, meta(5), {}));
-    expect((await new PostgresSaver(pool, { elementStorage: true }).getTuple(c3))!.checkpoint.channel_values).toEqual({ items: ["p", "q"] });
+    expect((await new PostgresSaver(pool, { elementStorage: true }).getTuple(c3))!.checkpoint.channel_values).toEqual({ items: [P, Q] });
   });
 });

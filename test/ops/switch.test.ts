@@ -21,6 +21,7 @@ import {
   rollbackAdoption,
   type SaverEvent,
 } from "../../src/index.js";
+import { longText } from "../helpers/checkpoints.js";
 import { runCli } from "../helpers/cli.js";
 import { withTestDatabase } from "../helpers/db.js";
 import { approvalGraph, chatGraph, history, logGraph, shape } from "../helpers/graphs.js";
@@ -130,9 +131,10 @@ describe("a rolling switch from the official saver, and back", () => {
     expect(left[0].n).toBe(0);
     // A thread the official saver started and this package continued with lists stored by their elements: the
     // official deleteThread takes its element rows too (the bridge says it knows them to migration 0008's guard).
+    // Words of a realistic length: a list of short ones is stored whole (issue 40).
     await logGraph(official()).invoke({ word: "zero" }, cfg("o5"));
     const elements = new PostgresSaver(db.pool, undefined, { schema, elementStorage: true });
-    for (const word of ["one", "two"]) await logGraph(elements).invoke({ word }, cfg("o5"));
+    for (const word of ["one", "two"]) await logGraph(elements).invoke({ word: longText(word) }, cfg("o5"));
     const before = await db.pool.query("SELECT count(*)::int AS n FROM langgraph.checkpoint_blobs WHERE thread_id = 'o5' AND channel = '__elements__'");
     expect(before.rows[0].n).toBeGreaterThan(0);
     await official().deleteThread("o5");

@@ -18,6 +18,7 @@ import { type BaseCheckpointSaver, type Checkpoint, emptyCheckpoint, uuid6 } fro
 import { beforeAll, describe, expect, it } from "vitest";
 import { compact, DeserializationError, EncryptedSerializer, migrate, MsgpackSerializer, PostgresSaver, prune, reencrypt, type ValueRow } from "../../src/index.js";
 import { ELEMENTS_CHANNEL, REFS_TYPE } from "../../src/saver/elements.js";
+import { longText } from "../helpers/checkpoints.js";
 import { runCli, ROOT } from "../helpers/cli.js";
 import { withTestDatabase } from "../helpers/db.js";
 import { chatGraph, tid } from "../helpers/graphs.js";
@@ -213,8 +214,11 @@ describe("refs values and element rows altered with SQL fail loudly", () => {
     const { rowCount } = await db.pool.query("UPDATE checkpoint_blobs SET type = $2, value = ''::bytea WHERE thread_id = $1 AND channel = 'approved'", [thread, REFS_TYPE]);
     expect(rowCount).toBe(1);
     await fails(saver.getTuple(cfg(thread)), /channel "approved".*refs value is not authenticated/);
-    // A list whose hashes name elements someone planted: refused the same way (the tag is missing).
-    const planted = await putValues(new PostgresSaver(db.pool, ON), tid("planted"), { items: items(2, "p") }, 1);
+    // A list whose hashes name elements someone planted: refused the same way (the tag is missing). Its elements
+    // are long enough to be stored by them (a list of small ones is stored whole, issue 40).
+    const planted = await putValues(new PostgresSaver(db.pool, ON), tid("planted"), { items: [longText("planted 0"), longText("planted 1")] }, 1);
+    const { rows: plantedRows } = await db.pool.query("SELECT type FROM checkpoint_blobs WHERE thread_id = $1 AND channel = 'items'", [planted.configurable!.thread_id]);
+    expect(plantedRows.map((r) => r.type)).toEqual([REFS_TYPE]);
     await fails(saver.getTuple(planted), /refs value is not authenticated/);
   });
 

@@ -14,6 +14,7 @@ import { type BaseCheckpointSaver, type Checkpoint, emptyCheckpoint, uuid6 } fro
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { DeserializationError, EncryptedSerializer, InvalidInputError, migrate, PayloadTooLargeError, PostgresSaver, prune } from "../../src/index.js";
+import { longText } from "../helpers/checkpoints.js";
 import { queryKnowingElements, withTestDatabase } from "../helpers/db.js";
 import { tid } from "../helpers/graphs.js";
 
@@ -231,7 +232,8 @@ describe("what lists are put back from", () => {
 
   it("a missing element row is an error naming the thread, the channel and the hash, never a shorter list", async () => {
     const thread = tid("missing");
-    const put = await putList(saver, thread, list(3, "m"));
+    // Elements long enough to be stored by them (a list of small ones is stored whole: below).
+    const put = await putList(saver, thread, [0, 1, 2].map((i) => ({ n: i, text: longText(`missing ${i}`) })));
     await queryKnowingElements(db.pool, "DELETE FROM checkpoint_blobs WHERE ctid IN (SELECT ctid FROM checkpoint_blobs WHERE thread_id = $1 AND channel = '__elements__' LIMIT 1)", [thread]);
     const err = await new PostgresSaver(db.pool, ON).getTuple(put).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DeserializationError);
@@ -310,6 +312,111 @@ describe("what lists are put back from", () => {
     expect((await warned).message).toMatch(/elementStorage: the serializer gives the same value different bytes/);
     expect(await elementRows(thread)).toBe(0);
     expect((await s.getTuple(put))!.checkpoint.channel_values.items).toEqual(list(40, "n"));
+  });
+});
+
+describe("small lists are stored whole (issue 40)", () => {
+  const cfgAt = (thread_id: string, checkpoint_id?: string): RunnableConfig => ({ configurable: { thread_id, checkpoint_ns: "", ...(checkpoint_id ? { checkpoint_id } : {}) } });
+  /** A text of `chars` characters (ASCII) beginning with `label`. */
+  const sized = (label: string, chars: number) => `${label} `.padEnd(chars, ".");
+  /** What a list's elements take serialized, each alone, as element storage weighs them (element-codec.ts `element(...).size`). */
+  const elementBytes = async (list: unknown[]) => {
+    let n = 0;
+    for (const e of list) n += (await saver.serde.dumpsTyped(e))[1].byteLength;
+    return n;
+  };
+  async function typeOf(thread: string, table: "checkpoint_blobs" | "checkpoint_writes", where: string, values: unknown[]): Promise<string[]> {
+    const { rows } = await db.pool.query(`SELECT type FROM ${table} WHERE thread_id = $1 AND ${where} ORDER BY 1`, [thread, ...values]);
+    return rows.map((r) => r.type as string);
+  }
+
+  it("a list whose elements take under 256 bytes is not stored by them: whole while it serializes to under 256 bytes; from 256 bytes of elements on, the same channel is stored by its elements; each checkpoint reads back", async () => {
+    // msgpack writes a string of 32-255 characters with a 2-byte header, a list of up to 15 with a 1-byte one:
+    // [125, 125 characters] is 127 + 127 = 254 bytes of elements, 255 whole; [125, 126] is 255 of elements and
+    // 256 whole; [126, 126] is 256 of elements: either side of BY_CONTENT_MIN_BYTES, for the whole value and
+    // for the elements.
+    const small = [sized("first", 125), sized("second", 125)];
+    const below = [sized("first", 125), sized("second", 126)];
+    const at = [sized("first", 126), sized("second", 126)];
+    const whole = async (list: unknown[]) => (await saver.serde.dumpsTyped(list))[1].byteLength;
+    expect([await elementBytes(small), await whole(small)]).toEqual([254, 255]);
+    expect([await elementBytes(below), await whole(below)]).toEqual([255, 256]);
+    expect(await elementBytes(at)).toBe(256);
+    const thread = tid("threshold");
+    // The channel grows, shrinks below again, and grows back to elements already stored. [value, its blob's type,
+    // the thread's element rows after it]: none while the lists are small (no element rows for a list stored
+    // whole); a list of 255 bytes of elements is 256 bytes whole, so it is what any value of 256 bytes or more
+    // is, a large value by content (`pg:val`: one element row holding the whole list), not a list by its elements.
+    const steps: [unknown[], string, number][] = [
+      [["hi"], "msgpack", 0],
+      [small, "msgpack", 0],
+      [below, "pg:val", 1],
+      [at, "pg:refs", 3],
+      [[...at, sized("third", 100)], "pg:refs", 4],
+      [small, "msgpack", 4],
+      [at, "pg:refs", 4],
+    ];
+    const puts: { config: RunnableConfig; items: unknown[] }[] = [];
+    let parent: string | undefined;
+    for (const [i, [items, type, rows]] of steps.entries()) {
+      const version = i + 1;
+      const cp: Checkpoint = { ...emptyCheckpoint(), id: uuid6(-1), channel_values: { items }, channel_versions: { items: version } };
+      const config = await saver.put(cfgAt(thread, parent), cp, { source: "loop", step: version, parents: {} }, { items: version });
+      parent = config.configurable!.checkpoint_id as string;
+      // Its blob's type; the thread's element rows (none until a list is worth them: no rows for a list stored whole).
+      expect(await typeOf(thread, "checkpoint_blobs", "channel = 'items' AND version = $2", [String(version)]), `step ${version}`).toEqual([type]);
+      expect(await elementRows(thread), `step ${version}`).toBe(rows);
+      puts.push({ config, items });
+    }
+    // Pending writes the same way: a small list whole, one at the boundary by its elements (stored already).
+    await saver.putWrites(puts.at(-1)!.config, [["items", small], ["items", at]], "task-1");
+    expect(await typeOf(thread, "checkpoint_writes", "channel = 'items'", [])).toEqual(["msgpack", "pg:refs"]);
+    expect(await elementRows(thread)).toBe(4);
+    // Read back by a saver that remembers nothing: each checkpoint (getTuple), and all of them (list()).
+    const fresh = new PostgresSaver(db.pool, ON);
+    for (const { config, items } of puts) expect((await fresh.getTuple(config))!.checkpoint.channel_values).toEqual({ items });
+    expect((await fresh.getTuple(puts.at(-1)!.config))!.pendingWrites).toEqual([
+      ["task-1", "items", small],
+      ["task-1", "items", at],
+    ]);
+    const listed: unknown[] = [];
+    for await (const t of fresh.list(cfgAt(thread))) listed.push(t.checkpoint.channel_values.items);
+    expect(listed).toEqual(puts.map((p) => p.items).reverse());
+  });
+
+  it("one put whose channels hold the same elements (objects holding the list, the list itself) stores each element row once and reads back; so does one putWrites", async () => {
+    // A put encodes its channels concurrently, each form against a copy of what the put sends already (a list
+    // or an object too small for its element rows is stored whole, and sends none). A form chosen must then claim
+    // only the rows no other channel sent meanwhile: before, the four objects (and the lists) each sent the
+    // three elements, and the statement failed with SQLSTATE 21000 ("ON CONFLICT DO UPDATE command cannot
+    // affect row a second time").
+    const shared = [longText("shared 0"), longText("shared 1"), longText("shared 2")];
+    const values = {
+      a: { messages: shared },
+      b: { messages: shared, n: 1 },
+      c: { messages: [...shared] },
+      d: { messages: shared, copy: shared },
+      e: shared,
+      f: [...shared],
+    };
+    const thread = tid("same-elements");
+    const versions = Object.fromEntries(Object.keys(values).map((k) => [k, 1]));
+    const cp: Checkpoint = { ...emptyCheckpoint(), id: uuid6(-1), channel_values: values, channel_versions: versions };
+    const put = await saver.put(cfg(thread), cp, { source: "input", step: -1, parents: {} }, versions);
+    expect(await elementRows(thread)).toBe(3);
+    const { rows } = await db.pool.query("SELECT channel, type FROM checkpoint_blobs WHERE thread_id = $1 AND channel <> '__elements__' ORDER BY 1", [thread]);
+    expect(rows.map((r) => `${r.channel} ${r.type}`)).toEqual(["a pg:obj:msgpack", "b pg:obj:msgpack", "c pg:obj:msgpack", "d pg:obj:msgpack", "e pg:refs", "f pg:refs"]);
+    expect((await new PostgresSaver(db.pool, ON).getTuple(put))!.checkpoint.channel_values).toEqual(values);
+
+    // A putWrites sends every element its writes name (its checkpoint may not be stored yet): the same race, on a
+    // thread holding none of them.
+    const other = tid("same-writes");
+    const empty: Checkpoint = { ...emptyCheckpoint(), id: uuid6(-1) };
+    const config = await saver.put(cfg(other), empty, { source: "input", step: -1, parents: {} }, {});
+    const writes: [string, unknown][] = Object.entries(values);
+    await saver.putWrites(config, writes, "task-1");
+    expect(await elementRows(other)).toBe(3);
+    expect((await new PostgresSaver(db.pool, ON).getTuple(config))!.pendingWrites).toEqual(writes.map(([channel, value]) => ["task-1", channel, value]));
   });
 });
 
