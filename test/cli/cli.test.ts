@@ -18,6 +18,7 @@ import { migrationNumber } from "../../src/errors.js";
 import { withTestDatabase } from "../helpers/db.js";
 import { addressGraph, nestedGraph } from "../helpers/graphs.js";
 import { firstLine, migrateEmbeddedDefault, runCli, tempDirs } from "../helpers/cli.js";
+import { longText } from "../helpers/checkpoints.js";
 
 const db = withTestDatabase("cli");
 const tempDir = tempDirs("lgpg-cli-");
@@ -447,33 +448,36 @@ describe("CLI against Postgres", () => {
     await migrate({ pool: db.pool, schema: "compactable" });
     const saver = new PostgresSaver(db.pool, { schema: "compactable", elementStorage: false });
     const graph = new StateGraph(MessagesAnnotation)
-      .addNode("ai", (s) => ({ messages: [new AIMessage({ content: `reply ${s.messages.length}`, id: `ai-${s.messages.length}` })] }))
+      .addNode("ai", (s) => ({ messages: [new AIMessage({ content: longText(`reply ${s.messages.length}`), id: `ai-${s.messages.length}` })] }))
       .addEdge(START, "ai")
       .addEdge("ai", END)
       .compile({ checkpointer: saver });
-    for (let i = 0; i < 3; i++) await graph.invoke({ messages: [new HumanMessage({ content: `hello ${i}`, id: `h-${i}` })] }, cfg("c"));
+    for (let i = 0; i < 3; i++) await graph.invoke({ messages: [new HumanMessage({ content: longText(`hello ${i}`), id: `h-${i}` })] }, cfg("c"));
     const state = await graph.getState(cfg("c"));
     const rows = async (table: string) =>
       (await db.pool.query(`SELECT channel, type, value FROM compactable.${table} ORDER BY to_jsonb(${table})::text`)).rows;
     const [blobsBefore, writesBefore] = [await rows("checkpoint_blobs"), await rows("checkpoint_writes")];
-    // The messages channel's versions, and the tasks' writes to it (small values stay whole: the input objects, the branch).
+    // The messages channel's versions and the input objects ({ messages: [question] }: the question is long enough to be
+    // stored by content), and the tasks' writes to it (small values stay whole: the branch).
     const lists = blobsBefore.filter((b) => b.channel === "messages" && b.type !== "empty").length;
+    const inputs = blobsBefore.filter((b) => b.channel === "__start__" && b.type !== "empty").length;
     const writes = writesBefore.filter((w) => w.channel === "messages").length;
     expect(writes).toBe(6);
 
     const dry = await runCli(["compact", ...pg("compactable"), "--dry-run", "--json"]);
     expect(dry.code, dry.stderr).toBe(0);
-    expect(JSON.parse(dry.stdout) as CompactResult).toMatchObject({ dryRun: true, threads: 1, threadsCompacted: 1, values: lists + writes, writes, elementRows: 6, valuesSkipped: 0 });
+    expect(JSON.parse(dry.stdout) as CompactResult).toMatchObject({ dryRun: true, threads: 1, threadsCompacted: 1, values: lists + inputs + writes, writes, elementRows: 6, valuesSkipped: 0 });
     expect([await rows("checkpoint_blobs"), await rows("checkpoint_writes")]).toEqual([blobsBefore, writesBefore]);
 
     const real = await runCli(["compact", ...pg("compactable"), "--thread", "c"]);
     expect(real.code, real.stderr).toBe(0);
     expect(real.stdout).toMatch(
-      new RegExp(`^Rewrote ${lists + writes} value\\(s\\) \\(${writes} of them pending writes\\) in 1 of 1 thread\\(s\\), adding 6 element row\\(s\\): \\S+ \\S* ?of whole values become \\S+ \\S* ?in schema "compactable" of `),
+      new RegExp(`^Rewrote ${lists + inputs + writes} value\\(s\\) \\(${writes} of them pending writes\\) in 1 of 1 thread\\(s\\), adding 6 element row\\(s\\): \\S+ \\S* ?of whole values become \\S+ \\S* ?in schema "compactable" of `),
     );
     expect(real.stdout).toMatch(/A release before element storage cannot read these threads/);
     const after = await rows("checkpoint_blobs");
     expect(after.filter((b) => b.channel === "messages" && b.type === "pg:refs")).toHaveLength(lists);
+    expect(after.filter((b) => b.channel === "__start__" && b.type.startsWith("pg:obj:"))).toHaveLength(inputs);
     expect(after.filter((b) => b.channel === "__elements__")).toHaveLength(6);
     expect((await rows("checkpoint_writes")).filter((w) => w.type === "pg:refs")).toHaveLength(writes);
     expect((await graph.getState(cfg("c"))).values).toStrictEqual(state.values);

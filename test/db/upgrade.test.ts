@@ -23,7 +23,7 @@ import {
   type SaverEvent,
 } from "../../src/index.js";
 import { migrationNumber } from "../../src/errors.js";
-import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { longText, makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { withTestDatabase } from "../helpers/db.js";
 import { history, logGraph } from "../helpers/graphs.js";
 import { releaseBefore, releaseBeforeAdding } from "../helpers/release.js";
@@ -224,7 +224,7 @@ describe("element rows and code that does not know them (issue 26 row 5)", () =>
     let config = cfg("chat");
     for (let i = 0; i < 8; i++) {
       const v = `-a${(i + 1).toString(36)}.00000001`;
-      config = await saver.put(config, makeCheckpoint({ items: Array.from({ length: i + 1 }, (_, k) => `message ${k}`) }, { items: v }), meta(i - 1), { items: v });
+      config = await saver.put(config, makeCheckpoint({ items: Array.from({ length: i + 1 }, (_, k) => longText(`message ${k}`)) }, { items: v }), meta(i - 1), { items: v });
     }
     const elements = async () => Number((await db.pool.query(`SELECT count(*) AS n FROM ${schema}.checkpoint_blobs WHERE channel = '__elements__'`)).rows[0].n);
     expect(await elements()).toBe(8);
@@ -239,9 +239,9 @@ describe("element rows and code that does not know them (issue 26 row 5)", () =>
     // So is a hand-written delete; this package's prune and deleteThread go through.
     await expect(db.pool.query(`DELETE FROM ${schema}.checkpoint_blobs WHERE thread_id = 'chat'`)).rejects.toMatchObject({ code: "LGE01" });
     expect(await elements()).toBe(8);
-    expect((await saver.getTuple(cfg("chat")))!.checkpoint.channel_values).toEqual({ items: Array.from({ length: 8 }, (_, k) => `message ${k}`) });
+    expect((await saver.getTuple(cfg("chat")))!.checkpoint.channel_values).toEqual({ items: Array.from({ length: 8 }, (_, k) => longText(`message ${k}`)) });
     await prune({ pool: db.pool, schema, keepLast: 1, grace: 0 });
-    expect((await saver.getTuple(cfg("chat")))!.checkpoint.channel_values).toEqual({ items: Array.from({ length: 8 }, (_, k) => `message ${k}`) });
+    expect((await saver.getTuple(cfg("chat")))!.checkpoint.channel_values).toEqual({ items: Array.from({ length: 8 }, (_, k) => longText(`message ${k}`)) });
     await saver.deleteThread("chat");
     expect(await elements()).toBe(0);
   });

@@ -8,8 +8,8 @@ import base from "../vitest.config.js";
 // 16 took 40% longer on CI (each test schema creates every partition). Set here, in the main process, so that
 // global setup says so and every worker inherits it. Left out: what never meets the test server's tables
 // (the vector tests run on PGlite, the fuzzer on bytes), what is refused before any SQL (hostile.test.ts),
-// what sends the same statements as a file kept here (strings.test.ts: large values;
-// conformance-linear.test.ts: the conformance suite in linear mode), and the store's migrations
+// what sends the same statements as a file kept here (strings.long.test.ts: large values;
+// conformance-linear.long.test.ts: the conformance suite in linear mode), and the store's migrations
 // (test/scaling/migrate.test.ts migrates partitioned schemas, the store's included).
 process.env.TEST_PARTITIONS ||= "4";
 
@@ -26,8 +26,8 @@ export default defineConfig({
       "test/store/vector-official.long.test.ts",
       "test/store/vector-cli.long.test.ts",
       "test/saver/hostile.test.ts",
-      "test/saver/strings.test.ts",
-      "test/saver/conformance-linear.test.ts",
+      "test/saver/strings.long.test.ts",
+      "test/saver/conformance-linear.long.test.ts",
       "test/store/migrate.test.ts",
     ],
   },

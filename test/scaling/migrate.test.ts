@@ -25,7 +25,7 @@ import {
 import { COMPATIBILITY } from "../../src/db/compat.js";
 import { CHECKPOINTER_TRACK } from "../../src/db/migrations.js";
 import { PARTITIONS_SETTING, partitionStatements, planPartitions } from "../../src/db/partitions.js";
-import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { longText, makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { fakeEmbeddings } from "../helpers/embeddings.js";
 import { runCli } from "../helpers/cli.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
@@ -134,11 +134,12 @@ describe("a new schema, partitioned", () => {
     const store = new PostgresStore(db.pool, { schema });
     await store.setup({ partitions: 3 });
     const config = { configurable: { thread_id: "t1", checkpoint_ns: "" } };
-    const cp = makeCheckpoint({ messages: ["a", "b"] });
+    const messages = [longText("a"), longText("b")];
+    const cp = makeCheckpoint({ messages });
     const stored = await saver.put(config, cp, meta(-1), cp.channel_versions);
     await saver.putWrites(stored, [["messages", "c"]], "task");
     const tuple = await saver.getTuple(config);
-    expect(tuple?.checkpoint.channel_values).toEqual({ messages: ["a", "b"] });
+    expect(tuple?.checkpoint.channel_values).toEqual({ messages });
     expect(tuple?.pendingWrites).toEqual([["task", "messages", "c"]]);
     await store.put(["users", "u1"], "k", { v: 1 });
     expect((await store.get(["users", "u1"], "k"))?.value).toEqual({ v: 1 });

@@ -13,16 +13,20 @@ const LONGEST = [
   "ops/prune-long-thread.long",
   "docs.long",
   "db/pglite.long",
+  "saver/strings.long",
   "cli/embedded.long",
+  "db/failover.long",
   "store/vector-cli.long",
+  "cli/hints.long",
+  "cli/transfer.long",
   // npm test, longest first as a run on a busy 2-core machine measured them
   "cli/cli",
-  "saver/strings",
   "ops/prune",
-  "cli/hints",
-  "saver/reused-thread",
-  "ops/adopt",
   "ops/import",
+  "ops/adopt",
+  "db/pglite",
+  "store/vector",
+  "saver/reused-thread",
 ].map((name) => `test/${name}.test.ts`);
 
 export default class LongestFirst extends BaseSequencer {
