@@ -92,10 +92,10 @@ async function startContainer(): Promise<Server> {
   const { PostgreSqlContainer } = await import("@testcontainers/postgresql");
   const t0 = performance.now();
   const settings = Object.entries(THROWAWAY).flatMap(([k, v]) => ["-c", `${k}=${v}`]);
-  // On the host's network (Docker on Linux), the server is on this machine's loopback, as a local one is: through
-  // Docker's bridge, a run took 255 s of CPU-bound time where the same tests on a local server took 193 (measured
-  // here, one after the other). Where the engine's host is another machine (Docker Desktop's VM, a remote
-  // DOCKER_HOST), loopback does not reach it: then the published port, as testcontainers gives it.
+  // On the host's network (Docker on Linux), the server is on this machine's loopback, as a local one is: a run
+  // took 211 s so, 255 s through Docker's bridge, 193 s on a local server (measured here, one after the other).
+  // Where loopback does not reach the engine's host (Docker Desktop's VM, rootless Docker, a remote DOCKER_HOST),
+  // the published port, as testcontainers gives it.
   if (process.platform === "linux") {
     const port = await freePort();
     // As PostgreSqlContainer starts it, but with no port to publish (none exists on the host's network): the
