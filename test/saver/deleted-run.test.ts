@@ -128,9 +128,9 @@ describe("a run deleted mid-flight", () => {
     // The run did try to write after the deletion, and was refused each time.
     const after = events.slice(deletedAt);
     expect(after.some((e) => e.type === "deletedThreadWrite")).toBe(true);
-    // A write stored after it had to start before deleteThread returned: one that ran beside the deletion, which the
-    // thread's lock put before it (so it was deleted too: the rows below), and whose event came late (a fork's
-    // outcome reads the head once more). None started after.
+    // A write reported after deleteThread returned must have started before it: one that ran beside the deletion,
+    // which the thread's lock ordered before it (so it was deleted too, or refused: the rows below say which), its
+    // answer and the deletion's arriving together on two connections, in either order. None started after.
     const startedAfter = after.filter((e, i) => (e.type === "put" || e.type === "putWrites") && at[deletedAt + i]! - e.durationMs > deletedAtMs);
     expect(startedAfter).toEqual([]);
 
