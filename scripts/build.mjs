@@ -33,33 +33,20 @@ for (const file of readdirSync(join(dist, "cli")).map((f) => join(dist, "cli", f
   if (file.endsWith(".d.ts")) rmSync(file);
 }
 
+// Both CommonJS bundles. Error classes are told apart by name (err.name): a bundle keeps every name as written.
+const cjsBundle = { outdir: cjs, bundle: true, packages: "external", format: "cjs", platform: "node", target: "node20", keepNames: true, logLevel: "warning" };
 await build({
+  ...cjsBundle,
   entryPoints: { index: join(root, "src", "index.ts"), schema: join(root, "src", "db", "schema.ts") },
-  outdir: cjs,
-  bundle: true,
-  packages: "external",
-  format: "cjs",
-  platform: "node",
-  target: "node20",
-  // Error classes are told apart by name (err.name): the bundle keeps every name as written.
-  keepNames: true,
   define: { "import.meta.url": "__import_meta_url" },
   banner: { js: 'const __import_meta_url = require("node:url").pathToFileURL(__filename).href;' },
-  logLevel: "warning",
 });
 // The otel entry: its own file, so that the root never loads @opentelemetry/api; the errors (and the
 // events' channel name) are the root's, so that its InvalidOptionsError is the one users catch.
 const fromRoot = [join(root, "src", "errors.ts"), join(root, "src", "events.ts")];
 await build({
+  ...cjsBundle,
   entryPoints: { otel: join(root, "src", "otel", "index.ts") },
-  outdir: cjs,
-  bundle: true,
-  packages: "external",
-  format: "cjs",
-  platform: "node",
-  target: "node20",
-  keepNames: true,
-  logLevel: "warning",
   plugins: [
     {
       name: "root-errors",

@@ -10,16 +10,10 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { openEmbedded, PostgresSaver, type PGliteLike } from "../../src/index.js";
 import { installedPGlite, snapshotInfo } from "../../src/db/snapshot.js";
-import { collect, libraryImport } from "../helpers/cli.js";
+import { collect, libraryImport, tempDirs } from "../helpers/cli.js";
 
 describe("embedded data folder", () => {
-  const dirs: string[] = [];
-  const tempDir = () => {
-    const d = mkdtempSync(join(tmpdir(), "lgpg-embedded-"));
-    dirs.push(d);
-    return d;
-  };
-  afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  const tempDir = tempDirs("lgpg-embedded-");
   it("a new folder starts from the empty database the package ships (embedded/initdb.tar.br), which belongs to the installed PGlite; else `npm run embedded:snapshot`", async () => {
     const info = snapshotInfo()!;
     expect(info.pglite).toBe(installedPGlite());

@@ -14,6 +14,7 @@ import type { CheckpointSaverTestInitializer } from "@langchain/langgraph-checkp
 import { afterAll, describe, expect, it } from "vitest";
 import { DataDirLockedError, InvalidOptionsError, loadMigrations, lockDataDir, migrate, openEmbedded, PostgresSaver } from "../../src/index.js";
 import { shareEmbedded } from "../../src/db/embedded.js";
+import { tempDirs } from "../helpers/cli.js";
 import { differential } from "../helpers/conformance.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 
@@ -37,13 +38,7 @@ describe("PGlite conformance", () => {
 });
 
 describe("embedded data folder", () => {
-  const dirs: string[] = [];
-  const tempDir = () => {
-    const d = mkdtempSync(join(tmpdir(), "lgpg-embedded-"));
-    dirs.push(d);
-    return d;
-  };
-  afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  const tempDir = tempDirs("lgpg-embedded-");
   /** One existing embedded folder for the lock tests: creating one costs seconds of CPU. */
   let existing: Promise<string> | undefined;
   const existingDir = () =>
