@@ -103,5 +103,27 @@ it("put, putWrites, the delta-channel walk and deleteThread use indexes", async 
   expectNoSeqScan(history);
   const del = await plan(q.deleteThread, [threadId], ["text"]);
   expectNoSeqScan(del);
+});
 
+it("the delta-channel walk reads the rows of its walk, not the thread's (issue 41)", async () => {
+  // Every checkpoint of the thread holds a value of "a", so a walk from the head stops at its parent:
+  // one seed, the parent's writes. Rows read are counted by Postgres (pg_stat_xact_user_tables), whatever
+  // the plan: a join planned as a scan of the thread's blobs, once per ancestor, read them all.
+  const client = await db.pool.connect();
+  try {
+    await client.query("BEGIN");
+    const read = async () =>
+      (
+        await client.query<{ relname: string; n: string }>(
+          "SELECT relname, seq_tup_read + coalesce(idx_tup_fetch, 0) AS n FROM pg_stat_xact_user_tables WHERE relname IN ('checkpoint_blobs', 'checkpoint_writes')",
+        )
+      ).rows;
+    const before = new Map((await read()).map((r) => [r.relname, Number(r.n)]));
+    const { rows } = await client.query<{ kind: string }>(q.deltaHistory, [threadId, "", checkpointId, ["a"]]);
+    expect(rows.filter((r) => r.kind === "seed")).toHaveLength(1);
+    for (const r of await read()) expect(Number(r.n) - (before.get(r.relname) ?? 0), r.relname).toBeLessThanOrEqual(3);
+  } finally {
+    await client.query("ROLLBACK");
+    client.release();
+  }
 });

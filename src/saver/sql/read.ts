@@ -232,16 +232,25 @@ WITH RECURSIVE target AS (
   SELECT t.checkpoint_id, t.parent_checkpoint_id FROM target t
    WHERE t.parent_checkpoint_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM chain)
 ), seeds AS MATERIALIZED (
+  -- Each channel's seed: its blob at the ancestor where its walk ended. Looked up per channel (LIMIT 1:
+  -- one row by the key, and a subquery the planner keeps apart); joined, it was planned as a scan of all
+  -- the thread's blobs, a cost that grew with the thread.
   SELECT $1::text AS thread_id, $2::text AS checkpoint_ns, chain.depth, chain.checkpoint_id AS checkpoint_id, b.channel AS channel,
          b.version AS version, b.type AS type, b.value AS value
-    FROM chain JOIN ${p.s}.checkpoint_blobs b
-      ON b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ANY (chain.walking) AND NOT (b.channel = ANY (chain.still))
-     AND b.version = chain.checkpoint -> 'channel_versions' ->> b.channel
+    FROM chain CROSS JOIN LATERAL pg_catalog.unnest(chain.walking) AS ch(name)
+    CROSS JOIN LATERAL (SELECT * FROM ${p.s}.checkpoint_blobs b
+                         WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ch.name
+                           AND b.version = chain.checkpoint -> 'channel_versions' ->> ch.name LIMIT 1) b
+   WHERE NOT (ch.name = ANY (chain.still))
 ), dw AS MATERIALIZED (
+  -- The walking channels' writes, looked up per ancestor (OFFSET 0 keeps the subquery apart, so it stays
+  -- a lookup by the key and never becomes a scan of all the thread's writes).
   SELECT $1::text AS thread_id, $2::text AS checkpoint_ns, chain.depth, chain.checkpoint_id AS checkpoint_id, w.channel AS channel,
          w.task_id AS task_id, w.task_path AS task_path, w.idx AS idx, w.type AS type, w.value AS value
-    FROM chain JOIN ${p.s}.checkpoint_writes w
-      ON w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = chain.checkpoint_id AND w.channel = ANY (chain.walking)
+    FROM chain CROSS JOIN LATERAL (
+           SELECT * FROM ${p.s}.checkpoint_writes w
+            WHERE w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = chain.checkpoint_id AND w.channel = ANY (chain.walking)
+           OFFSET 0) w
 ), e1 AS MATERIALIZED (${elementRows(p, "(SELECT thread_id, checkpoint_ns, type, value FROM seeds UNION ALL SELECT thread_id, checkpoint_ns, type, value FROM dw)", undefined, "$1")}
 ), e2 AS MATERIALIZED (${elementRows(p, "e1", "e1", "$1")}
 )
