@@ -98,13 +98,55 @@ export function storesElements(serde: SerializerProtocol): boolean {
   return elementCodec(serde) !== undefined;
 }
 
+/** What a checkpoint's own values are, as a put or a read learned it (for {@link ElementMemory}). */
+export interface CheckpointValues {
+  /** Channels it stores by content, with the hashes each names. */
+  lists: Map<string, string[]>;
+  /** Channels whose value it stores (a blob that is not `empty`) or not, where known. */
+  stores: Map<string, boolean>;
+  /** Its delta channels with a version ({@link deltaChannels}). */
+  delta: string[];
+}
+
+/** What the saver remembers of the last checkpoint of a lineage it wrote or read. */
+interface Remembered {
+  checkpointId: string;
+  /** Per channel stored by content: the hashes its value names. */
+  byChannel: Map<string, string[]>;
+  /** Per channel: whether the checkpoint stores its value, where known. */
+  stores: Map<string, boolean>;
+  /** Per channel: the hashes the checkpoint's committed writes name. */
+  written: Map<string, Set<string>>;
+  /**
+   * Per delta channel the checkpoint does not store (LangGraph rebuilds it from the ancestors: prune
+   * keeps that walk with the checkpoint, prune-sql.ts `needs`): the hashes the walk's seed and writes
+   * name, where known.
+   */
+  walks: Map<string, Set<string>>;
+  /** Those delta channels. */
+  needs: Set<string>;
+}
+
+/**
+ * The delta channels of a checkpoint that have a version: the keys of its metadata's
+ * `counters_since_delta_snapshot` (LangGraph's `DeltaChannel`s) among its `channel_versions`.
+ */
+export function deltaChannels(channelVersions: object | undefined, metadata: unknown): string[] {
+  const counters = (metadata as { counters_since_delta_snapshot?: unknown } | undefined)?.counters_since_delta_snapshot;
+  if (typeof counters !== "object" || counters === null || Array.isArray(counters)) return [];
+  return Object.keys(counters).filter((ch) => channelVersions !== undefined && Object.prototype.hasOwnProperty.call(channelVersions, ch));
+}
+
 /**
  * What the saver remembers to avoid sending elements again: per lineage, the
- * hashes the last checkpoint it wrote or read refers to. Bounded: at most
- * `maxLineages` lineages (the oldest is forgotten first).
+ * hashes the last checkpoint it wrote or read relies on: its values', its
+ * committed writes', and those of the walks its delta channels are rebuilt
+ * from (a delta channel's snapshot then names the messages its writes
+ * stored, sending none again). Bounded: at most `maxLineages` lineages (the
+ * oldest is forgotten first).
  */
 export class ElementMemory {
-  readonly #lineages = new Map<string, { checkpointId: string; byChannel: Map<string, string[]>; written: Set<string> }>();
+  readonly #lineages = new Map<string, Remembered>();
   readonly #maxLineages: number;
   /** How lists are stored with each serializer, if they can be (found out once per serializer, at its first list). */
   readonly #codecs = new WeakMap<SerializerProtocol, Promise<ElementCodec | undefined>>();
@@ -142,41 +184,74 @@ export class ElementMemory {
   }
 
   /**
-   * The hashes checkpoint `checkpointId` of the lineage refers to, and those its pending writes
-   * stored (committed), if remembered.
+   * The hashes checkpoint `checkpointId` of the lineage relies on, if remembered: its values', its
+   * committed pending writes', and its delta channels' walks' (all stay as long as it does).
    */
   known(lineage: string, checkpointId: string | null): Set<string> | undefined {
     if (checkpointId === null) return undefined;
     const entry = this.#lineages.get(lineage);
     if (entry?.checkpointId !== checkpointId) return undefined;
-    const all = new Set<string>(entry.written);
+    const all = new Set<string>();
     for (const hashes of entry.byChannel.values()) for (const h of hashes) all.add(h);
+    for (const hashes of entry.written.values()) for (const h of hashes) all.add(h);
+    for (const hashes of entry.walks.values()) for (const h of hashes) all.add(h);
     return all;
   }
 
   /**
-   * Remember the hashes a committed `putWrites` on checkpoint `checkpointId` named: the put of its
-   * child need not send them again. They stay as long as that checkpoint's writes do: prune deletes
-   * the writes of a checkpoint only with it, and keeps the element rows remaining writes name.
+   * Remember the hashes a committed `putWrites` on checkpoint `checkpointId` named, per channel: the
+   * put of its child need not send them again. They stay as long as that checkpoint's writes do:
+   * prune deletes the writes of a checkpoint only with it, and keeps the element rows remaining
+   * writes name.
    */
-  rememberWrites(lineage: string, checkpointId: string, hashes: Iterable<string>): void {
+  rememberWrites(lineage: string, checkpointId: string, byChannel: Iterable<[string, Iterable<string>]>): void {
     const entry = this.#lineages.get(lineage);
     if (entry?.checkpointId !== checkpointId) return;
-    for (const h of hashes) entry.written.add(h);
+    for (const [channel, hashes] of byChannel) {
+      const set = entry.written.get(channel) ?? new Set<string>();
+      for (const h of hashes) set.add(h);
+      entry.written.set(channel, set);
+    }
   }
 
   /**
-   * Remember what checkpoint `checkpointId` refers to: `written` for the
-   * channels it stored; the other channels' from its parent, when that is
-   * the remembered one (otherwise only `written` is known).
+   * Remember the walks a delta-channel history read of checkpoint `checkpointId` made: per channel,
+   * the hashes its seed and writes name (only for the delta channels the checkpoint does not store,
+   * whose walk prune keeps with it).
    */
-  rememberCheckpoint(lineage: string, checkpointId: string, parentId: string | null, written: Map<string, string[]>, dropped: Iterable<string> = []): void {
+  rememberWalks(lineage: string, checkpointId: string, byChannel: Map<string, Set<string>>): void {
+    const entry = this.#lineages.get(lineage);
+    if (entry?.checkpointId !== checkpointId) return;
+    for (const [channel, hashes] of byChannel) if (entry.needs.has(channel)) entry.walks.set(channel, hashes);
+  }
+
+  /**
+   * Remember what checkpoint `checkpointId` relies on. `values`: what it stores (a put: the channels
+   * it writes; a read: all). When its parent is the remembered checkpoint, what it does not write
+   * is the parent's, and a delta channel's walk is one step longer than the parent's: the parent's
+   * writes of the channel, then the parent's value (a seed) or the parent's own walk.
+   */
+  rememberCheckpoint(lineage: string, checkpointId: string, parentId: string | null, values: CheckpointValues): void {
     const previous = this.#lineages.get(lineage);
-    const byChannel = previous && parentId !== null && previous.checkpointId === parentId ? new Map(previous.byChannel) : new Map<string, string[]>();
-    for (const channel of dropped) byChannel.delete(channel);
-    for (const [channel, hashes] of written) byChannel.set(channel, hashes);
+    const parent = previous && parentId !== null && previous.checkpointId === parentId ? previous : undefined;
+    const byChannel = new Map(parent?.byChannel);
+    const stores = new Map(parent?.stores);
+    for (const [channel, stored] of values.stores) {
+      stores.set(channel, stored);
+      byChannel.delete(channel);
+    }
+    for (const [channel, hashes] of values.lists) byChannel.set(channel, hashes);
+    const needs = new Set(values.delta.filter((ch) => stores.get(ch) === false));
+    const walks = new Map<string, Set<string>>();
+    if (parent) {
+      for (const channel of needs) {
+        const before = parent.stores.get(channel) === true ? (parent.byChannel.get(channel) ?? []) : parent.walks.get(channel);
+        if (before === undefined) continue;
+        walks.set(channel, new Set([...before, ...(parent.written.get(channel) ?? [])]));
+      }
+    }
     this.#lineages.delete(lineage);
-    this.#lineages.set(lineage, { checkpointId, byChannel, written: new Set() });
+    this.#lineages.set(lineage, { checkpointId, byChannel, stores, written: new Map(), walks, needs });
     if (this.#lineages.size > this.#maxLineages) this.#lineages.delete(this.#lineages.keys().next().value!);
   }
 

@@ -16,7 +16,7 @@ import { dumpsForRow } from "../serde/rowserde.js";
 import { LIMITS, checkKey, readConfig } from "../validate.js";
 import type { SaverContext } from "./context.js";
 import { boundBytes, checkSize, checkStatementSize, encodeUnversioned, named, pack, storeContext } from "./encode.js";
-import { ELEMENTS_CHANNEL, lineageKey, type ElementRow } from "./elements.js";
+import { ELEMENTS_CHANNEL, deltaChannels, lineageKey, type CheckpointValues, type ElementRow } from "./elements.js";
 import { ALLOW_FORK_KEY, MAX_STATEMENT_BYTES } from "./options.js";
 import { putValues, putWithWritesValues, type PutParams } from "./sql/put.js";
 import { encodeStored } from "./stored.js";
@@ -40,8 +40,8 @@ export interface EncodedPut {
   channelVersions: ChannelVersions | undefined;
   /** `configurable.allow_fork` was set (a fork in linear mode is deliberate). */
   allowFork: boolean;
-  /** The element hashes each list channel written refers to, and the channels written whole (elements.ts). */
-  elements: { lists: Map<string, string[]>; whole: string[] } | undefined;
+  /** What the checkpoint stores, for the next put on it (elements.ts `ElementMemory`). */
+  elements: CheckpointValues | undefined;
   /** Some elements were left out as the parent's (a put whose parent turns out not to be stored must send them). */
   reliesOnParent: boolean;
   /** An upper bound of what its statement sends (see `boundBytes`): writes it carries must fit beside it. */
@@ -54,8 +54,10 @@ interface Blobs {
   versions: string[];
   types: string[];
   payloads: (Uint8Array | null)[];
+  /** The channels written by content, with the hashes each names. */
   lists: Map<string, string[]>;
-  whole: string[];
+  /** The channels written: whether each holds a value (not `empty`). */
+  stores: Map<string, boolean>;
   reliesOnParent: boolean;
 }
 
@@ -137,7 +139,7 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
     },
     channelVersions: checkpoint.channel_versions,
     allowFork,
-    elements: ctx.elements ? { lists: blobs.lists, whole: blobs.whole } : undefined,
+    elements: ctx.elements ? { lists: blobs.lists, stores: blobs.stores, delta: deltaChannels(checkpoint.channel_versions, metadata) } : undefined,
     reliesOnParent: blobs.reliesOnParent,
     bytes: bound,
   };
@@ -155,7 +157,7 @@ async function encodeBlobs(
   sendAll: boolean,
 ): Promise<Blobs> {
   const { threadId, ns, parentId, values } = where;
-  const blobs: Blobs = { channels: [], versions: [], types: [], payloads: [], lists: new Map(), whole: [], reliesOnParent: false };
+  const blobs: Blobs = { channels: [], versions: [], types: [], payloads: [], lists: new Map(), stores: new Map(), reliesOnParent: false };
   const add = (channel: string, version: string, type: string, bytes: Uint8Array | null) => {
     blobs.channels.push(channel);
     blobs.versions.push(version);
@@ -171,7 +173,7 @@ async function encodeBlobs(
       if (channel === ELEMENTS_CHANNEL) throw new InvalidInputError("put newVersions", `${JSON.stringify(ELEMENTS_CHANNEL)} is reserved for the saver's element rows`);
       const v = checkKey("put newVersions value (version)", String(version), LIMITS.version);
       if (!Object.prototype.hasOwnProperty.call(values, channel)) {
-        blobs.whole.push(channel);
+        blobs.stores.set(channel, false);
         add(channel, v, "empty", null);
         return;
       }
@@ -183,7 +185,7 @@ async function encodeBlobs(
         checkSize(ctx, field, stored.size);
         elementRows.push(...stored.rows);
         if (stored.hashes.length > 0) blobs.lists.set(channel, stored.hashes);
-        else blobs.whole.push(channel);
+        blobs.stores.set(channel, true);
         add(channel, v, stored.type, stored.bytes);
       } catch (err) {
         throw named(err, field);
@@ -208,6 +210,7 @@ async function encodeBlobs(
         throw named(err, field);
       }
       checkSize(ctx, field, typed[1]);
+      blobs.stores.set(channel, true);
       add(channel, v, typed[0], typed[1]);
     }),
   );
@@ -335,7 +338,7 @@ async function outcome(ctx: SaverContext, put: EncodedPut, row: PutRow, started:
   if (head !== undefined && head !== parentId && head !== id && !row.late) {
     emit(ctx.onEvent, { type: "fork", threadId, checkpointNs: ns, checkpointId: id, parentCheckpointId: parentId, displacedHead: head, deliberate: put.allowFork });
   }
-  if (put.elements) ctx.elements?.rememberCheckpoint(lineageKey(threadId, ns), id, parentId ?? null, put.elements.lists, put.elements.whole);
+  if (put.elements) ctx.elements?.rememberCheckpoint(lineageKey(threadId, ns), id, parentId ?? null, put.elements);
   emit(ctx.onEvent, { type: "put", threadId, checkpointNs: ns, checkpointId: id, parentCheckpointId: parentId, blobs: row.blobs, ...sent, durationMs: durationMs() });
 }
 

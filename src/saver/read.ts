@@ -21,7 +21,7 @@ import { loadsForRow, type ValueRow } from "../serde/rowserde.js";
 import { upcastTuple } from "./upcast.js";
 import type { SaverContext } from "./context.js";
 import { elementCodec } from "./element-codec.js";
-import { elementKey, lineageKey, type StoredElement } from "./elements.js";
+import { deltaChannels, elementKey, lineageKey, type StoredElement } from "./elements.js";
 import { decodeStoredValue, namesElements } from "./stored.js";
 import type { DeltaRow, ReadRow } from "./sql/index.js";
 
@@ -78,7 +78,7 @@ async function toTuple(ctx: SaverContext, entry: Entry, elements: Map<string, St
   const checkpointNs = head.checkpoint_ns;
   // What this checkpoint's values and writes refer to, for the next put on it (elements.ts).
   const lists = new Map<string, string[]>();
-  const written: string[] = [];
+  const written = new Map<string, string[]>();
   const writeRow = (w: ReadRow, checkpointId: string): ValueRow => ({ table: "checkpoint_writes", threadId, checkpointNs, checkpointId, taskId: w.task_id!, idx: w.idx! });
   const [values, unversioned, pendingWrites, metadata] = await Promise.all([
     Promise.all(
@@ -97,7 +97,7 @@ async function toTuple(ctx: SaverContext, entry: Entry, elements: Map<string, St
       writes.map(async (w): Promise<CheckpointPendingWrite> => [
         w.task_id!,
         w.channel!,
-        await decodeValue(ctx, w.type!, w.value, writeRow(w, head.checkpoint_id), elements, remember ? (h) => written.push(h) : undefined),
+        await decodeValue(ctx, w.type!, w.value, writeRow(w, head.checkpoint_id), elements, remember ? (h) => addTo(written, w.channel!, h) : undefined),
       ]),
     ),
     decodeMetadata(head.metadata, head.metadata_raw),
@@ -135,18 +135,33 @@ async function toTuple(ctx: SaverContext, entry: Entry, elements: Map<string, St
   }
   if (remember && ctx.elements) {
     const lineage = lineageKey(threadId, checkpointNs);
-    ctx.elements.rememberCheckpoint(lineage, head.checkpoint_id, null, lists);
+    // Whether it stores each channel: a blob that is not `empty` at the channel's version.
+    const stores = new Map(Object.keys(checkpoint.channel_versions).map((ch) => [ch, false]));
+    for (const b of blobs) if (b.type !== "empty") stores.set(b.channel!, true);
+    ctx.elements.rememberCheckpoint(lineage, head.checkpoint_id, null, { lists, stores, delta: deltaChannels(checkpoint.channel_versions, metadata) });
     ctx.elements.rememberWrites(lineage, head.checkpoint_id, written);
   }
   if (upcast && ctx.versioning) upcastTuple(tuple, head.state_version, ctx.versioning);
   return tuple;
 }
 
-/** Each channel's seed and the writes after it, from the rows of `deltaHistory`; a walk that stopped short throws. */
+/** Append `value` to the list of `key`. */
+function addTo<V>(map: Map<string, V[]>, key: string, value: V): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
+
+/**
+ * Each channel's seed and the writes after it, from the rows of `deltaHistory`; a walk that stopped
+ * short throws. The hashes each walk names are remembered for checkpoint `checkpointId` (when given):
+ * a put on it then need not send them again (a snapshot of the channel names the messages its
+ * writes stored).
+ */
 export async function toDeltaHistory(
   ctx: SaverContext,
   rows: DeltaRow[],
-  lineage: { threadId: string; checkpointNs: string; channels: string[] },
+  lineage: { threadId: string; checkpointNs: string; checkpointId: string | undefined; channels: string[] },
 ): Promise<Record<string, DeltaChannelHistory>> {
   const { threadId, checkpointNs: ns, channels } = lineage;
   const stopped = rows.find((r) => r.kind === "stopped");
@@ -171,17 +186,29 @@ export async function toDeltaHistory(
   );
   const elements = new Map<string, StoredElement>();
   for (const r of rows) if (r.kind === "element") elements.set(elementKey(threadId, ns, r.version!), { type: r.type, value: r.value });
+  const remember = ctx.elements !== undefined && lineage.checkpointId !== undefined;
+  const walks = new Map<string, string[]>(remember ? channels.map((ch) => [ch, []]) : []);
+  const onHash = (channel: string) => (remember ? (h: string) => addTo(walks, channel, h) : undefined);
   const decoded = await Promise.all(
     writeRows.map((r) =>
-      decodeValue(ctx, r.type, r.value, { table: "checkpoint_writes", threadId, checkpointNs: ns, checkpointId: r.checkpoint_id, taskId: r.task_id!, idx: r.idx! }, elements),
+      decodeValue(
+        ctx,
+        r.type,
+        r.value,
+        { table: "checkpoint_writes", threadId, checkpointNs: ns, checkpointId: r.checkpoint_id, taskId: r.task_id!, idx: r.idx! },
+        elements,
+        onHash(r.channel),
+      ),
     ),
   );
   writeRows.forEach((r, i) => result[r.channel]!.writes.push([r.task_id!, r.channel, decoded[i]]));
   for (const r of rows) {
     if (r.kind === "seed") {
-      result[r.channel]!.seed = await decodeValue(ctx, r.type, r.value, { table: "checkpoint_blobs", threadId, checkpointNs: ns, channel: r.channel, version: r.version! }, elements);
+      const row: ValueRow = { table: "checkpoint_blobs", threadId, checkpointNs: ns, channel: r.channel, version: r.version! };
+      result[r.channel]!.seed = await decodeValue(ctx, r.type, r.value, row, elements, onHash(r.channel));
     }
   }
+  if (remember) ctx.elements!.rememberWalks(lineageKey(threadId, ns), lineage.checkpointId!, new Map([...walks].map(([ch, hashes]) => [ch, new Set(hashes)])));
   return result;
 }
 

@@ -385,7 +385,7 @@ export class SaverCore extends BaseCheckpointSaver {
     channels.forEach((c, i) => checkKey(`getDeltaChannelHistory channels[${i}]`, c, LIMITS.channel));
     const { threadId, checkpointNs, checkpointId } = readConfig(config, "getDeltaChannelHistory");
     const res = await this.ctx.query<DeltaRow>("deltaHistory", [threadId, checkpointNs ?? "", checkpointId ?? null, channels], "getDeltaChannelHistory");
-    return toDeltaHistory(this.ctx, res.rows, { threadId: threadId!, checkpointNs: checkpointNs ?? "", channels });
+    return toDeltaHistory(this.ctx, res.rows, { threadId: threadId!, checkpointNs: checkpointNs ?? "", checkpointId, channels });
   }
 
   /**

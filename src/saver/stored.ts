@@ -14,7 +14,10 @@
  *   update): a 4-byte big-endian length, the refs area of all its lists (laid
  *   out list by list, one tag at the end), then the serializer's bytes (type
  *   `<type>`, sealed for the row) of `{ k: every key in order, l: [index of a
- *   list key, its number of hashes] per list, r: the other fields }`.
+ *   list key, its number of hashes] per list, r: the other fields }`. A
+ *   `DeltaSnapshot` (the full list a delta channel stores every so many
+ *   updates) takes this form too, as `{ value }` with `c: "DeltaSnapshot"`
+ *   in the outline: its messages are the element rows the writes stored.
  * - **`pg:val`**: a large value stored by content: its refs area names one
  *   element row holding it, so the same value written by a task and then held
  *   by its channel (a tool result, an image in a message) is stored once.
@@ -26,7 +29,7 @@
  * `prune` keeps those that remaining checkpoints' values and remaining writes
  * name.
  */
-import type { SerializerProtocol } from "@langchain/langgraph-checkpoint";
+import { DeltaSnapshot, type SerializerProtocol } from "@langchain/langgraph-checkpoint";
 import { DeserializationError, SerializationError } from "../errors.js";
 import { dumpsForRow, isSealing, loadsForRow, type ValueRow } from "../serde/rowserde.js";
 import { HASH_BYTES, REFS_TYPE, authenticate, elementRow, type ElementCodec, type OpenedRefs } from "./element-codec.js";
@@ -91,6 +94,12 @@ async function encodeByContent(ctx: StoreContext, value: unknown, row: ValueRow,
     const encoded = await encodeObject({ serde, codec }, value, row, known, sending);
     if (encoded) return encoded;
   }
+  if (codec && isSnapshot(value)) {
+    // A delta channel's snapshot names the messages its thread's writes stored already, instead of
+    // holding them again (issue 41).
+    const encoded = await encodeObject({ serde, codec }, { value: value.value }, row, known, sending, SNAPSHOT);
+    if (encoded) return encoded;
+  }
   const element = codec && value !== undefined ? await codec.element(value, row.threadId, row.checkpointNs) : undefined;
   if (codec && element) {
     if (element.size < BY_CONTENT_MIN_BYTES) {
@@ -121,6 +130,15 @@ function claim(rows: ElementRow[], sending: Set<string>): ElementRow[] {
   return mine;
 }
 
+/** The outline's mark of a `DeltaSnapshot` stored as `pg:obj` (its one field `value`). */
+const SNAPSHOT = "DeltaSnapshot";
+
+/** A `DeltaSnapshot` whose list can be stored by its elements (as the serializer tells one: by its `lg_name`). */
+function isSnapshot(value: unknown): value is DeltaSnapshot {
+  return typeof value === "object" && value !== null && !isPlainObject(value) && (value as { lg_name?: unknown }).lg_name === SNAPSHOT &&
+    isElementList((value as { value?: unknown }).value);
+}
+
 /** `pg:obj` for a plain object with at least one list field whose elements are large enough; undefined otherwise. */
 async function encodeObject(
   ctx: { serde: SerializerProtocol; codec: ElementCodec },
@@ -128,6 +146,7 @@ async function encodeObject(
   row: ValueRow,
   known: Set<string> | undefined,
   sending: Set<string>,
+  kind?: typeof SNAPSHOT,
 ): Promise<StoredValue | undefined> {
   const keys = Object.keys(value);
   const candidates = keys.filter((k) => isElementList(value[k]));
@@ -147,7 +166,7 @@ async function encodeObject(
   if (elementBytes < BY_CONTENT_MIN_BYTES) return undefined;
   const rest: Record<string, unknown> = {};
   for (const k of keys) if (!listKeys.includes(k)) Object.defineProperty(rest, k, { value: value[k], enumerable: true, writable: true, configurable: true });
-  const skeleton = { k: keys, l: listKeys.map((k, i) => [keys.indexOf(k), lists[i]!.slots.byteLength / HASH_BYTES]), r: rest };
+  const skeleton = { k: keys, l: listKeys.map((k, i) => [keys.indexOf(k), lists[i]!.slots.byteLength / HASH_BYTES]), r: rest, ...(kind ? { c: kind } : {}) };
   // The other fields as they are: ones written in LangGraph's JSON form (a cycle through this object...)
   // would come out differently without it around them, so then the object is stored whole.
   const outline = await ctx.codec.element(skeleton, row.threadId, row.checkpointNs);
@@ -174,7 +193,7 @@ async function encodeObject(
 export type StoredOutline =
   | { form: "refs"; hashes: string[] }
   | { form: "val"; hash: string }
-  | { form: "obj"; keys: string[]; lists: Map<number, string[]>; rest: Record<string, unknown> };
+  | { form: "obj"; keys: string[]; lists: Map<number, string[]>; rest: Record<string, unknown>; snapshot?: true };
 
 /** A value stored by content, authenticated and its outline read (element rows not needed yet). */
 async function openStored(ctx: StoreContext, type: string, bytes: Uint8Array, row: ValueRow): Promise<{ opened: OpenedRefs; outline: StoredOutline }> {
@@ -199,11 +218,16 @@ async function openStored(ctx: StoreContext, type: string, bytes: Uint8Array, ro
     k?: unknown;
     l?: unknown;
     r?: unknown;
+    c?: unknown;
   };
   const keys = skeleton?.k;
   const lists = skeleton?.l;
   const rest = skeleton?.r;
   if (!Array.isArray(keys) || !Array.isArray(lists) || !isPlainObject(rest)) throw new DeserializationError(`${where()}: an object stored by content has no valid outline`);
+  const snapshot = skeleton.c === SNAPSHOT;
+  if ((skeleton.c !== undefined && !snapshot) || (snapshot && (keys.length !== 1 || keys[0] !== "value" || lists.length !== 1))) {
+    throw new DeserializationError(`${where()}: an object stored by content has no valid outline`);
+  }
   const byIndex = new Map<number, string[]>();
   let at = 0;
   for (const entry of lists) {
@@ -215,7 +239,7 @@ async function openStored(ctx: StoreContext, type: string, bytes: Uint8Array, ro
     at += count as number;
   }
   if (at !== opened.hashes.length) throw new DeserializationError(`${where()}: an object stored by content holds element rows it does not name`);
-  return { opened, outline: { form: "obj", keys: keys.map(String), lists: byIndex, rest } };
+  return { opened, outline: { form: "obj", keys: keys.map(String), lists: byIndex, rest, ...(snapshot ? { snapshot } : {}) } };
 }
 
 /**
@@ -261,6 +285,7 @@ export async function decodeStoredValue(
   }
   const byIndex = new Map<number, unknown[]>();
   for (const [index, hashes] of outline.lists) byIndex.set(index, await elements(hashes));
+  if (outline.snapshot) return new DeltaSnapshot(byIndex.get(0));
   // Own properties in their order (`__proto__` among them, as JSON.parse would make it).
   return Object.fromEntries(outline.keys.map((k, i) => [k, byIndex.has(i) ? byIndex.get(i) : outline.rest[k]]));
 }

@@ -51,9 +51,9 @@ import type { WritesParams } from "./sql/writes.js";
 /** The rows of one `putWrites` call: its statement's parameters before the values are packed. */
 export interface WriteRows extends Omit<WritesParams, "offsets" | "lengths" | "bytes" | "elementHashes" | "elementTypes" | "elementOffsets" | "elementLengths"> {
   payloads: Uint8Array[];
-  /** The element rows its values name that it sends (stored.ts), and every hash they name. */
+  /** The element rows its values name that it sends (stored.ts), and every hash they name, per channel written. */
   elements: ElementRow[];
-  hashes: string[];
+  hashes: [string, string[]][];
   /** Its rows' size as bound parameters (bounded by the caller). */
   bytes: number;
 }

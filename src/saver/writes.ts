@@ -48,7 +48,7 @@ export async function encodeWrites(ctx: SaverContext, call: WritesCall): Promise
   // name. Every element row is sent (the checkpoint they belong to may not be stored yet).
   const sending = new Set<string>();
   const elements: ElementRow[] = [];
-  const hashes: string[] = [];
+  const hashes: [string, string[]][] = [];
   await Promise.all(
     writes.map(async (write, i) => {
       if (!Array.isArray(write) || write.length !== 2) throw new InvalidInputError(`putWrites writes[${i}]`, "expected a [channel, value] pair");
@@ -65,7 +65,7 @@ export async function encodeWrites(ctx: SaverContext, call: WritesCall): Promise
         types[i] = stored.type;
         payloads[i] = stored.bytes ?? new Uint8Array();
         elements.push(...stored.rows);
-        hashes.push(...stored.hashes);
+        if (stored.hashes.length > 0) hashes.push([channel, stored.hashes]);
       } catch (err) {
         throw named(err, field);
       }
