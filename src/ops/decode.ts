@@ -109,7 +109,7 @@ export async function decodeSafe(serde: SerializerProtocol, type: string, value:
  * as what it names instead of put back together (a list is
  * `{"$type":"pg:refs","hashes":[...]}`, a large value `{"$type":"pg:val","hashes":[hash]}`,
  * an object stored by content its fields with such a list in place of each
- * list field), decoded and tagged as {@link decodeSafe} does otherwise (element
+ * list field, a `DeltaSnapshot` so too under `{"$type":"DeltaSnapshot","value":...}`), decoded and tagged as {@link decodeSafe} does otherwise (element
  * rows hold values whole; a chunk is its hashes). Hashes name element rows of
  * the row's thread and namespace (channel `__elements__`, version the hash).
  * Refs are authenticated as a read would (an encrypting serializer's tag).
@@ -125,7 +125,8 @@ export async function outlineSafe(serde: SerializerProtocol, type: string, value
     const safe = toJsonSafe(plain) as Record<string, unknown>;
     const fields = Object.prototype.hasOwnProperty.call(plain, "$type") ? (safe.value as Record<string, unknown>) : safe;
     for (const [i, hashes] of outline.lists) Object.defineProperty(fields, outline.keys[i]!, { value: { $type: REFS_TYPE, hashes }, enumerable: true, writable: true, configurable: true });
-    return safe;
+    // A delta channel's snapshot, tagged as the class instance it reads back as.
+    return outline.snapshot ? { $type: "DeltaSnapshot", value: safe } : safe;
   } catch (err) {
     return { $type: "undecodable", error: err instanceof Error ? err.message : String(err) };
   }
