@@ -14,7 +14,7 @@ import { END, MessagesDeltaValue, START, StateGraph, StateSchema, type BaseCheck
 import { startServer, dropAll, createDatabase } from "./db.js";
 import { createPgSaver, loadOurs, memorySaver } from "./savers.js";
 import { median } from "./stats.js";
-import { text } from "./workload.js";
+import { text, variedText } from "./workload.js";
 
 const log = (msg: string) => console.error(`[bench delta] ${msg}`);
 
@@ -29,9 +29,12 @@ function chat(checkpointer: BaseCheckpointSaver) {
   return graph;
 }
 
+/** The chat's text: a repeating word list, or words drawn at random (`--delta-text varied`). */
+let words = text;
+
 /** A question of about 300 characters, starting with a tag of its own (`q0: ` is in no other). */
-const question = (i: number) => `q${i}: ${text(i, 300)}`;
-const answer = (n: number) => text(n + 7, 600);
+const question = (i: number) => `q${i}: ${words(i, 300)}`;
+const answer = (n: number) => words(n + 7, 600);
 
 interface Result {
   saver: string;
@@ -79,7 +82,8 @@ async function run(name: string, saver: BaseCheckpointSaver, turns: number, meas
   return result;
 }
 
-export async function deltaMain(args: { turns: number }): Promise<number> {
+export async function deltaMain(args: { turns: number; text: "repeated" | "varied" }): Promise<number> {
+  words = args.text === "varied" ? variedText : text;
   const ours = await loadOurs();
   if (!ours) throw new Error("src/ does not load");
   const server = await startServer();
@@ -122,7 +126,9 @@ export async function deltaMain(args: { turns: number }): Promise<number> {
     await server.stop();
   }
   const memory = results[0]!;
-  console.log(`delta-channel chat, ${args.turns} turns (MessagesDeltaValue; ~300-character question, ~600-character answer)`);
+  console.log(
+    `delta-channel chat, ${args.turns} turns (MessagesDeltaValue; ~300-character question, ~600-character answer; ${args.text === "varied" ? "words drawn at random" : "a repeating word list"})`,
+  );
   console.log("| saver | turn, by quarter (ms) | last ÷ first quarter | last quarter ÷ MemorySaver's | getState (ms) | bytes on disk ÷ raw text | rows holding the first question | messages back |");
   console.log("|---|--:|--:|--:|--:|--:|--:|---|");
   for (const r of results) {

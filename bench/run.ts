@@ -14,7 +14,7 @@
  *                                   bytes are, and put/getTuple at 200 turns against whole values (issues 21, 27; storage.ts); --storage-turns N
  *   npm run bench -- --store        only the store: our PostgresStore vs the official one, per operation (issue 29; store.ts)
  *   npm run bench -- --cost         only the database's cost per 10-node invoke, ours vs official: backend CPU and WAL bytes, beside a single-row INSERT (issue 40; cost.ts)
- *   npm run bench -- --delta        only a chat on LangGraph's delta channels (MessagesDeltaValue), per saver: turn time by quarter, getState, bytes, intact (issue 41; delta.ts); --delta-turns N (default 200)
+ *   npm run bench -- --delta        only a chat on LangGraph's delta channels (MessagesDeltaValue), per saver: turn time by quarter, getState, bytes, intact (issue 41; delta.ts); --delta-turns N (default 200); --delta-text varied (words drawn at random, as compressible as prose; default: a repeating word list)
  *   npm run bench -- --otel         only tracing's cost: the 10-node invoke not instrumented, instrumented with the OpenTelemetry SDK, and with none registered (issue 42; otel.ts)
  *   npm run bench -- --partitions[=N]   only the hot statements on N hash partitions per table (default 16) vs plain tables (issue 32; partitions.ts)
  *
@@ -78,6 +78,8 @@ interface Args {
   /** --delta: run only delta.ts (issue 41), a chat on delta channels of --delta-turns N turns (default 200). */
   delta: boolean;
   deltaTurns?: number;
+  /** --delta-text: the chat's text, a repeating word list (default) or words drawn at random. */
+  deltaText?: "repeated" | "varied";
   /** --otel: run only otel.ts (issue 42): tracing's cost per invoke. */
   otel: boolean;
 }
@@ -101,6 +103,11 @@ function parseArgs(argv: string[]): Args {
     else if (a === "--cost") args.cost = true;
     else if (a === "--delta") args.delta = true;
     else if (a === "--otel") args.otel = true;
+    else if (a === "--delta-text" || a.startsWith("--delta-text=")) {
+      const v = a.includes("=") ? a.split("=")[1] : argv[++i];
+      if (v !== "repeated" && v !== "varied") throw new Error(`--delta-text expects repeated or varied, got ${String(v)}`);
+      args.deltaText = v;
+    }
     else if (a === "--delta-turns" || a.startsWith("--delta-turns=")) {
       const v = a.includes("=") ? a.split("=")[1] : argv[++i];
       const n = Number(v);
@@ -132,7 +139,7 @@ function parseArgs(argv: string[]): Args {
       console.log("       npm run bench -- --store [--rounds N] [--strict] [--json]");
       console.log("       npm run bench -- --partitions[=N] [--rounds N] [--json]");
       console.log("       npm run bench -- --cost [--rounds N]");
-      console.log("       npm run bench -- --delta [--delta-turns N]");
+      console.log("       npm run bench -- --delta [--delta-turns N] [--delta-text repeated|varied]");
       console.log("       npm run bench -- --otel [--rounds N]");
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
@@ -146,9 +153,9 @@ function parseArgs(argv: string[]): Args {
     const other = argv.filter((a) => /^--(quick|official-scale|delay-ms|delay-down-ms|storage|store|strict)\b/.test(a));
     if (other.length) throw new Error(`--partitions runs the partitioned measurement alone: ${other.join(", ")} does not apply to it`);
   }
-  if (args.deltaTurns !== undefined && !args.delta) throw new Error("--delta-turns goes with --delta");
+  if ((args.deltaTurns !== undefined || args.deltaText !== undefined) && !args.delta) throw new Error("--delta-turns and --delta-text go with --delta");
   if (args.delta) {
-    const other = argv.filter((a) => !/^--delta(-turns)?\b/.test(a) && a.startsWith("--"));
+    const other = argv.filter((a) => !/^--delta(-turns|-text)?\b/.test(a) && a.startsWith("--"));
     if (other.length) throw new Error(`--delta runs the delta-channel chat alone: ${other.join(", ")} does not apply to it`);
   }
   if (args.cost) {
@@ -478,7 +485,7 @@ async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
   if (args.cost) return costMain({ rounds: args.rounds });
   if (args.otel) return otelMain({ rounds: args.rounds });
-  if (args.delta) return deltaMain({ turns: args.deltaTurns ?? 200 });
+  if (args.delta) return deltaMain({ turns: args.deltaTurns ?? 200, text: args.deltaText ?? "repeated" });
   if (args.store) return storeMain({ rounds: args.rounds, strict: args.strict, json: args.json });
   if (args.partitions !== undefined) return partitionsMain({ partitions: args.partitions, rounds: args.rounds, json: args.json });
   if (args.storage) return storageMain({ turns: args.storageTurns ?? 200, rounds: args.rounds, strict: args.strict });

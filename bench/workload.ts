@@ -32,6 +32,23 @@ export function text(seed: number, len: number): string {
   return out.join(" ");
 }
 
+/**
+ * Text of roughly `len` characters whose words are drawn at random (a generator seeded by `seed`):
+ * as compressible as prose (pglz takes it to about half), where {@link text}'s repeating word list
+ * compresses many times over.
+ */
+export function variedText(seed: number, len: number): string {
+  let x = (seed * 2654435761 + 1) >>> 0;
+  const out: string[] = [];
+  for (let n = 0; n < len; ) {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+    const w = WORDS[(x >>> 8) % WORDS.length]!;
+    out.push(w);
+    n += w.length + 1;
+  }
+  return out.join(" ");
+}
+
 /** Message i of a conversation: even = user, odd = assistant (with usage metadata like a real model reply). */
 export function chatMessage(i: number, thread = "t"): BaseMessage {
   if (i % 2 === 0) return new HumanMessage({ id: `${thread}-msg-${i}`, content: text(i, 60 + ((i * 37) % 120)) });

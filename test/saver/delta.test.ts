@@ -63,9 +63,10 @@ describe("a delta channel's snapshot stores what the writes stored", () => {
     );
     // 24 messages, each one element row (chunks aside: type pg:refs).
     expect(elements[0]!.n).toBe(24);
-    // Sent by its write and, a question, by the input checkpoint too; a snapshot sending them again
-    // would touch the first messages once per snapshot after them.
-    expect(elements[0]!.touched).toBeLessThanOrEqual(2);
+    // Sent by its write and, a question, by the input checkpoint too; at most once more by the snapshot
+    // right after it, when that put was encoded before the write was stored (scheduling decides). A snapshot
+    // sending them again would touch the first messages once per snapshot after them (6 here).
+    expect(elements[0]!.touched).toBeLessThanOrEqual(3);
 
     const state = await chat(new PostgresSaver(db.pool), 4).getState(cfg(threadId));
     expect(state.values.messages).toHaveLength(24);
