@@ -42,3 +42,13 @@ it("every statement prepares against the migrated schema; one naming a column it
   const misspelled = saverStatements(SCHEMA).put.replace("parent_checkpoint_id, checkpoint, metadata", "parent_id, checkpoint, metadata");
   await expect(prepare(misspelled)).rejects.toMatchObject({ code: "42703" });
 });
+
+it("an ON CONFLICT clause calls no function that is not IMMUTABLE and holds no subquery (Citus runs it on the worker: issue 43)", () => {
+  // What follows DO UPDATE: its SET list and WHERE, up to the end of the INSERT (RETURNING or the CTE's close).
+  const clauses = texts().flatMap(([name, text]) => [...text.matchAll(/DO UPDATE\s+SET([\s\S]*?)(?=RETURNING|\n\)|$)/g)].map((m) => [name, m[1]!] as const));
+  expect(clauses.length).toBeGreaterThanOrEqual(6);
+  for (const [name, clause] of clauses) {
+    expect(clause, name).not.toMatch(/\bnow\(\)|clock_timestamp|statement_timestamp|random\(/i);
+    expect(clause, name).not.toMatch(/\(\s*SELECT\b/i);
+  }
+});

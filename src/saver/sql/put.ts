@@ -79,13 +79,15 @@ WITH gate AS MATERIALIZED (SELECT ${putGate(p)} AS refused
 ), decision AS (
   SELECT refused, head_id, head_rv, fast, refused IS NULL AND mode_ok AND fast AS ok FROM checks
 ), move AS (
-  -- The head moves here, if nobody moved it since it was read.
-  INSERT INTO ${p.s}.checkpoint_heads AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks)
-  SELECT $1, $2, $3, $17 FROM decision d WHERE d.ok
+  -- The head moves here, if nobody moved it since it was read. The time and the next row version come
+  -- in the inserted row (EXCLUDED): Citus runs ON CONFLICT's SET and WHERE on the worker, and takes
+  -- neither a function that is not IMMUTABLE nor a subquery there.
+  INSERT INTO ${p.s}.checkpoint_heads AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks, moved_at, row_version)
+  SELECT $1, $2, $3, $17, pg_catalog.now(), coalesce(d.head_rv, 0) + 1 FROM decision d WHERE d.ok
   ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE
      SET checkpoint_id = EXCLUDED.checkpoint_id, has_pending_tasks = EXCLUDED.has_pending_tasks,
-         moved_at = pg_catalog.now(), row_version = h.row_version + 1
-   WHERE h.row_version = (SELECT head_rv FROM decision)
+         moved_at = EXCLUDED.moved_at, row_version = EXCLUDED.row_version
+   WHERE h.row_version = EXCLUDED.row_version - 1
   RETURNING 1
 ), new_blobs AS (
   INSERT INTO ${p.s}.checkpoint_blobs AS b (thread_id, checkpoint_ns, channel, version, type, value)
@@ -157,12 +159,12 @@ WITH gate AS MATERIALIZED (SELECT ${putGate(p)} AS refused, ${p.s}.checkpointer_
 ), decision AS (
   SELECT refused, head_id, head_rv, fast, refused IS NULL AND mode_ok AND fast AS ok FROM checks
 ), move AS (
-  INSERT INTO ${p.s}.checkpoint_heads AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks)
-  SELECT $1, $2, $3, $17 FROM decision d WHERE d.ok
+  INSERT INTO ${p.s}.checkpoint_heads AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks, moved_at, row_version)
+  SELECT $1, $2, $3, $17, pg_catalog.now(), coalesce(d.head_rv, 0) + 1 FROM decision d WHERE d.ok
   ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE
      SET checkpoint_id = EXCLUDED.checkpoint_id, has_pending_tasks = EXCLUDED.has_pending_tasks,
-         moved_at = pg_catalog.now(), row_version = h.row_version + 1
-   WHERE h.row_version = (SELECT head_rv FROM decision)
+         moved_at = EXCLUDED.moved_at, row_version = EXCLUDED.row_version
+   WHERE h.row_version = EXCLUDED.row_version - 1
   RETURNING 1
 ), new_blobs AS (
   INSERT INTO ${p.s}.checkpoint_blobs AS b (thread_id, checkpoint_ns, channel, version, type, value)
@@ -281,12 +283,12 @@ WITH gate AS MATERIALIZED (SELECT ${putGate(p)} AS refused
             FROM checks c OFFSET 0) AS x
 ), move AS (
   -- A late parent leaves the head where it is.
-  INSERT INTO ${p.s}.checkpoint_heads AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks)
-  SELECT $1, $2, $3, $17 FROM decision d WHERE d.ok AND NOT d.late
+  INSERT INTO ${p.s}.checkpoint_heads AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks, moved_at, row_version)
+  SELECT $1, $2, $3, $17, pg_catalog.now(), coalesce(d.head_rv, 0) + 1 FROM decision d WHERE d.ok AND NOT d.late
   ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE
      SET checkpoint_id = EXCLUDED.checkpoint_id, has_pending_tasks = EXCLUDED.has_pending_tasks,
-         moved_at = pg_catalog.now(), row_version = h.row_version + 1
-   WHERE h.row_version = (SELECT head_rv FROM decision)
+         moved_at = EXCLUDED.moved_at, row_version = EXCLUDED.row_version
+   WHERE h.row_version = EXCLUDED.row_version - 1
   RETURNING 1
 ), new_blobs AS (
   INSERT INTO ${p.s}.checkpoint_blobs AS b (thread_id, checkpoint_ns, channel, version, type, value)
