@@ -128,6 +128,20 @@ interface Remembered {
 }
 
 /**
+ * A delta channel's snapshot read by its elements (a seed of `getDeltaChannelHistory`): its row's
+ * type and bytes, and the element rows it names, each checked against its hash when it was read.
+ */
+export interface CachedSeed {
+  type: string;
+  value: Uint8Array;
+  /** By {@link elementKey}. */
+  elements: Map<string, StoredElement>;
+}
+
+/** The bytes the seeds kept by {@link ElementMemory} may take in all (the oldest is forgotten first). */
+const SEED_CACHE_BYTES = 64 * 1024 * 1024;
+
+/**
  * The delta channels of a checkpoint that have a version: the keys of its metadata's
  * `counters_since_delta_snapshot` (LangGraph's `DeltaChannel`s) among its `channel_versions`.
  */
@@ -148,6 +162,13 @@ export function deltaChannels(channelVersions: object | undefined, metadata: unk
 export class ElementMemory {
   readonly #lineages = new Map<string, Remembered>();
   readonly #maxLineages: number;
+  /**
+   * Snapshots read by their elements, by lineage, then channel and version: the next history read
+   * of the lineage need not fetch their element rows again (a snapshot's row names its elements by
+   * their hashes, so the same row bytes are the same content). With their size, oldest first.
+   */
+  readonly #seeds = new Map<string, Map<string, { seed: CachedSeed; bytes: number }>>();
+  #seedBytes = 0;
   /** How lists are stored with each serializer, if they can be (found out once per serializer, at its first list). */
   readonly #codecs = new WeakMap<SerializerProtocol, Promise<ElementCodec | undefined>>();
 
@@ -255,9 +276,60 @@ export class ElementMemory {
     if (this.#lineages.size > this.#maxLineages) this.#lineages.delete(this.#lineages.keys().next().value!);
   }
 
+  /** The snapshots of `channels` kept for a lineage: the (channel, version) pairs a history read may skip the elements of. */
+  seedsOf(lineage: string, channels: string[]): { channels: string[]; versions: string[] } {
+    const out = { channels: [] as string[], versions: [] as string[] };
+    for (const key of this.#seeds.get(lineage)?.keys() ?? []) {
+      const [channel, version] = key.split("\u0000") as [string, string];
+      if (channels.includes(channel)) {
+        out.channels.push(channel);
+        out.versions.push(version);
+      }
+    }
+    return out;
+  }
+
+  /** A kept snapshot, if any (and now the newest). */
+  seed(lineage: string, channel: string, version: string): CachedSeed | undefined {
+    const seeds = this.#seeds.get(lineage);
+    const entry = seeds?.get(`${channel}\u0000${version}`);
+    if (!entry) return undefined;
+    this.#seeds.delete(lineage);
+    this.#seeds.set(lineage, seeds!);
+    return entry.seed;
+  }
+
+  /** Keep a snapshot read by its elements (one per lineage and channel: the newest replaces it). */
+  rememberSeed(lineage: string, channel: string, version: string, seed: CachedSeed): void {
+    let bytes = seed.value.byteLength;
+    for (const e of seed.elements.values()) bytes += e.value?.byteLength ?? 0;
+    if (bytes > SEED_CACHE_BYTES / 4) return;
+    const seeds = this.#seeds.get(lineage) ?? new Map<string, { seed: CachedSeed; bytes: number }>();
+    for (const [key, old] of seeds) {
+      if (key.startsWith(`${channel}\u0000`)) {
+        seeds.delete(key);
+        this.#seedBytes -= old.bytes;
+      }
+    }
+    seeds.set(`${channel}\u0000${version}`, { seed, bytes });
+    this.#seedBytes += bytes;
+    this.#seeds.delete(lineage);
+    this.#seeds.set(lineage, seeds);
+    for (const [key, oldest] of this.#seeds) {
+      if (this.#seedBytes <= SEED_CACHE_BYTES) break;
+      for (const e of oldest.values()) this.#seedBytes -= e.bytes;
+      this.#seeds.delete(key);
+    }
+  }
+
   /** Forget a thread (deleted). */
   forgetThread(threadId: string): void {
     for (const key of this.#lineages.keys()) if (key.startsWith(`${threadId}\u0000`)) this.#lineages.delete(key);
+    for (const [key, seeds] of this.#seeds) {
+      if (!key.startsWith(`${threadId}\u0000`)) continue;
+      for (const e of seeds.values()) this.#seedBytes -= e.bytes;
+      this.#seeds.delete(key);
+    }
   }
 }
 

@@ -156,13 +156,15 @@ function addTo<V>(map: Map<string, V[]>, key: string, value: V): void {
  * Each channel's seed and the writes after it, from the rows of `deltaHistory`; a walk that stopped
  * short throws. The hashes each walk names are remembered for checkpoint `checkpointId` (when given):
  * a put on it then need not send them again (a snapshot of the channel names the messages its
- * writes stored).
+ * writes stored). A seed read by its elements is kept (`ElementMemory`); one of the `kept` seeds
+ * the statement did not send the elements of is decoded from what was kept, and undefined is
+ * returned if its row is no longer the one kept (read again without it).
  */
 export async function toDeltaHistory(
   ctx: SaverContext,
   rows: DeltaRow[],
-  lineage: { threadId: string; checkpointNs: string; checkpointId: string | undefined; channels: string[] },
-): Promise<Record<string, DeltaChannelHistory>> {
+  lineage: { threadId: string; checkpointNs: string; checkpointId: string | undefined; channels: string[]; kept: { channels: string[]; versions: string[] } },
+): Promise<Record<string, DeltaChannelHistory> | undefined> {
   const { threadId, checkpointNs: ns, channels } = lineage;
   const stopped = rows.find((r) => r.kind === "stopped");
   if (stopped) {
@@ -186,6 +188,14 @@ export async function toDeltaHistory(
   );
   const elements = new Map<string, StoredElement>();
   for (const r of rows) if (r.kind === "element") elements.set(elementKey(threadId, ns, r.version!), { type: r.type, value: r.value });
+  const key = lineageKey(threadId, ns);
+  const seeds = rows.filter((r) => r.kind === "seed");
+  const isKept = (r: DeltaRow) => lineage.kept.channels.some((ch, i) => ch === r.channel && lineage.kept.versions[i] === r.version);
+  for (const r of seeds.filter(isKept)) {
+    const kept = ctx.elements?.seed(key, r.channel, r.version!);
+    if (!kept || kept.type !== r.type || r.value === null || !Buffer.from(kept.value).equals(r.value)) return undefined;
+    for (const [k, e] of kept.elements) elements.set(k, e);
+  }
   const remember = ctx.elements !== undefined && lineage.checkpointId !== undefined;
   const walks = new Map<string, string[]>(remember ? channels.map((ch) => [ch, []]) : []);
   const onHash = (channel: string) => (remember ? (h: string) => addTo(walks, channel, h) : undefined);
@@ -202,13 +212,18 @@ export async function toDeltaHistory(
     ),
   );
   writeRows.forEach((r, i) => result[r.channel]!.writes.push([r.task_id!, r.channel, decoded[i]]));
-  for (const r of rows) {
-    if (r.kind === "seed") {
-      const row: ValueRow = { table: "checkpoint_blobs", threadId, checkpointNs: ns, channel: r.channel, version: r.version! };
-      result[r.channel]!.seed = await decodeValue(ctx, r.type, r.value, row, elements, onHash(r.channel));
+  for (const r of seeds) {
+    const row: ValueRow = { table: "checkpoint_blobs", threadId, checkpointNs: ns, channel: r.channel, version: r.version! };
+    const named: string[] = [];
+    const walk = onHash(r.channel);
+    result[r.channel]!.seed = await decodeValue(ctx, r.type, r.value, row, elements, (h) => (named.push(h), walk?.(h)));
+    if (ctx.elements && named.length > 0 && r.value !== null && !isKept(r)) {
+      // Checked as it was read: kept for the next read of the lineage (the next turn's).
+      const own = new Map(named.map((h) => elementKey(threadId, ns, h)).map((k) => [k, elements.get(k)!] as const));
+      ctx.elements.rememberSeed(key, r.channel, r.version!, { type: r.type, value: Buffer.from(r.value), elements: own });
     }
   }
-  if (remember) ctx.elements!.rememberWalks(lineageKey(threadId, ns), lineage.checkpointId!, new Map([...walks].map(([ch, hashes]) => [ch, new Set(hashes)])));
+  if (remember) ctx.elements!.rememberWalks(key, lineage.checkpointId!, new Map([...walks].map(([ch, hashes]) => [ch, new Set(hashes)])));
   return result;
 }
 

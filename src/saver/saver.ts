@@ -384,8 +384,14 @@ export class SaverCore extends BaseCheckpointSaver {
     if (channels.length === 0) return {};
     channels.forEach((c, i) => checkKey(`getDeltaChannelHistory channels[${i}]`, c, LIMITS.channel));
     const { threadId, checkpointNs, checkpointId } = readConfig(config, "getDeltaChannelHistory");
-    const res = await this.ctx.query<DeltaRow>("deltaHistory", [threadId, checkpointNs ?? "", checkpointId ?? null, channels], "getDeltaChannelHistory");
-    return toDeltaHistory(this.ctx, res.rows, { threadId: threadId!, checkpointNs: checkpointNs ?? "", checkpointId, channels });
+    const ns = checkpointNs ?? "";
+    const read = async (kept: { channels: string[]; versions: string[] }) => {
+      const res = await this.ctx.query<DeltaRow>("deltaHistory", [threadId, ns, checkpointId ?? null, channels, kept.channels, kept.versions], "getDeltaChannelHistory");
+      return toDeltaHistory(this.ctx, res.rows, { threadId: threadId!, checkpointNs: ns, checkpointId, channels, kept });
+    };
+    // Seeds kept from the last read skip their element rows; one whose row changed since is read again whole.
+    const kept = this.ctx.elements?.seedsOf(lineageKey(threadId!, ns), channels) ?? { channels: [], versions: [] };
+    return (await read(kept)) ?? (await read({ channels: [], versions: [] }))!;
   }
 
   /**

@@ -12,8 +12,10 @@ import { DeltaValue, END, MemorySaver, MessagesDeltaValue, START, StateGraph, St
 import { DeltaSnapshot, type BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import { describe, expect, it } from "vitest";
 import { exportThread, importThread, migrate, PostgresSaver, prune, type BlobRecord } from "../../src/index.js";
+import { saverStatements } from "../../src/saver/sql/index.js";
 import { longText } from "../helpers/checkpoints.js";
-import { withTestDatabase } from "../helpers/db.js";
+import { testPool, withTestDatabase } from "../helpers/db.js";
+import { recordStatements } from "../helpers/statements.js";
 import { history, plainValues, shape, tid } from "../helpers/graphs.js";
 
 const db = withTestDatabase("delta");
@@ -101,6 +103,60 @@ describe("a delta channel's snapshot stores what the writes stored", () => {
     await saver.deleteThread(threadId);
     await importThread({ pool: db.pool, records });
     expect(texts((await chat(new PostgresSaver(db.pool), 2).getState(cfg(threadId))).values)).toEqual(before);
+  });
+});
+
+describe("a snapshot read by its elements is kept for the next turn's read", () => {
+  it("the next history read names the kept snapshot, and the statement then sends none of its element rows", async () => {
+    await ready();
+    const pool = testPool({ connectionString: db.url });
+    const sent = recordStatements(pool);
+    try {
+      const saver = new PostgresSaver(pool);
+      const threadId = tid("kept");
+      // A snapshot every 7 updates (two a turn): the reads of turns 5 and 6 walk to the one of turn 4.
+      for (let turn = 0; turn < 6; turn++) await chat(saver, 7).invoke(ask(turn), cfg(threadId));
+      const history = saverStatements("public").deltaHistory;
+      const reads = sent.filter((s) => s.text === history);
+      expect(reads.length).toBeGreaterThan(0);
+      const hinted = reads.filter((s) => (s.values[4] as string[]).length > 0).at(-1);
+      expect(hinted, "a history read naming a kept snapshot").toBeDefined();
+      const elementRows = async (values: unknown[]) =>
+        (await db.pool.query<{ kind: string }>(history, values)).rows.filter((r) => r.kind === "element").length;
+      const without = await elementRows([...hinted!.values.slice(0, 4), [], []]);
+      const with_ = await elementRows(hinted!.values);
+      // The snapshot names its messages (and more than the walk's writes do).
+      expect(with_).toBeLessThan(without);
+      expect(texts((await chat(new PostgresSaver(db.pool), 7).getState(cfg(threadId))).values)).toHaveLength(12);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("a kept snapshot whose row changed since is read again from its row", async () => {
+    await ready();
+    const saver = new PostgresSaver(db.pool);
+    const threadId = tid("stale");
+    const graph = chat(saver, 2);
+    for (let turn = 0; turn < 2; turn++) await graph.invoke(ask(turn), cfg(threadId));
+    const head = (await saver.getTuple(cfg(threadId)))!;
+    const seedOf = async () => (await saver.getDeltaChannelHistory({ config: head.parentConfig!, channels: ["messages"] })).messages!.seed as DeltaSnapshot;
+    expect((await seedOf()).value).toHaveLength(2); // kept now
+    // The snapshot row the walk ends at (the first, two messages) now holds the refs of the newest
+    // (four): rewritten with SQL, as a restore or an import of another copy might.
+    const { rows } = await db.pool.query<{ version: string }>(
+      "SELECT version FROM checkpoint_blobs WHERE thread_id = $1 AND channel = 'messages' AND type <> 'empty' ORDER BY version",
+      [threadId],
+    );
+    expect(rows.length).toBeGreaterThanOrEqual(2);
+    await db.pool.query(
+      `UPDATE checkpoint_blobs b SET type = o.type, value = o.value FROM checkpoint_blobs o
+        WHERE b.thread_id = $1 AND b.channel = 'messages' AND b.version = $2 AND o.thread_id = $1 AND o.channel = 'messages' AND o.version = $3`,
+      [threadId, rows[0]!.version, rows.at(-1)!.version],
+    );
+    const again = await seedOf();
+    expect(again).toBeInstanceOf(DeltaSnapshot);
+    expect(again.value).toHaveLength(4);
   });
 });
 

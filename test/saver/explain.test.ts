@@ -99,7 +99,7 @@ it("put, putWrites, the delta-channel walk and deleteThread use indexes", async 
     "text", "text", "text", "text", "text", "int[]", "text[]", "text[]", "int[]", "int[]", "bytea", "text[]", "text[]", "int[]", "int[]",
   ]);
   expectNoSeqScan(writes);
-  const history = await plan(q.deltaHistory, [threadId, "", checkpointId, ["a"]], ["text", "text", "text", "text[]"]);
+  const history = await plan(q.deltaHistory, [threadId, "", checkpointId, ["a"], [], []], ["text", "text", "text", "text[]", "text[]", "text[]"]);
   expectNoSeqScan(history);
   const del = await plan(q.deleteThread, [threadId], ["text"]);
   expectNoSeqScan(del);
@@ -119,7 +119,7 @@ it("the delta-channel walk reads the rows of its walk, not the thread's (issue 4
         )
       ).rows;
     const before = new Map((await read()).map((r) => [r.relname, Number(r.n)]));
-    const { rows } = await client.query<{ kind: string }>(q.deltaHistory, [threadId, "", checkpointId, ["a"]]);
+    const { rows } = await client.query<{ kind: string }>(q.deltaHistory, [threadId, "", checkpointId, ["a"], [], []]);
     expect(rows.filter((r) => r.kind === "seed")).toHaveLength(1);
     for (const r of await read()) expect(Number(r.n) - (before.get(r.relname) ?? 0), r.relname).toBeLessThanOrEqual(3);
   } finally {

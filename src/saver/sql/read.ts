@@ -199,7 +199,9 @@ export interface DeltaRow {
  * a greater id (never the case for LangGraph's time-ordered ids, so never paid for) is taken only
  * while the walk is shorter than the lineage has checkpoints, so a cycle ends it. A `stopped` row says
  * why a walk that still needed parents stopped (`type`: cycle or missing-parent) at `checkpoint_id`.
- * $1 thread, $2 ns, $3 target id|null (null: the head), $4 channels text[].
+ * $1 thread, $2 ns, $3 target id|null (null: the head), $4 channels text[], $5 and $6 the channels
+ * and versions of seeds the saver kept (elements.ts `ElementMemory`): their rows come, not the
+ * element rows they name.
  */
 export const deltaHistory = (p: Place) => `
 WITH RECURSIVE target AS (
@@ -251,7 +253,16 @@ WITH RECURSIVE target AS (
            SELECT * FROM ${p.s}.checkpoint_writes w
             WHERE w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = chain.checkpoint_id AND w.channel = ANY (chain.walking)
            OFFSET 0) w
-), e1 AS MATERIALIZED (${elementRows(p, "(SELECT thread_id, checkpoint_ns, type, value FROM seeds UNION ALL SELECT thread_id, checkpoint_ns, type, value FROM dw)", undefined, "$1")}
+), kept AS (
+  -- The seeds whose element rows the saver has already.
+  SELECT k.channel, k.version FROM ROWS FROM (pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::text[])) AS k(channel, version)
+), e1 AS MATERIALIZED (${elementRows(
+    p,
+    `(SELECT thread_id, checkpoint_ns, type, value FROM seeds s WHERE NOT EXISTS (SELECT 1 FROM kept k WHERE k.channel = s.channel AND k.version = s.version)
+      UNION ALL SELECT thread_id, checkpoint_ns, type, value FROM dw)`,
+    undefined,
+    "$1",
+  )}
 ), e2 AS MATERIALIZED (${elementRows(p, "e1", "e1", "$1")}
 )
 SELECT 'stopped' AS kind, NULL::int AS depth, s.checkpoint_id, NULL::text AS channel, NULL::text AS version, NULL::text AS task_id,
