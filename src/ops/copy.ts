@@ -43,7 +43,7 @@ import type { Queryable } from "../db/db.js";
 import { isRowBound, type ValueRow } from "../serde/rowserde.js";
 import { LIMITS, checkKey, quoteIdent } from "../validate.js";
 import type { SaverContext } from "../saver/context.js";
-import { knowsElementsSql, type BlobRow } from "../saver/element-codec.js";
+import { KNOWS_ELEMENTS_SQL, type BlobRow } from "../saver/element-codec.js";
 import { ELEMENTS_CHANNEL, REFS_TYPE } from "../saver/elements.js";
 import { hashesSql, rebindStored, refsAreaSql } from "../saver/stored.js";
 import { deleteLockName } from "../saver/sql/gate.js";
@@ -102,12 +102,11 @@ export function copyStatements(schema: string) {
         ON e.${B.threadId} = $1 AND e.${B.checkpointNs} = k.ns AND e.${B.channel} = '${ELEMENTS_CHANNEL}' AND e.${B.version} = k.h`;
   return {
     /**
-     * The two threads' deletion locks, in thread-id order: $1 source (shared), $2 target (exclusive);
-     * and that the transaction knows element rows (an overwrite deletes the target's: migration 0008's guard).
+     * The two threads' deletion locks, in thread-id order: $1 source (shared), $2 target (exclusive).
      */
     lock: `
 SELECT CASE WHEN t.shared THEN pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtext(${lockName}), pg_catalog.hashtext(t.id))
-            ELSE pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(${lockName}), pg_catalog.hashtext(t.id)) END, ${knowsElementsSql}
+            ELSE pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(${lockName}), pg_catalog.hashtext(t.id)) END
   FROM (VALUES ($1::text, true), ($2::text, false)) AS t(id, shared) ORDER BY t.id COLLATE "C"`,
 
     /** $1 source, $2 target, $3 upTo|null: is there anything to copy, is the target taken, is `upTo` a root checkpoint of the source. */
@@ -218,6 +217,8 @@ type Row = Record<string, unknown>;
 export async function copyThread(ctx: SaverContext, sql: Statements, from: string, to: string, options: CopyThreadOptions, started: number): Promise<CopyThreadResult> {
   const upTo = options.upTo ?? null;
   const result = await ctx.db.transaction(async (tx) => {
+    // The transaction knows element rows (an overwrite deletes the target's: migration 0008's guard).
+    await tx.query(KNOWS_ELEMENTS_SQL);
     await tx.query(sql.lock, [from, to]);
     const check = (await tx.query<{ source: boolean; target: boolean; up_to: boolean }>(sql.check, [from, to, upTo])).rows[0]!;
     if (!check.source) throw new ThreadCopyError({ fromThreadId: from, toThreadId: to, reason: "source-missing" });

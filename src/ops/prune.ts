@@ -65,7 +65,7 @@
 import type { Db, Queryable } from "../db/db.js";
 import { HistoryCorruptError, InvalidOptionsError } from "../errors.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
-import { knowsElementsSql } from "../saver/element-names.js";
+import { KNOWS_ELEMENTS_SQL } from "../saver/element-names.js";
 import { readOptions, type PruneCounts, type PruneOptions, type PruneResult, type PruneThreadCounts, type Settings } from "./prune-options.js";
 import { addCounts, addKept, addKeptTotals, addPerThread, addRows, zero, zeroKept, type BatchOutcome, type PerThreadRow } from "./prune-counts.js";
 import { buildSql, pruneLockName, type Lineage, type RoundRow, type Sql } from "./prune-sql.js";
@@ -340,7 +340,8 @@ interface Claimed {
 
 async function claim(tx: Queryable, { sql, o }: Job, threads: string[], lockHeads: boolean): Promise<Claimed> {
   // Every transaction of prune claims first: its lock timeout, and that it knows element rows (migration 0008's guard).
-  await tx.query(`SELECT pg_catalog.set_config('lock_timeout', $1, true), ${knowsElementsSql}`, [`${o.lockTimeoutMs}ms`]);
+  await tx.query("SELECT pg_catalog.set_config('lock_timeout', $1, true)", [`${o.lockTimeoutMs}ms`]);
+  await tx.query(KNOWS_ELEMENTS_SQL);
   const { rows } = await tx.query<ClaimRow>(sql.claim, [threads, pruneLockName(o.schema), lockHeads]);
   const out: Claimed = { threads: [], locked: [], busy: [], whole: [] };
   for (const r of rows) {

@@ -35,7 +35,7 @@ import { MsgpackSerializer } from "../serde/serde.js";
 import { ELEMENTS_CHANNEL, HASH_BYTES, REFS_TYPE } from "./element-names.js";
 
 // The names it reserves live in element-names.ts (loaded without the codec); imported from here too.
-export { ELEMENTS_CHANNEL, HASH_BYTES, KNOWS_ELEMENTS, REFS_TYPE, knowsElementsSql } from "./element-names.js";
+export { ELEMENTS_CHANNEL, HASH_BYTES, KNOWS_ELEMENTS, REFS_TYPE, KNOWS_ELEMENTS_SQL } from "./element-names.js";
 
 /** A row of `checkpoint_blobs`: where a list or an element is stored. */
 export type BlobRow = Extract<ValueRow, { table: "checkpoint_blobs" }>;

@@ -16,8 +16,12 @@ export const ELEMENTS_CHANNEL = "__elements__";
  * migration 0008's trigger refuses to delete one otherwise (issue 26, row 5).
  */
 export const KNOWS_ELEMENTS = { setting: "langgraph_checkpoint_pg.elements", value: "known" } as const;
-/** SQL: say so for the rest of the transaction (a `SELECT` expression). */
-export const knowsElementsSql = `pg_catalog.set_config('${KNOWS_ELEMENTS.setting}', '${KNOWS_ELEMENTS.value}', true)`;
+/**
+ * SQL: say so for the rest of the transaction. A statement of its own (`SET LOCAL`), not a
+ * `set_config()` call: on Citus, with `citus.propagate_set_commands = 'local'`, the coordinator
+ * passes a `SET LOCAL` on to the workers the transaction writes on, where the guard runs.
+ */
+export const KNOWS_ELEMENTS_SQL = `SET LOCAL ${KNOWS_ELEMENTS.setting} = '${KNOWS_ELEMENTS.value}'`;
 /** Bytes of one hash, and of a refs value's tag. */
 export const HASH_BYTES = 16;
 

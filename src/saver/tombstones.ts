@@ -83,6 +83,7 @@
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { ThreadDeletedError } from "../errors.js";
 import { emit } from "../events.js";
+import { KNOWS_ELEMENTS_SQL } from "./element-names.js";
 import type { SaverContext } from "./context.js";
 import type { Threads } from "./threads.js";
 
@@ -98,6 +99,7 @@ export const DEFAULT_KEEP_TOMBSTONES = "7d";
 export async function deleteThread(ctx: SaverContext, threadId: string): Promise<void> {
   const started = performance.now();
   const counts = await ctx.db.transaction(async (tx) => {
+    await tx.query(KNOWS_ELEMENTS_SQL); // element rows go too (migration 0008's guard)
     await tx.query(ctx.queries.lockThreadForDelete, [threadId]);
     return (await tx.query<{ checkpoints: number; writes: number; blobs: number }>(ctx.queries.deleteThread, [threadId])).rows[0]!;
   });

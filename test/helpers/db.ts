@@ -15,7 +15,7 @@ import pg from "pg";
 import { afterAll, beforeAll, inject } from "vitest";
 import { PARTITIONS_SETTING } from "../../src/db/partitions.js";
 import { testPartitions } from "./partitions.js";
-import { knowsElementsSql } from "../../src/saver/element-codec.js";
+import { KNOWS_ELEMENTS_SQL } from "../../src/saver/element-codec.js";
 
 export interface TestDatabase {
   /** Connection URL of the new database; make extra pools or clients from it. */
@@ -159,7 +159,7 @@ export async function queryKnowingElements(pool: pg.Pool, text: string, values: 
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
-    await client.query(`SELECT ${knowsElementsSql}`);
+    await client.query(KNOWS_ELEMENTS_SQL);
     const result = await client.query(text, values);
     await client.query("COMMIT");
     return result;

@@ -8,10 +8,9 @@ import type { Place } from "./place.js";
 /**
  * deleteThread, first statement: the thread's deletion lock, exclusive. It waits for the writes in
  * flight on the thread to commit; later ones wait for this transaction, then find its tombstone.
- * Says the transaction knows element rows (migration 0008's guard). $1 thread.
+ * $1 thread.
  */
-export const lockThreadForDelete = (p: Place) =>
-  `SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(${p.lock}), pg_catalog.hashtext($1::text)), pg_catalog.set_config('langgraph_checkpoint_pg.elements', 'known', true)`;
+export const lockThreadForDelete = (p: Place) => `SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(${p.lock}), pg_catalog.hashtext($1::text))`;
 
 /**
  * deleteThread, second statement (same transaction, a snapshot that sees what the writes in
