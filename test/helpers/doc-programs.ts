@@ -58,7 +58,12 @@ async function pageDatabase(file: string, blocks: DocBlock[]): Promise<TestDatab
         IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = t::regclass AND attname = col AND NOT attisdropped) THEN RAISE 'no column % in %', col, t; END IF;
         IF colocate_with <> 'default' THEN PERFORM colocate_with::regclass; END IF;
       END $$;
-      CREATE FUNCTION public.create_reference_table(t regclass) RETURNS void LANGUAGE sql AS 'SELECT';`);
+      CREATE FUNCTION public.create_reference_table(t regclass) RETURNS void LANGUAGE sql AS 'SELECT';
+      CREATE FUNCTION public.create_distributed_function(f regprocedure, arg text, colocate_with text DEFAULT 'default') RETURNS void
+      LANGUAGE plpgsql AS $$ BEGIN
+        IF NOT EXISTS (SELECT 1 FROM pg_proc WHERE oid = f AND arg = ANY (proargnames)) THEN RAISE 'no argument % in %', arg, f; END IF;
+        IF colocate_with <> 'default' THEN PERFORM colocate_with::regclass; END IF;
+      END $$;`);
   }
   return db;
 }
