@@ -23,7 +23,7 @@ import type { SaverContext } from "./context.js";
 import { elementCodec } from "./element-codec.js";
 import { deltaChannels, elementKey, lineageKey, type StoredElement } from "./elements.js";
 import { decodeStoredValue, namesElements } from "./stored.js";
-import type { DeltaRow, ReadRow } from "./sql/index.js";
+import type { DeltaRow, ListKey, ReadRow } from "./sql/index.js";
 
 /** Decode a value stored whole; `row` is where it is stored (a serializer may check that the value belongs there). */
 function decode(ctx: SaverContext, type: string, value: Buffer | null, row: ValueRow): Promise<unknown> {
@@ -61,14 +61,13 @@ export async function toTuples(ctx: SaverContext, rows: ReadRow[], upcast = true
     const e = byKey.get(keyOf(r))!;
     (r.kind === "blob" ? e.blobs : r.kind === "write" ? e.writes : e.sends).push(r);
   }
-  const entries = [...byKey.values()].sort(
-    (a, b) =>
-      codePointCompare(b.head.checkpoint_id, a.head.checkpoint_id) ||
-      codePointCompare(b.head.thread_id, a.head.thread_id) ||
-      codePointCompare(b.head.checkpoint_ns, a.head.checkpoint_ns),
-  );
+  const entries = [...byKey.values()].sort((a, b) => newestFirst(a.head, b.head));
   return Promise.all(entries.map((e) => toTuple(ctx, e, elements, upcast, remember)));
 }
+
+/** `list`'s order: newest checkpoint id first, then thread and namespace, descending (code points, as the SQL's "C" collation). */
+export const newestFirst = (a: ListKey, b: ListKey): number =>
+  codePointCompare(b.checkpoint_id, a.checkpoint_id) || codePointCompare(b.thread_id, a.thread_id) || codePointCompare(b.checkpoint_ns, a.checkpoint_ns);
 
 async function toTuple(ctx: SaverContext, entry: Entry, elements: Map<string, StoredElement>, upcast: boolean, remember: boolean): Promise<CheckpointTuple> {
   const { head, blobs, writes, sends } = entry;

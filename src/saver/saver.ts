@@ -34,9 +34,9 @@ import { Threads, type Take, type WriteRows } from "./threads.js";
 import { RunLeases } from "./leases.js";
 import { encodePut, runPut } from "./put.js";
 import { checkSetupOptions, checkedSettings, saverOptions, type LineageMode, type SaverOptions, type SetupOptions } from "./options.js";
-import { saverStatements, type DeltaRow, type ListWhere, type ReadRow } from "./sql/index.js";
+import { saverStatements, type DeltaRow, type ListKey, type ListWhere, type ReadRow } from "./sql/index.js";
 import { Runner } from "./runner.js";
-import { toDeltaHistory, toTuples } from "./read.js";
+import { newestFirst, toDeltaHistory, toTuples } from "./read.js";
 import { upgradeState } from "./upgrade.js";
 import { nextVersion } from "./version.js";
 import { ElementMemory, lineageKey } from "./elements.js";
@@ -218,19 +218,38 @@ export class SaverCore extends BaseCheckpointSaver {
     let remaining = limit ?? Number.POSITIVE_INFINITY;
     while (remaining > 0) {
       where.limit = Math.min(remaining, LIST_PAGE);
-      const { text, values } = this.ctx.queries.listPage(where);
-      const res = await this.runner.run<ReadRow>(text, values, "list");
-      const tuples = await toTuples(this.ctx, res.rows);
-      for (const t of tuples) {
+      const page = await this.#listPage(where);
+      for (const t of await toTuples(this.ctx, page.rows)) {
         // The SQL filter ran on the JSONB projection: only exact matches count.
         if (metadataFilter && !metadataFilter.matches(t.metadata)) continue;
         yield t;
         if (--remaining === 0) return;
       }
-      if (tuples.length < where.limit) return;
-      const last = tuples[tuples.length - 1]!.config.configurable!;
+      if (page.keys.length < where.limit) return;
+      const last = page.keys[page.keys.length - 1]!;
       where.cursor = [last.checkpoint_id, last.thread_id, last.checkpoint_ns];
     }
+  }
+
+  /**
+   * One `list` page: its keys, newest first, and its rows. With a thread, one statement; without,
+   * the keys, then each thread's checkpoints (sql/read.ts): one that went in between is left out.
+   */
+  async #listPage(where: ListWhere): Promise<{ keys: ListKey[]; rows: ReadRow[] }> {
+    const { text, values } = this.ctx.queries.listPage(where);
+    if (where.threadId !== undefined) {
+      const { rows } = await this.runner.run<ReadRow>(text, values, "list");
+      return { keys: rows.filter((r) => r.kind === "checkpoint").sort(newestFirst), rows };
+    }
+    const keys = (await this.runner.run<ListKey>(text, values, "list")).rows;
+    const byThread = new Map<string, ListKey[]>();
+    for (const k of keys) byThread.set(k.thread_id, [...(byThread.get(k.thread_id) ?? []), k]);
+    const rows: ReadRow[] = [];
+    for (const [thread, ks] of byThread) {
+      const res = await this.runner.run<ReadRow>(this.ctx.queries.listOfThread, [thread, ks.map((k) => k.checkpoint_ns), ks.map((k) => k.checkpoint_id)], "list");
+      rows.push(...res.rows);
+    }
+    return { keys, rows };
   }
 
   /**

@@ -14,6 +14,7 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, inject } from "vitest";
 import { PARTITIONS_SETTING } from "../../src/db/partitions.js";
+import { citusDatabase, CITUS_DATABASE_PROPAGATION, testCitus } from "./citus.js";
 import { testPartitions } from "./partitions.js";
 import { KNOWS_ELEMENTS_SQL } from "../../src/saver/element-codec.js";
 
@@ -38,8 +39,16 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
   // Random suffix: parallel files (and leftovers of killed runs on a shared server) never collide.
   const name = `t_${slug}_${randomBytes(5).toString("hex")}`;
 
+  const dbUrl = new URL(adminUrl);
+  dbUrl.pathname = `/${name}`;
+  const url = dbUrl.toString();
+  const citus = testCitus();
+
   await withAdmin(adminUrl, async (admin) => {
+    if (citus) await admin.query(CITUS_DATABASE_PROPAGATION);
     await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+    // TEST_CITUS (test/helpers/citus.ts): a Citus database, migrated and distributed as docs/scaling-out.md says.
+    if (citus) await citusDatabase(admin, url, name);
     // TEST_PARTITIONS (README "Tests"): every schema migrated in this database, by any test, gets its tables hash
     // partitioned, as a schema migrated with `partitions` does (src/db/partitions.ts, PARTITIONS_SETTING); and
     // JIT off, as README "Scaling out" advises for partitioned schemas (a fan-out read would compile for seconds).
@@ -50,9 +59,6 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
     }
   });
 
-  const dbUrl = new URL(adminUrl);
-  dbUrl.pathname = `/${name}`;
-  const url = dbUrl.toString();
   const pool = testPool({ connectionString: url, application_name: `test:${slug}` });
 
   let dropped = false;
@@ -64,7 +70,10 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
       if (dropped) return;
       dropped = true;
       await pool.end();
-      await withAdmin(adminUrl, (admin) => admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`));
+      await withAdmin(adminUrl, async (admin) => {
+        if (citus) await admin.query(CITUS_DATABASE_PROPAGATION);
+        await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+      });
     },
   };
 }

@@ -52,10 +52,9 @@ async function pageDatabase(file: string, blocks: DocBlock[]): Promise<TestDatab
     await migrateStore({ pool: db.pool, schema: "agents", ...(vector ? { index: { dims: 3, distanceMetric: "cosine", indexType: "hnsw" } } : {}) });
     // Stand-ins of Citus's functions (docs/scaling-out.md): they check that each table and column a block names exists.
     await db.pool.query(`
-      CREATE FUNCTION public.create_distributed_table(t text, col text, colocate_with text DEFAULT 'default') RETURNS void
+      CREATE FUNCTION public.create_distributed_table(t regclass, col text, colocate_with text DEFAULT 'default') RETURNS void
       LANGUAGE plpgsql AS $$ BEGIN
-        IF t LIKE '%.store_item_vectors' AND pg_catalog.to_regclass(t) IS NULL AND NOT ${vector} THEN RETURN; END IF;
-        IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = t::regclass AND attname = col AND NOT attisdropped) THEN RAISE 'no column % in %', col, t; END IF;
+        IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = t AND attname = col AND NOT attisdropped) THEN RAISE 'no column % in %', col, t; END IF;
         IF colocate_with <> 'default' THEN PERFORM colocate_with::regclass; END IF;
       END $$;
       CREATE FUNCTION public.create_reference_table(t regclass) RETURNS void LANGUAGE sql AS 'SELECT';

@@ -6,11 +6,11 @@
  */
 import { placeOf } from "./place.js";
 import { put, putChecked, putWithWrites } from "./put.js";
-import { deltaHistory, getById, getHead, listPage, type ListWhere } from "./read.js";
+import { deltaHistory, getById, getHead, listOfThread, listPage, type ListWhere } from "./read.js";
 import { deleteThread, headId, insertBlobs, lockThreadForDelete, releaseLease, renameWrites, rewriteCheckpoint, staleBatch } from "./thread.js";
 import { putWrites, putWritesBatch } from "./writes.js";
 
-export type { ListWhere, ReadRow, DeltaRow } from "./read.js";
+export type { ListKey, ListWhere, ReadRow, DeltaRow } from "./read.js";
 export { placeOf, type Place } from "./place.js";
 
 export type Statements = ReturnType<typeof saverStatements>;
@@ -27,6 +27,7 @@ export function saverStatements(schema: string) {
     getHead: getHead(p),
     getById: getById(p),
     listPage: (where: ListWhere) => listPage(p, where),
+    listOfThread: listOfThread(p),
     deltaHistory: deltaHistory(p),
     lockThreadForDelete: lockThreadForDelete(p),
     deleteThread: deleteThread(p),

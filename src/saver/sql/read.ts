@@ -145,7 +145,9 @@ export const getHead = (p: Place) =>
 /**
  * One page of `list`, newest first, keyset-paginated. Built from the conditions actually present,
  * so each variant is a plain index-friendly statement (an `($n IS NULL OR col = $n)` form would give
- * prepared statements a generic plan that scans the whole table).
+ * prepared statements a generic plan that scans the whole table). With a thread: the page read
+ * whole, in one statement. Without one: the page's keys only ({@link listOfThread} then reads each
+ * thread's), so that every statement that reads values stays within one thread (on Citus, one node).
  */
 export function listPage(p: Place, where: ListWhere): { text: string; values: unknown[] } {
   const values: unknown[] = [];
@@ -173,9 +175,26 @@ export function listPage(p: Place, where: ListWhere): { text: string; values: un
     );
   }
   const order = oneLineage ? "checkpoint_id DESC" : "checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC";
-  const page = `SELECT ${CHECKPOINT_COLUMNS} FROM ${p.s}.checkpoints${conds.length ? ` WHERE ${conds.join(" AND ")}` : ""} ORDER BY ${order} LIMIT ${param(where.limit)}`;
-  return { text: readAround(p, page, thread), values };
+  const columns = thread === undefined ? "thread_id, checkpoint_ns, checkpoint_id" : CHECKPOINT_COLUMNS;
+  const page = `SELECT ${columns} FROM ${p.s}.checkpoints${conds.length ? ` WHERE ${conds.join(" AND ")}` : ""} ORDER BY ${order} LIMIT ${param(where.limit)}`;
+  return { text: thread === undefined ? page : readAround(p, page, thread), values };
 }
+
+/** A key of a `list` page without a thread. */
+export interface ListKey {
+  thread_id: string;
+  checkpoint_ns: string;
+  checkpoint_id: string;
+}
+
+/** `list` without a thread, each thread of a page ({@link listPage}'s keys): its checkpoints read whole. $1 thread, $2 namespaces, $3 ids. */
+export const listOfThread = (p: Place) =>
+  readAround(
+    p,
+    `SELECT ${CHECKPOINT_COLUMNS} FROM ${p.s}.checkpoints
+      WHERE thread_id = $1 AND (checkpoint_ns, checkpoint_id) IN (SELECT k.ns, k.id FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS k(ns, id))`,
+    "$1",
+  );
 
 /** A row of {@link deltaHistory}. */
 export interface DeltaRow {

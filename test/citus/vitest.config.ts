@@ -1,0 +1,16 @@
+import { defineConfig } from "vitest/config";
+import base from "../vitest.config.js";
+
+// `npm run test:citus` (docs/scaling-out.md "On Citus"): the saver's and the store's tests on a Citus cluster.
+// TEST_DATABASE_URL names its coordinator (scripts/citus-cluster.sh starts one); each test database is made a
+// Citus database there, its schema `public` migrated and distributed by the docs' SQL block (test/helpers/citus.ts).
+process.env.TEST_CITUS = "1";
+if (!process.env.TEST_DATABASE_URL) throw new Error("npm run test:citus: set TEST_DATABASE_URL to a Citus coordinator (scripts/citus-cluster.sh prints one)");
+
+export default defineConfig({
+  ...base,
+  test: {
+    ...base.test,
+    include: ["test/saver/conformance.test.ts"],
+  },
+});

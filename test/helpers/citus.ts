@@ -1,0 +1,64 @@
+/**
+ * TEST_CITUS (`npm run test:citus`, docs/scaling-out.md "On Citus"): TEST_DATABASE_URL names a Citus
+ * coordinator, and each test database is made a Citus database (the coordinator creates it on every
+ * node; the extension and the nodes registered in it), then migrated (`public`: the saver's tables and
+ * the store's) and distributed by the SQL block of docs/scaling-out.md, as a user runs it. A test that
+ * migrates another schema gets plain tables on the coordinator there.
+ */
+import pg from "pg";
+import { migrate, migrateStore } from "../../src/index.js";
+import { docBlocks } from "./readme.js";
+
+export const testCitus = (): boolean => process.env.TEST_CITUS === "1";
+
+/** What CREATE DATABASE and DROP DATABASE need on the coordinator to reach the workers. */
+export const CITUS_DATABASE_PROPAGATION = "SET citus.enable_create_database_propagation = on";
+
+/** The distribution block of docs/scaling-out.md, for the schema `public` of the database `database`: its statements, each run alone as psql runs them. */
+export function distributionSql(database: string): string[] {
+  const block = docBlocks("docs/scaling-out.md").find((b) => b.lang === "sql" && b.code.includes("create_distributed_table"));
+  if (!block) throw new Error("docs/scaling-out.md: no SQL block with create_distributed_table");
+  const sql = block.code.replace(/\bagents\./g, "public.").replace(/\bDATABASE app\b/g, `DATABASE ${pg.escapeIdentifier(database)}`);
+  return sql
+    .split(/;\s*$/m)
+    .map((s) => s.replace(/^\s*--.*$/gm, "").trim())
+    .filter((s) => s !== "");
+}
+
+/** Makes the new database `name` (created on every node already) a Citus database, migrated and distributed. */
+export async function citusDatabase(admin: pg.Client, url: string, name: string): Promise<void> {
+  const { rows: workers } = await admin.query<{ nodename: string; nodeport: number }>(
+    "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary' ORDER BY nodeid",
+  );
+  const { rows: coordinator } = await admin.query<{ nodename: string; nodeport: number }>("SELECT nodename, nodeport FROM pg_dist_node WHERE groupid = 0");
+  for (const w of workers) {
+    const workerUrl = new URL(url);
+    workerUrl.hostname = w.nodename;
+    workerUrl.port = String(w.nodeport);
+    const client = new pg.Client({ connectionString: workerUrl.toString() });
+    await client.connect();
+    try {
+      await client.query("CREATE EXTENSION IF NOT EXISTS citus");
+    } finally {
+      await client.end();
+    }
+  }
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query("CREATE EXTENSION IF NOT EXISTS citus");
+    const host = coordinator[0] ?? { nodename: new URL(url).hostname, nodeport: Number(new URL(url).port || 5432) };
+    await client.query("SELECT citus_set_coordinator_host($1, $2)", [host.nodename, host.nodeport]);
+    for (const w of workers) await client.query("SELECT citus_add_node($1, $2)", [w.nodename, w.nodeport]);
+  } finally {
+    await client.end();
+  }
+  const pool = new pg.Pool({ connectionString: url, max: 1 });
+  try {
+    await migrate({ pool });
+    await migrateStore({ pool });
+    for (const statement of distributionSql(name)) await pool.query(statement);
+  } finally {
+    await pool.end();
+  }
+}
