@@ -11,6 +11,16 @@ export default defineConfig({
   ...base,
   test: {
     ...base.test,
-    include: ["test/saver/conformance.test.ts"],
+    // What holds on Citus so far (docs/scaling-out.md says what does not yet: copyThread, prune, the store's writes).
+    include: [
+      "test/saver/conformance.test.ts",
+      "test/saver/saver.test.ts",
+      "test/saver/graph.test.ts",
+      "test/saver/semantics.test.ts",
+      "test/saver/lineage.test.ts",
+      "test/saver/tombstones.test.ts",
+      "test/saver/deleted-run.test.ts",
+      "test/saver/reused-thread.test.ts",
+    ],
   },
 });

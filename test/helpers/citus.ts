@@ -11,6 +11,19 @@ import { docBlocks } from "./readme.js";
 
 export const testCitus = (): boolean => process.env.TEST_CITUS === "1";
 
+/**
+ * SQL: the backends of the current database waiting on a lock (pid, application_name, query). On
+ * Citus, the coordinator's backends whose work waits on any node (a statement sent to a worker
+ * waits there, where the coordinator's pg_stat_activity does not show it).
+ */
+export function lockWaitingSql(): string {
+  return testCitus()
+    ? `(SELECT DISTINCT c.pid, c.application_name, c.query FROM pg_catalog.citus_stat_activity w
+         JOIN pg_catalog.citus_stat_activity c ON c.global_pid = w.global_pid AND NOT c.is_worker_query
+        WHERE w.datname = pg_catalog.current_database() AND w.wait_event_type = 'Lock')`
+    : "(SELECT pid, application_name, query FROM pg_catalog.pg_stat_activity WHERE datname = pg_catalog.current_database() AND wait_event_type = 'Lock')";
+}
+
 /** What CREATE DATABASE and DROP DATABASE need on the coordinator to reach the workers. */
 export const CITUS_DATABASE_PROPAGATION = "SET citus.enable_create_database_propagation = on";
 

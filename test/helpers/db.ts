@@ -14,7 +14,7 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, inject } from "vitest";
 import { PARTITIONS_SETTING } from "../../src/db/partitions.js";
-import { citusDatabase, CITUS_DATABASE_PROPAGATION, testCitus } from "./citus.js";
+import { citusDatabase, CITUS_DATABASE_PROPAGATION, lockWaitingSql, testCitus } from "./citus.js";
 import { testPartitions } from "./partitions.js";
 import { KNOWS_ELEMENTS_SQL } from "../../src/saver/element-codec.js";
 
@@ -145,7 +145,7 @@ export async function waitForLockWait(pool: pg.Pool, marker: string, timeoutMs =
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const { rows } = await pool.query(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND position($1 in query) > 0",
+      `SELECT count(*)::int AS n FROM ${lockWaitingSql()} a WHERE position($1 in a.query) > 0`,
       [marker],
     );
     if (rows[0].n > 0) return;

@@ -832,8 +832,8 @@ describe("linear lineage mode with ordinary graphs", () => {
     expect(await run(linear, linearB)).toEqual(ref);
     // Every lineage has its head (one by the primary key), naming one of its checkpoints, whatever happened.
     const { rows } = await db.pool.query(
-      `SELECT c.thread_id, c.checkpoint_ns FROM checkpoints c WHERE c.thread_id LIKE $1 GROUP BY 1, 2
-       HAVING NOT EXISTS (SELECT 1 FROM checkpoint_heads h JOIN checkpoints x USING (thread_id, checkpoint_ns, checkpoint_id)
+      `SELECT DISTINCT c.thread_id, c.checkpoint_ns FROM checkpoints c WHERE c.thread_id LIKE $1
+          AND NOT EXISTS (SELECT 1 FROM checkpoint_heads h JOIN checkpoints x USING (thread_id, checkpoint_ns, checkpoint_id)
                            WHERE h.thread_id = c.thread_id AND h.checkpoint_ns = c.checkpoint_ns)`,
       [`${thread}-%`],
     );

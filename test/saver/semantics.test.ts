@@ -26,6 +26,7 @@ import { type BaseCheckpointSaver, type Checkpoint, emptyCheckpoint, uuid6 } fro
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrate, PostgresSaver } from "../../src/index.js";
+import { lockWaitingSql } from "../helpers/citus.js";
 import { waitForLockWait, withTestDatabase } from "../helpers/db.js";
 import { history, nestedGraph, parallelInterruptGraph, plainValues, shape, tid } from "../helpers/graphs.js";
 
@@ -365,7 +366,7 @@ describe("one thread's results come back in call order", () => {
       const lockWaiter = async () => {
         for (let i = 0; i < 500; i++) {
           const { rows } = await db.pool.query(
-            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'ordered-writers' AND wait_event_type = 'Lock'",
+            `SELECT count(*)::int AS n FROM ${lockWaitingSql()} a WHERE a.application_name = 'ordered-writers'`,
           );
           if (rows[0].n > 0) return;
           await new Promise((r) => setTimeout(r, 10));

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# A Citus cluster on this machine for `npm run test:citus` (docs/scaling-out.md, "On Citus"): a coordinator and
+# two workers of Debian's PostgreSQL 15 on localhost, in throwaway folders, fsync off. Prints the coordinator's
+# URL (for TEST_DATABASE_URL) on stdout; `scripts/citus-cluster.sh stop` stops it.
+#
+# Citus itself is built and installed first when PostgreSQL 15 does not have it, from CITUS_SOURCE (a release
+# tarball, e.g. citus-13.2.2.tar.gz) with CITUS_PATCH applied when set (Debian and root: apt-get, make install);
+# a machine that keeps it skips the build. Environment: CITUS_DIR (folders, default /tmp/lgpg-citus),
+# CITUS_PORT (the coordinator's; the workers take the next two; default 9700).
+set -euo pipefail
+
+PG_BIN=/usr/lib/postgresql/15/bin
+DIR="${CITUS_DIR:-/tmp/lgpg-citus}"
+PORT="${CITUS_PORT:-9700}"
+PORTS=("$PORT" "$((PORT + 1))" "$((PORT + 2))")
+log() { printf '[citus] %s\n' "$*" >&2; }
+# The servers run as the postgres OS user when this runs as root (Postgres refuses root).
+as_pg() { if [ "$(id -u)" = 0 ]; then su postgres -s /bin/bash -c "$*"; else bash -c "$*"; fi; }
+
+stop() {
+  for p in "${PORTS[@]}"; do
+    [ -f "$DIR/$p/postmaster.pid" ] && as_pg "$PG_BIN/pg_ctl -D $DIR/$p -m immediate stop >/dev/null" || true
+  done
+}
+if [ "${1:-}" = stop ]; then stop; exit 0; fi
+
+if [ ! -f /usr/lib/postgresql/15/lib/citus.so ]; then
+  [ -n "${CITUS_SOURCE:-}" ] || { log "Citus is not installed for PostgreSQL 15: install it, or set CITUS_SOURCE to a release tarball to build"; exit 1; }
+  started=$SECONDS
+  log "building Citus from $CITUS_SOURCE"
+  export DEBIAN_FRONTEND=noninteractive
+  # postgresql-server-dev-15 moves postgresql-15 to its own minor release: restart servers started before.
+  { apt-get update -qq && apt-get install -y -qq postgresql-15 postgresql-server-dev-15 libkrb5-dev liblz4-dev libzstd-dev flex bison make gcc; } >/dev/null
+  build="$(mktemp -d)"
+  tar xzf "$CITUS_SOURCE" -C "$build" --strip-components=1
+  if [ -n "${CITUS_PATCH:-}" ]; then (cd "$build" && patch -s -p1 < "$CITUS_PATCH"); fi
+  (cd "$build" && ./configure -q --without-libcurl PG_CONFIG="$PG_BIN/pg_config" >/dev/null && make -s -j"$(nproc)" >/dev/null 2>&1 && make -s install >/dev/null)
+  rm -rf "$build"
+  log "Citus installed ($((SECONDS - started)) s)"
+fi
+
+stop
+rm -rf "$DIR"
+mkdir -p "$DIR"
+[ "$(id -u)" = 0 ] && chown postgres "$DIR"
+for p in "${PORTS[@]}"; do
+  as_pg "$PG_BIN/initdb -D $DIR/$p -U postgres --auth=trust -E UTF8 >/dev/null"
+  cat >> "$DIR/$p/postgresql.conf" <<CONF
+port = $p
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$DIR'
+shared_preload_libraries = 'citus'
+max_connections = 300
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+citus.enable_unsafe_triggers = on
+CONF
+  as_pg "$PG_BIN/pg_ctl -D $DIR/$p -l $DIR/$p.log -w start >/dev/null"
+  "$PG_BIN/psql" -qX -h 127.0.0.1 -p "$p" -U postgres -c "CREATE EXTENSION citus" >/dev/null
+done
+"$PG_BIN/psql" -qX -h 127.0.0.1 -p "$PORT" -U postgres -c "SELECT citus_set_coordinator_host('127.0.0.1', $PORT)" \
+  -c "SELECT citus_add_node('127.0.0.1', ${PORTS[1]})" -c "SELECT citus_add_node('127.0.0.1', ${PORTS[2]})" >/dev/null
+log "coordinator 127.0.0.1:$PORT, workers ${PORTS[1]} and ${PORTS[2]}"
+echo "postgres://postgres@127.0.0.1:$PORT/postgres"
