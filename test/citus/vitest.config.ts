@@ -21,6 +21,7 @@ export default defineConfig({
       "test/saver/tombstones.test.ts",
       "test/saver/deleted-run.test.ts",
       "test/saver/reused-thread.test.ts",
+      "test/store/graph.test.ts",
     ],
   },
 });

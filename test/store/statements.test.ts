@@ -144,3 +144,13 @@ it("every vector statement prepares against a store migrated with an index (pgve
     await pglite.close();
   }
 });
+
+it("no ON CONFLICT ... DO UPDATE SET and no UPDATE ... SET calls now() beside a column or adds an interval to a timestamptz (Citus refuses STABLE functions there: issue 43)", () => {
+  // A SET list: up to RETURNING, FROM, WHERE or the statement's (or its CTE's) end.
+  const sets = texts().flatMap(([name, text]) => [...text.matchAll(/\bSET\s([\s\S]*?)(?=RETURNING|\bFROM\b|\bWHERE\b|\n\)|$)/g)].map((m) => [name, m[1]!] as const));
+  expect(sets.length).toBeGreaterThanOrEqual(4);
+  for (const [name, set] of sets) {
+    // now() + interval and updated_at + interval are STABLE (timestamptz + interval); src/store/sql/time.ts's forms are not.
+    expect(set, name).not.toMatch(/now\(\)\s*\+|updated_at\s*\+|\bnow\(\)\s*,/);
+  }
+});

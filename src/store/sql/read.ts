@@ -10,6 +10,7 @@
  * (issue 37). A row without TTL is returned as read: no sweep deletes it.
  */
 import type { Place } from "./place.js";
+import { minutesFromNow } from "./time.js";
 
 /** What every read returns of an item. */
 export interface ItemRow {
@@ -46,7 +47,7 @@ WITH hit AS MATERIALIZED (
    WHERE it.ns_key = $1 AND it.key = $2 AND (it.expires_at IS NULL OR it.expires_at > pg_catalog.now())
 ), touch AS (
   -- Its new expiry, if it has a TTL and is still stored.
-  UPDATE ${p.s}.store_items it SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => it.ttl_minutes * 60)
+  UPDATE ${p.s}.store_items it SET expires_at = ${minutesFromNow("it.ttl_minutes")}
     FROM hit
    WHERE it.ns_key = $1 AND it.key = $2 AND it.key = hit.key AND hit.ttl_minutes IS NOT NULL
   RETURNING it.ns_key, it.key
@@ -82,7 +83,7 @@ WITH hit AS MATERIALIZED (
                         LIMIT 1) it
 ), touch AS (
   -- The new expiry of each one that has a TTL and is still stored.
-  UPDATE ${p.s}.store_items it SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => it.ttl_minutes * 60)
+  UPDATE ${p.s}.store_items it SET expires_at = ${minutesFromNow("it.ttl_minutes")}
     FROM hit
    WHERE it.ns_key = hit.ns_key AND it.key = hit.key AND hit.ttl_minutes IS NOT NULL
   RETURNING it.ns_key, it.key

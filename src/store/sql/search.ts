@@ -9,6 +9,7 @@
  */
 import type { ItemRow } from "./read.js";
 import type { Place } from "./place.js";
+import { minutesFromNow } from "./time.js";
 import { and, type Params, prefixRange } from "./params.js";
 
 /** What a search without vectors asks for. */
@@ -78,7 +79,7 @@ export const refreshFound = (p: Place, found: string, ops: string): string => `
 WITH found AS MATERIALIZED (${found}
 ), touch AS (
   -- The new expiry of each item a refreshing search found that has a TTL and is still stored.
-  UPDATE ${p.s}.store_items it SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => it.ttl_minutes * 60)
+  UPDATE ${p.s}.store_items it SET expires_at = ${minutesFromNow("it.ttl_minutes")}
     FROM found
    WHERE found.op = ANY (${ops}) AND it.ns_key = found.ns_key AND it.key = found.key AND found.ttl_minutes IS NOT NULL
   RETURNING it.ns_key, it.key

@@ -8,6 +8,7 @@
  * precision of a JavaScript Date. A delete takes the item's vectors along (ON DELETE CASCADE).
  */
 import type { Place, VectorPlace } from "./place.js";
+import { afterMillisecond } from "./time.js";
 
 /** One put or delete of a batch, as {@link write} takes it (JSON). */
 export interface WriteRow {
@@ -36,7 +37,7 @@ INSERT INTO ${p.s}.store_items AS it (ns_key, key, value, expires_at, ttl_minute
 VALUES ($1, $2, $3::jsonb, CASE WHEN $4::float8 IS NULL THEN NULL ELSE pg_catalog.now() + pg_catalog.make_interval(secs => $4::float8 * 60) END, $4::float8)
 ON CONFLICT (ns_key, key) DO UPDATE
    SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at, ttl_minutes = EXCLUDED.ttl_minutes,
-       updated_at = GREATEST(pg_catalog.now(), it.updated_at + interval '1 millisecond')`;
+       updated_at = GREATEST(EXCLUDED.updated_at, ${afterMillisecond("it.updated_at")})`;
 
 /** One delete. $1 namespace key, $2 key. */
 export const deleteItem = (p: Place) => `DELETE FROM ${p.s}.store_items WHERE ns_key = $1 AND key = $2`;
@@ -60,7 +61,7 @@ ins AS (
     FROM req WHERE value IS NOT NULL
   ON CONFLICT (ns_key, key) DO UPDATE
      SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at, ttl_minutes = EXCLUDED.ttl_minutes,
-         updated_at = GREATEST(pg_catalog.now(), it.updated_at + interval '1 millisecond')
+         updated_at = GREATEST(EXCLUDED.updated_at, ${afterMillisecond("it.updated_at")})
 )
 SELECT 1 AS done`;
 
@@ -84,7 +85,7 @@ ins AS (
     FROM req WHERE value IS NOT NULL
   ON CONFLICT (ns_key, key) DO UPDATE
      SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at, ttl_minutes = EXCLUDED.ttl_minutes,
-         updated_at = GREATEST(pg_catalog.now(), it.updated_at + interval '1 millisecond')
+         updated_at = GREATEST(EXCLUDED.updated_at, ${afterMillisecond("it.updated_at")})
 ),
 vec AS MATERIALIZED (
   -- The vector rows of the items put, read once.
