@@ -12,7 +12,7 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // `npm test` is the everyday run: a file named *.long.test.ts takes minutes for what it adds, and runs in
     // `npm run test:long` (test/long/vitest.config.ts) with the partitioned re-run; CI runs both.
-    exclude: [...configDefaults.exclude, "test/**/*.long.test.ts"],
+    exclude: [...configDefaults.exclude, "test/**/*.long.test.ts", "test/citus/**"],
     // Starts (or finds) one Postgres server per run; each test file then creates its own database.
     globalSetup: ["test/setup/global-setup.ts"],
     // Keeps the warnings tests provoke on purpose out of the output (see the file).

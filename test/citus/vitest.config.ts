@@ -1,4 +1,4 @@
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 import base from "../vitest.config.js";
 
 // `npm run test:citus` (docs/scaling-out.md "On Citus"): the saver's and the store's tests on a Citus cluster.
@@ -12,7 +12,9 @@ export default defineConfig({
   test: {
     ...base.test,
     // What holds on Citus so far (docs/scaling-out.md says what does not yet: copyThread, prune, the store's writes).
+    exclude: configDefaults.exclude,
     include: [
+      "test/citus/**/*.test.ts",
       "test/saver/conformance.test.ts",
       "test/saver/saver.test.ts",
       "test/saver/graph.test.ts",
