@@ -74,8 +74,8 @@ afterAll(async () => {
   await pool?.end();
 });
 
-/** Statements that touch none of the partitioned tables: transaction control, the schema check (checkpointer_migrations: a reference table). */
-const bookkeeping = (s: Sent) => /^(BEGIN|COMMIT|ROLLBACK)\b/i.test(s.text.trim()) || /checkpointer(_store)?_migrations/.test(s.text);
+/** Statements that touch none of the partitioned tables: transaction control and settings, the schema check (checkpointer_migrations: a reference table). */
+const bookkeeping = (s: Sent) => /^(BEGIN|COMMIT|ROLLBACK|SET LOCAL)\b/i.test(s.text.trim()) || /checkpointer(_store)?_migrations/.test(s.text);
 
 /** The statements `fn` sends (the checks' own are not recorded: another pool). */
 async function capture(fn: () => Promise<unknown>): Promise<Sent[]> {

@@ -57,7 +57,7 @@ const CHECKPOINT_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, parent_chec
 /**
  * The element rows named by the values of `source` (a query with `thread_id`, `checkpoint_ns`,
  * `type` and `value` columns), each once (stored.ts): `except`, a CTE of those already fetched
- * (the chunks' level). `thread`: the parameter naming the one thread read, when there is one.
+ * (the chunks' level). `thread`: the parameter naming the one thread read.
  */
 const elementRows = (p: Place, source: string, except: string | undefined, thread: string) => `
   SELECT r.thread_id, r.checkpoint_ns, r.h, e.type AS type, e.value AS value
@@ -75,13 +75,12 @@ const elementRows = (p: Place, source: string, except: string | undefined, threa
 }`;
 
 /**
- * The one-statement read around `page`, a query of checkpoint rows. `thread`: the parameter naming
- * the page's one thread, when it has one: each table is then looked up by it rather than by the
- * page's column, so on tables partitioned by thread (issue 32) the planner prunes them all to the
- * thread's partition when it plans, as Citus routes a statement whose every table names the key.
+ * The one-statement read around `page`, a query of one thread's checkpoint rows. `t`: the parameter
+ * naming the thread: each table is looked up by it rather than by the page's column, so on tables
+ * partitioned by thread (issue 32) the planner prunes them all to the thread's partition when it
+ * plans, as Citus routes a statement whose every table names the key.
  */
-const readAround = (p: Place, page: string, thread?: string) => {
-  const t = thread ?? "p.thread_id";
+const readAround = (p: Place, page: string, t: string) => {
   return `
 WITH page AS MATERIALIZED (${page}),
 bl AS MATERIALIZED (
@@ -105,9 +104,9 @@ wr AS MATERIALIZED (
     JOIN ${p.s}.checkpoint_writes w ON w.thread_id = ${t} AND w.checkpoint_ns = p.checkpoint_ns AND w.checkpoint_id = p.checkpoint_id
 ),
 -- Values stored by content (stored.ts): the element and chunk rows they name, then the chunks' elements.
-e1 AS MATERIALIZED (${elementRows(p, "(SELECT thread_id, checkpoint_ns, type, value FROM bl UNION ALL SELECT thread_id, checkpoint_ns, type, value FROM wr)", undefined, thread ?? "r.thread_id")}
+e1 AS MATERIALIZED (${elementRows(p, "(SELECT thread_id, checkpoint_ns, type, value FROM bl UNION ALL SELECT thread_id, checkpoint_ns, type, value FROM wr)", undefined, t)}
 ),
-e2 AS MATERIALIZED (${elementRows(p, "e1", "e1", thread ?? "r.thread_id")}
+e2 AS MATERIALIZED (${elementRows(p, "e1", "e1", t)}
 )
 SELECT 'checkpoint' AS kind, p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id AS parent_id,
        NULL::text AS channel, NULL::text AS version, NULL::text AS task_id, NULL::text AS task_path, NULL::int AS idx,
