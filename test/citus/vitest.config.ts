@@ -11,7 +11,8 @@ export default defineConfig({
   ...base,
   test: {
     ...base.test,
-    // What holds on Citus so far (docs/scaling-out.md says what does not yet: copyThread, prune, the store's writes).
+    // What holds on Citus so far (docs/scaling-out.md says what does not yet: copyThread, prune and retention, the store's
+    // batched gets and its TTL sweeper).
     exclude: configDefaults.exclude,
     include: [
       "test/citus/**/*.test.ts",
