@@ -30,7 +30,7 @@ if [ ! -f /usr/lib/postgresql/15/lib/citus.so ]; then
   log "building Citus from $CITUS_SOURCE"
   export DEBIAN_FRONTEND=noninteractive
   # postgresql-server-dev-15 moves postgresql-15 to its own minor release: restart servers started before.
-  { apt-get update -qq && apt-get install -y -qq postgresql-15 postgresql-server-dev-15 libkrb5-dev liblz4-dev libzstd-dev flex bison make gcc; } >/dev/null
+  { apt-get update -qq && apt-get install -y -qq postgresql-15 postgresql-server-dev-15 libkrb5-dev liblz4-dev libzstd-dev flex bison make gcc patch; } >/dev/null
   build="$(mktemp -d)"
   tar xzf "$CITUS_SOURCE" -C "$build" --strip-components=1
   if [ -n "${CITUS_PATCH:-}" ]; then (cd "$build" && patch -s -p1 < "$CITUS_PATCH"); fi
