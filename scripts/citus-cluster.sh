@@ -34,8 +34,10 @@ if [ ! -f /usr/lib/postgresql/15/lib/citus.so ]; then
   build="$(mktemp -d)"
   tar xzf "$CITUS_SOURCE" -C "$build" --strip-components=1
   if [ -n "${CITUS_PATCH:-}" ]; then (cd "$build" && patch -s -p1 < "$CITUS_PATCH"); fi
-  (cd "$build" && ./configure -q --without-libcurl PG_CONFIG="$PG_BIN/pg_config" >/dev/null && make -s -j"$(nproc)" >/dev/null 2>&1 && make -s install >/dev/null)
-  rm -rf "$build"
+  buildlog="$(mktemp)"
+  (cd "$build" && ./configure --without-libcurl PG_CONFIG="$PG_BIN/pg_config" && make -j"$(nproc)" && make install) > "$buildlog" 2>&1 ||
+    { tail -n 40 "$buildlog" >&2; log "the Citus build failed (the log's end above)"; exit 1; }
+  rm -rf "$build" "$buildlog"
   log "Citus installed ($((SECONDS - started)) s)"
 fi
 
