@@ -38,8 +38,22 @@ export function distributionSql(database: string): string[] {
     .filter((s) => s !== "");
 }
 
-/** Makes the new database `name` (created on every node already) a Citus database, migrated and distributed. */
+/**
+ * Makes the new database `name` (created on every node already) a Citus database, migrated and
+ * distributed. One at a time across the run's workers (an advisory lock on the admin database):
+ * `citus_add_node` syncs the role to the worker, and two at once fail there ("tuple concurrently
+ * updated" on the role's row).
+ */
 export async function citusDatabase(admin: pg.Client, url: string, name: string): Promise<void> {
+  await admin.query("SELECT pg_advisory_lock(hashtext('langgraph-checkpoint-pg tests: a Citus database'))");
+  try {
+    await setUp(admin, url, name);
+  } finally {
+    await admin.query("SELECT pg_advisory_unlock(hashtext('langgraph-checkpoint-pg tests: a Citus database'))");
+  }
+}
+
+async function setUp(admin: pg.Client, url: string, name: string): Promise<void> {
   const { rows: workers } = await admin.query<{ nodename: string; nodeport: number }>(
     "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary' ORDER BY nodeid",
   );
