@@ -11,7 +11,7 @@
  */
 import pg from "pg";
 import { PostgresSaver } from "../../src/index.js";
-import { citusDatabase } from "../helpers/citus.js";
+import { citusDatabase, runOn, workers } from "../helpers/citus.js";
 
 export const name = "project-postgres-citus";
 
@@ -22,21 +22,7 @@ export async function createSaver(connectionString: string): Promise<PostgresSav
   const admin = new pg.Client({ connectionString: adminUrl.toString() });
   await admin.connect();
   try {
-    const { rows: workers } = await admin.query<{ nodename: string; nodeport: number }>(
-      "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary'",
-    );
-    for (const w of workers) {
-      const workerAdmin = new URL(adminUrl);
-      workerAdmin.hostname = w.nodename;
-      workerAdmin.port = String(w.nodeport);
-      const client = new pg.Client({ connectionString: workerAdmin.toString() });
-      await client.connect();
-      try {
-        await client.query(`CREATE DATABASE ${pg.escapeIdentifier(database)}`);
-      } finally {
-        await client.end();
-      }
-    }
+    for (const w of await workers(admin, adminUrl.toString())) await runOn(w.url, `CREATE DATABASE ${pg.escapeIdentifier(database)}`);
     await citusDatabase(admin, connectionString, database);
   } finally {
     await admin.end();

@@ -53,30 +53,44 @@ export async function citusDatabase(admin: pg.Client, url: string, name: string)
   }
 }
 
-async function setUp(admin: pg.Client, url: string, name: string): Promise<void> {
-  const { rows: workers } = await admin.query<{ nodename: string; nodeport: number }>(
-    "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary' ORDER BY nodeid",
-  );
-  const { rows: coordinator } = await admin.query<{ nodename: string; nodeport: number }>("SELECT nodename, nodeport FROM pg_dist_node WHERE groupid = 0");
-  for (const w of workers) {
-    const workerUrl = new URL(url);
-    workerUrl.hostname = w.nodename;
-    workerUrl.port = String(w.nodeport);
-    const client = new pg.Client({ connectionString: workerUrl.toString() });
-    await client.connect();
-    try {
-      await client.query("CREATE EXTENSION IF NOT EXISTS citus");
-    } finally {
-      await client.end();
-    }
+interface Node {
+  nodename: string;
+  nodeport: number;
+}
+
+/** The cluster's workers (as the admin database's metadata names them), each with `url` pointed at it. */
+export async function workers(admin: pg.Client, url: string): Promise<(Node & { url: string })[]> {
+  const { rows } = await admin.query<Node>("SELECT nodename, nodeport FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary' ORDER BY nodeid");
+  return rows.map((w) => {
+    const at = new URL(url);
+    at.hostname = w.nodename;
+    at.port = String(w.nodeport);
+    return { ...w, url: at.toString() };
+  });
+}
+
+/** Runs `sql` once on the database `url` names. */
+export async function runOn(url: string, sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
   }
+}
+
+async function setUp(admin: pg.Client, url: string, name: string): Promise<void> {
+  const nodes = await workers(admin, url);
+  const { rows: coordinator } = await admin.query<Node>("SELECT nodename, nodeport FROM pg_dist_node WHERE groupid = 0");
+  for (const w of nodes) await runOn(w.url, "CREATE EXTENSION IF NOT EXISTS citus");
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     await client.query("CREATE EXTENSION IF NOT EXISTS citus");
     const host = coordinator[0] ?? { nodename: new URL(url).hostname, nodeport: Number(new URL(url).port || 5432) };
     await client.query("SELECT citus_set_coordinator_host($1, $2)", [host.nodename, host.nodeport]);
-    for (const w of workers) await client.query("SELECT citus_add_node($1, $2)", [w.nodename, w.nodeport]);
+    for (const w of nodes) await client.query("SELECT citus_add_node($1, $2)", [w.nodename, w.nodeport]);
   } finally {
     await client.end();
   }
