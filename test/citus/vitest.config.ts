@@ -22,7 +22,6 @@ export default defineConfig({
       "test/saver/semantics.test.ts",
       "test/saver/lineage.test.ts",
       "test/saver/tombstones.test.ts",
-      "test/saver/deleted-run.test.ts",
       "test/saver/reused-thread.test.ts",
       "test/store/graph.test.ts",
     ],
