@@ -17,6 +17,7 @@ import { startServer, dropAll } from "./db.js";
 import { tenNodeGraph, type Durability } from "./graph.js";
 import { createPgSaver, createRawFloor, loadOurs, saverOn, type PgSaverName } from "./savers.js";
 import { median } from "./stats.js";
+import { ChatThread } from "./workload.js";
 
 const log = (msg: string) => console.error(`[bench cost] ${msg}`);
 const TICK_MS = 10; // Linux's USER_HZ is 100 on every platform Node runs on.
@@ -44,6 +45,8 @@ async function walLsn(admin: pg.Pool): Promise<bigint> {
 
 interface Sample {
   cpuMs?: number;
+  /** This process's CPU (the saver's serialization, the driver, LangGraph): user + system. */
+  clientMs: number;
   walBytes: number;
 }
 
@@ -51,12 +54,18 @@ interface Sample {
 async function measure(admin: pg.Pool, pool: pg.Pool, pid: number, count: number, op: (i: number) => Promise<unknown>, offset: number): Promise<Sample> {
   const cpu0 = await backendCpu(pid);
   const wal0 = await walLsn(admin);
+  const client0 = process.cpuUsage();
   for (let i = 0; i < count; i++) await op(offset + i);
+  const client = process.cpuUsage(client0);
   const wal1 = await walLsn(admin);
   const cpu1 = await backendCpu(pid);
   // The pool's connection must be the one read: a pool of one that kept it.
   if ((await backendPid(pool)) !== pid) throw new Error("the pool replaced its connection during a batch: its CPU is not all read");
-  return { cpuMs: cpu0 === undefined || cpu1 === undefined ? undefined : (cpu1 - cpu0) / count, walBytes: Number(wal1 - wal0) / count };
+  return {
+    cpuMs: cpu0 === undefined || cpu1 === undefined ? undefined : (cpu1 - cpu0) / count,
+    clientMs: (client.user + client.system) / 1000 / count,
+    walBytes: Number(wal1 - wal0) / count,
+  };
 }
 
 /**
@@ -107,6 +116,9 @@ export async function costMain(args: { rounds: number }): Promise<number> {
       const pool = handle.db.pool({ max: 1, idleTimeoutMillis: 0 });
       const graph = tenNodeGraph(saverOn(name, pool));
       runs.set(name, { pool, pid: await backendPid(pool), op: (i) => graph.invoke(`cost-${i}`, durability), per: 40, samples: [] });
+      // One put (the loopback benchmark's: 5 channels, 2 changed) on a thread of its own, on the same connection.
+      const thread = new ChatThread(saverOn(name, pool), `cost-put-${name}`, { remember: false });
+      runs.set(`${name}: put`, { pool, pid: await backendPid(pool), op: (i) => thread.put(i), per: 200, samples: [] });
     }
     const insertPool = floor.db.pool({ max: 1, idleTimeoutMillis: 0 });
     const payload = Buffer.alloc(200, 7);
@@ -130,21 +142,31 @@ export async function costMain(args: { rounds: number }): Promise<number> {
     const insert = runs.get("pg floor: INSERT")!.samples;
     const insertWal = median(insert.map((s) => s.walBytes));
     const insertCpu = insert.every((s) => s.cpuMs !== undefined) ? median(insert.map((s) => s.cpuMs!)) : undefined;
-    console.log(`database cost per 10-node invoke (durability ${durability}; ${args.rounds * 2} batches each, alternating; median [min-max])`);
-    console.log(`  pg floor: one single-row INSERT: WAL ${insertWal.toFixed(0)} B, backend CPU ${insertCpu === undefined ? "n/a" : `${insertCpu.toFixed(3)} ms`}`);
-    const per: Record<string, { wal: number; cpu?: number }> = {};
-    for (const name of ["ours", "official"]) {
+    const insertClient = median(insert.map((s) => s.clientMs));
+    console.log(`database cost per 10-node invoke (durability ${durability}) and per put; ${args.rounds * 2} batches each, alternating; median [min-max]`);
+    console.log(
+      `  pg floor: one single-row INSERT: WAL ${insertWal.toFixed(0)} B, backend CPU ${insertCpu === undefined ? "n/a" : `${insertCpu.toFixed(3)} ms`}, client CPU ${insertClient.toFixed(3)} ms`,
+    );
+    const per: Record<string, { wal: number; cpu?: number; client: number }> = {};
+    for (const name of ["ours", "official", "ours: put", "official: put"]) {
       const s = runs.get(name)!.samples;
       const wal = s.map((x) => x.walBytes);
       const cpu = s.every((x) => x.cpuMs !== undefined) ? s.map((x) => x.cpuMs!) : undefined;
-      per[name] = { wal: median(wal), cpu: cpu && median(cpu) };
+      const client = s.map((x) => x.clientMs);
+      per[name] = { wal: median(wal), cpu: cpu && median(cpu), client: median(client) };
+      const digits = name.endsWith("put") ? 3 : 2;
       console.log(
-        `  ${name.padEnd(8)} WAL ${median(wal).toFixed(0)} B [${spread(wal, 0)}] (${(median(wal) / insertWal).toFixed(1)} INSERTs)` +
-          `, backend CPU ${cpu ? `${median(cpu).toFixed(2)} ms [${spread(cpu, 2)}] (${insertCpu ? `${(median(cpu) / insertCpu).toFixed(1)} INSERTs` : "-"})` : "n/a (the server's processes are not on this machine)"}`,
+        `  ${name.padEnd(13)} WAL ${median(wal).toFixed(0)} B [${spread(wal, 0)}] (${(median(wal) / insertWal).toFixed(1)} INSERTs)` +
+          `, backend CPU ${cpu ? `${median(cpu).toFixed(digits)} ms [${spread(cpu, digits)}] (${insertCpu ? `${(median(cpu) / insertCpu).toFixed(1)} INSERTs` : "-"})` : "n/a (the server's processes are not on this machine)"}` +
+          `, client CPU ${median(client).toFixed(digits)} ms [${spread(client, digits)}]`,
       );
     }
     const ratio = (a?: number, b?: number) => (a === undefined || b === undefined || b === 0 ? "n/a" : `${(a / b).toFixed(2)}x`);
-    console.log(`  ours / official: WAL ${ratio(per.ours!.wal, per.official!.wal)}, backend CPU ${ratio(per.ours!.cpu, per.official!.cpu)}`);
+    for (const [what, a, b] of [["invoke", "ours", "official"], ["put", "ours: put", "official: put"]] as const) {
+      console.log(
+        `  ours / official, per ${what}: WAL ${ratio(per[a]!.wal, per[b]!.wal)}, backend CPU ${ratio(per[a]!.cpu, per[b]!.cpu)}, client CPU ${ratio(per[a]!.client, per[b]!.client)}`,
+      );
+    }
     await walByRelation(admin, runs);
     return 0;
   } finally {
