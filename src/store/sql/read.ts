@@ -12,6 +12,10 @@
 import type { Place } from "./place.js";
 import { minutesFromNow } from "./time.js";
 
+/** A batch's requests, from $1 (a JSON array of `[namespace key, key]`): `op` (0-based), `ns_key`, `key`. */
+const requests = `(SELECT x.ord::int - 1 AS op, x.r ->> 0 AS ns_key, x.r ->> 1 AS key
+          FROM pg_catalog.jsonb_array_elements($1::jsonb) WITH ORDINALITY AS x(r, ord))`;
+
 /** What every read returns of an item. */
 export interface ItemRow {
   /** The namespace's labels joined by U+0001 (input.ts nsKey). */
@@ -58,15 +62,15 @@ SELECT hit.ns_key, hit.key, hit.value, hit.created_at, hit.updated_at, hit.ttl_m
 
 /**
  * Several items: $1 a JSON array of `[namespace key, key]`; each row says which one it answers
- * (`op`, 0-based). LATERAL ... LIMIT 1: one primary-key probe per request, never a hash join over
- * the whole table.
+ * (`op`, 0-based). A join on the primary key: a probe per request on a large table. It is a plain
+ * join, not a LATERAL probe with LIMIT, so that Citus can send it to every shard of a store
+ * distributed by namespace (a batch's keys may be on several nodes; docs/scaling-out.md).
  */
 export const getMany = (p: Place) => `
-SELECT r.ord::int - 1 AS op, it.ns_key, it.key, it.value, it.created_at, it.updated_at, it.ttl_minutes
-  FROM pg_catalog.jsonb_array_elements($1::jsonb) WITH ORDINALITY AS r(x, ord)
- CROSS JOIN LATERAL (SELECT * FROM ${p.s}.store_items i
-                      WHERE i.ns_key = r.x ->> 0 AND i.key = r.x ->> 1 AND (i.expires_at IS NULL OR i.expires_at > pg_catalog.now())
-                      LIMIT 1) it`;
+SELECT r.op, it.ns_key, it.key, it.value, it.created_at, it.updated_at, it.ttl_minutes
+  FROM ${requests} r
+  JOIN ${p.s}.store_items it ON it.ns_key = r.ns_key AND it.key = r.key
+ WHERE it.expires_at IS NULL OR it.expires_at > pg_catalog.now()`;
 
 /**
  * {@link getMany}, refreshing the items' TTLs. $1 a JSON array of `[namespace key, key]`. The
@@ -75,12 +79,11 @@ SELECT r.ord::int - 1 AS op, it.ns_key, it.key, it.value, it.created_at, it.upda
  */
 export const getManyRefreshing = (p: Place) => `
 WITH hit AS MATERIALIZED (
-  -- The items asked for that have not expired, one primary-key probe each.
-  SELECT r.ord::int - 1 AS op, it.ns_key, it.key, it.value, it.created_at, it.updated_at, it.ttl_minutes
-    FROM pg_catalog.jsonb_array_elements($1::jsonb) WITH ORDINALITY AS r(x, ord)
-   CROSS JOIN LATERAL (SELECT * FROM ${p.s}.store_items i
-                        WHERE i.ns_key = r.x ->> 0 AND i.key = r.x ->> 1 AND (i.expires_at IS NULL OR i.expires_at > pg_catalog.now())
-                        LIMIT 1) it
+  -- The items asked for that have not expired.
+  SELECT r.op, it.ns_key, it.key, it.value, it.created_at, it.updated_at, it.ttl_minutes
+    FROM ${requests} r
+    JOIN ${p.s}.store_items it ON it.ns_key = r.ns_key AND it.key = r.key
+   WHERE it.expires_at IS NULL OR it.expires_at > pg_catalog.now()
 ), touch AS (
   -- The new expiry of each one that has a TTL and is still stored.
   UPDATE ${p.s}.store_items it SET expires_at = ${minutesFromNow("it.ttl_minutes")}
