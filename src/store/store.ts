@@ -31,7 +31,7 @@ import {
 } from "./options.js";
 import { BOUNDED_POOL } from "../db/db.js";
 import { prepareWrite, runBatch, searchRead, searchRows, toItem, toSearchItem, type StoreContext } from "./batch.js";
-import { reindexPage, reindexWrite, storeStatements, vectorExtension, vectorPlaceOf, type ItemRow, type StoreStatements, type VectorPlace } from "./sql/index.js";
+import { SWEEP_LOCK_TIMEOUT, reindexPage, reindexWrite, storeStatements, sweepLock, sweepLockWaiting, vectorExtension, vectorPlaceOf, type ItemRow, type StoreStatements, type VectorPlace } from "./sql/index.js";
 import { SWEEP_BATCH, Sweeper } from "./ttl.js";
 import { embedDocuments, vectorText } from "./vector.js";
 
@@ -402,13 +402,32 @@ export class PostgresStore extends BaseStore {
   }
 
   async #sweep(wait: boolean): Promise<number> {
-    const text = wait ? this.#q.sweepWaiting : this.#q.sweep;
+    await this.#ensureReady();
     let total = 0;
     for (;;) {
-      const res = await this.#run<{ got: boolean; n: number }>(text, [this.schema, SWEEP_BATCH], "sweepExpiredItems");
-      const { got, n } = res.rows[0]!;
-      total += n;
-      if (!got || n < SWEEP_BATCH) return total;
+      const n = await this.#sweepBatch(wait);
+      // The sweeper skips a round another sweep holds, or one a held row made give way; a sweep by hand tries again.
+      if (n === undefined && !wait) return total;
+      total += n ?? 0;
+      if (n !== undefined && n < SWEEP_BATCH) return total;
+    }
+  }
+
+  /**
+   * One batch (sql/maintenance.ts): the items it deleted, or undefined when another sweep held the
+   * lock (the sweeper does not wait for it) or the delete gave way to a row another transaction holds.
+   */
+  async #sweepBatch(wait: boolean): Promise<number | undefined> {
+    try {
+      return await this.#db.transaction(async (tx) => {
+        if (wait) await tx.query(sweepLockWaiting, [this.schema]);
+        else if (!(await tx.query<{ got: boolean }>(sweepLock, [this.schema])).rows[0]!.got) return undefined;
+        await tx.query(`SET LOCAL lock_timeout = '${SWEEP_LOCK_TIMEOUT}'`);
+        return (await tx.query<{ n: number }>(this.#q.sweep, [SWEEP_BATCH])).rows[0]!.n;
+      });
+    } catch (err) {
+      if (sqlStateOf(err) === "55P03") return undefined;
+      throw await this.#failure(err, "sweepExpiredItems");
     }
   }
 

@@ -39,6 +39,16 @@ export function distributionSql(database: string): string[] {
 }
 
 /**
+ * The store's lines of that block, for the store migrated into `schema` (a test's own): its tables
+ * distributed by namespace, as a user distributes them.
+ */
+export function storeDistributionSql(schema: string): string[] {
+  return distributionSql("unused")
+    .filter((s) => /store_item|checkpointer_store_migrations/.test(s))
+    .map((s) => s.replace(/\bpublic\./g, `${schema}.`));
+}
+
+/**
  * Makes the new database `name` (created on every node already) a Citus database, migrated and
  * distributed. One at a time across the run's workers (an advisory lock on the admin database):
  * `citus_add_node` syncs the role to the worker, and two at once fail there ("tuple concurrently

@@ -24,6 +24,8 @@ import {
   searchesOfBatch,
   storeStatements,
   textSearch,
+  sweepLock,
+  sweepLockWaiting,
   vectorExtension,
   vectorPlaceOf,
   vectorSearch,
@@ -42,7 +44,7 @@ function texts(): [string, string][] {
   const q = storeStatements(SCHEMA);
   const out: [string, string][] = [];
   for (const [name, statement] of Object.entries(q)) if (typeof statement === "string") out.push([name, statement]);
-  out.push(["vectorExtension", vectorExtension]);
+  out.push(["vectorExtension", vectorExtension], ["sweepLock", sweepLock], ["sweepLockWaiting", sweepLockWaiting]);
   const built = (name: string, build: (params: Params) => string) => out.push([name, build(new Params())]);
   const filter = (params: Params) => compileFilter(FILTER, "it.value", params, "filter");
   built("filterSearch (every namespace)", (params) => filterSearch(q.p, 0, { prefix: [], limit: 10, offset: 0 }, params));
@@ -85,7 +87,7 @@ it("every statement prepares against the migrated schema; one naming a column it
   const run = (text: string) => client.query(text);
   try {
     const all = texts();
-    expect(all.length).toBe(19);
+    expect(all.length).toBe(20);
     for (const [name, text] of all) await expect(prepare(run, text), name).resolves.toBeUndefined();
     const misspelled = storeStatements(SCHEMA).getRefreshing.replace("it.ttl_minutes * 60", "it.ttl_minute * 60");
     expect(misspelled).not.toBe(storeStatements(SCHEMA).getRefreshing);

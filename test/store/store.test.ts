@@ -10,7 +10,8 @@ import { AsyncBatchedStore, InMemoryStore, type BaseStore } from "@langchain/lan
 import { CountingProxy } from "../../bench/proxy.js";
 import { InvalidInputError, PostgresStore } from "../../src/index.js";
 import { nsKey } from "../../src/store/input.js";
-import { storeStatements } from "../../src/store/sql/index.js";
+import { storeStatements, sweepLock } from "../../src/store/sql/index.js";
+import { storeDistributionSql, testCitus } from "../helpers/citus.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
 
 const db = withTestDatabase("store");
@@ -27,6 +28,8 @@ const pool = () => {
 async function store(options: ConstructorParameters<typeof PostgresStore>[1] = {}): Promise<PostgresStore> {
   const s = new PostgresStore(pool(), { schema: fresh(), ...options });
   await s.setup();
+  // On Citus (npm run test:citus), distributed as docs/scaling-out.md says.
+  if (testCitus()) for (const statement of storeDistributionSql(s.schema)) await db.pool.query(statement);
   return s;
 }
 const keys = (items: { key: string }[]) => items.map((i) => i.key).sort();
@@ -188,7 +191,7 @@ describe("TTL", () => {
         "SELECT pg_advisory_xact_lock(hashtext('langgraph-checkpoint-pg:store-sweep'), hashtext(current_database() || '.' || $1))",
         [s.schema],
       );
-      expect((await db.pool.query(storeStatements(s.schema).sweep, [s.schema, 1000])).rows[0]).toEqual({ got: false, n: 0 });
+      expect((await db.pool.query(sweepLock, [s.schema])).rows[0]).toEqual({ got: false });
       // sweepExpiredItems() waits for it instead.
       const waiting = s.sweepExpiredItems();
       await waitFor(async () => {
@@ -197,6 +200,32 @@ describe("TTL", () => {
       });
       await holder.query("COMMIT");
       expect(await waiting).toBe(2);
+    } finally {
+      holder.release();
+    }
+  });
+
+  it("a sweep gives way to a transaction holding an expired item: no deadlock, and a sweep by hand finishes once it commits", async () => {
+    const s = await store({ ttl: { defaultTtl: 10 } });
+    await s.put(["t"], "a", { v: 1 });
+    await s.put(["t"], "b", { v: 1 });
+    await expire(s, "a");
+    await expire(s, "b");
+    const holder = await db.pool.connect();
+    try {
+      await holder.query("BEGIN");
+      await holder.query(`UPDATE ${s.schema}.store_items SET value = '{"v": 2}' WHERE key = 'a'`);
+      const sweeping = s.sweepExpiredItems();
+      // The sweep's delete waits for item a (having deleted b first, or not yet).
+      await waitFor(async () => {
+        const { rows } = await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%DELETE FROM%store_items%'");
+        return rows.length > 0 ? true : undefined;
+      });
+      // The holder now wants item b too: the sweep gives way (lock_timeout) instead of deadlocking with it.
+      expect((await holder.query(`UPDATE ${s.schema}.store_items SET value = '{"v": 2}' WHERE key = 'b'`)).rowCount).toBe(1);
+      await holder.query("COMMIT");
+      expect(await sweeping).toBe(2);
+      expect((await s.getStats()).totalItems).toBe(0);
     } finally {
       holder.release();
     }

@@ -7,7 +7,7 @@
  *   search.ts         filterSearch, textSearch, searchesOfBatch, refreshFound
  *   vector-search.ts  vectorSearch, hybridSearch
  *   namespaces.ts     listNamespaces, listingsOfBatch
- *   maintenance.ts    sweep, sweepWaiting, stats, reindexPage, reindexWrite, vectorExtension
+ *   maintenance.ts    sweep (and its lock), stats, reindexPage, reindexWrite, vectorExtension
  *
  * Tables are named schema-qualified (`"memory".store_items`), columns as the migrations create
  * them (migrations/store/, and vector.ts for the vector table); test/store/statements.test.ts
@@ -23,7 +23,7 @@
  * await pool.query(q.get, [nsKey(["users", "u1"]), "prefs"]);
  * ```
  */
-import { sweep, sweepWaiting, stats } from "./maintenance.js";
+import { sweep, stats } from "./maintenance.js";
 import { get, getMany, getManyRefreshing, getRefreshing } from "./read.js";
 import { deleteItem, put, write } from "./write.js";
 
@@ -46,7 +46,6 @@ export function storeStatements(schema: string) {
     delete: deleteItem(p),
     write: write(p),
     sweep: sweep(p),
-    sweepWaiting: sweepWaiting(p),
     stats: stats(p),
   };
 }
@@ -57,5 +56,5 @@ export { writeWithVectors } from "./write.js";
 export { filterSearch, refreshFound, searchesOfBatch, textSearch } from "./search.js";
 export { hybridSearch, vectorSearch, type VectorTuning } from "./vector-search.js";
 export { listNamespaces, listingsOfBatch, type MatchCondition } from "./namespaces.js";
-export { reindexPage, reindexWrite, vectorExtension } from "./maintenance.js";
+export { SWEEP_LOCK_TIMEOUT, reindexPage, reindexWrite, sweepLock, sweepLockWaiting, vectorExtension } from "./maintenance.js";
 export { Params } from "./params.js";

@@ -2,46 +2,46 @@
  * The statements around the items rather than on one: the TTL sweep (store.ts runs it in batches, by hand or from ttl.ts's sweeper),
  * `getStats`, `reindex`'s two, and the readiness check's look at pgvector.
  *
- * Several processes may run a sweeper on one schema: each sweep statement first takes a
- * transaction-scoped advisory lock (keyed by the database and the schema), so at any moment only
- * one of them deletes. The sweeper only tries it ({@link sweep}: the others skip that round); a
- * sweep called by hand waits for it ({@link sweepWaiting}), so its count covers everything expired
- * when it started. The batch is deleted by its keys, not by `ctid`: in a store partitioned by
- * namespace (docs/scaling-out.md) a ctid names a row only within one partition, and `ctid = ANY
- * (...)` deleted the rows at those places in every partition, expired or not.
+ * A sweep batch is a transaction of three statements: the sweep lock, a `lock_timeout`, the delete.
+ * - Several processes may run a sweeper on one schema: the sweep lock (transaction-scoped, advisory,
+ *   keyed by the database and the schema) lets one of them delete at a time. The sweeper only tries
+ *   it ({@link sweepLock}: the others skip that round); a sweep called by hand waits for it
+ *   ({@link sweepLockWaiting}), so its count covers everything expired when it started.
+ * - The delete gives way to the application's writes: it waits at most {@link SWEEP_LOCK_TIMEOUT}
+ *   for a row another transaction holds, then fails (55P03) and the batch is rolled back. So a
+ *   transaction that holds an expired row and wants one the sweep deleted never deadlocks with it
+ *   (PostgreSQL looks for deadlocks after `deadlock_timeout`, 1 s by default). It does not lock rows
+ *   ahead (`FOR UPDATE SKIP LOCKED`), which Citus refuses in a statement over several shards.
+ * - The batch is deleted by its keys, not by `ctid`: in a store partitioned by namespace
+ *   (docs/scaling-out.md) a ctid names a row only within one partition, and `ctid = ANY (...)`
+ *   deleted the rows at those places in every partition, expired or not.
  */
 import type { Place, VectorPlace } from "./place.js";
 
+/** How long a sweep's delete waits for a row another transaction holds before it gives way. */
+export const SWEEP_LOCK_TIMEOUT = "100ms";
+
+const sweepLockKey = `pg_catalog.hashtext('langgraph-checkpoint-pg:store-sweep'), pg_catalog.hashtext(pg_catalog.concat(pg_catalog.current_database(), '.', $1::text))`;
+
+/** The sweep lock of schema $1, if no other sweep holds it: `got`. */
+export const sweepLock = `SELECT pg_catalog.pg_try_advisory_xact_lock(${sweepLockKey}) AS got`;
+
+/** The sweep lock of schema $1, once the sweep holding it commits. */
+export const sweepLockWaiting = `SELECT pg_catalog.pg_advisory_xact_lock(${sweepLockKey})`;
+
 /**
- * One batch of the sweeper's: up to $2 expired items deleted, if the sweep lock was free. $1 the
- * schema's name (the lock's key). Returns `got` (the lock) and `n` (items deleted).
+ * Up to $1 expired items deleted, oldest expiry first: `n`. The delete checks the expiry again on
+ * the row it deletes, so a row a read refreshed after this statement's snapshot stays.
  */
 export const sweep = (p: Place) => `
-WITH lock AS MATERIALIZED (
-  -- The sweep lock of this schema, if no other sweep holds it.
-  SELECT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext('langgraph-checkpoint-pg:store-sweep'), pg_catalog.hashtext(pg_catalog.concat(pg_catalog.current_database(), '.', $1::text))) AS got
-), gone AS (
-  -- The expired items, oldest expiry first, skipping rows another transaction holds.
+WITH gone AS (
   DELETE FROM ${p.s}.store_items it
-   USING (SELECT ns_key, key FROM ${p.s}.store_items WHERE expires_at <= pg_catalog.now() AND (SELECT got FROM lock)
-           ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) x
-   WHERE it.ns_key = x.ns_key AND it.key = x.key RETURNING 1
+   WHERE (it.ns_key, it.key) IN (SELECT x.ns_key, x.key FROM ${p.s}.store_items x WHERE x.expires_at <= pg_catalog.now()
+                                  ORDER BY x.expires_at LIMIT $1)
+     AND it.expires_at <= pg_catalog.now()
+  RETURNING 1
 )
-SELECT (SELECT got FROM lock) AS got, (SELECT pg_catalog.count(*) FROM gone)::int AS n`;
-
-/** {@link sweep} that waits for the sweep lock (`sweepExpiredItems()`). $1 the schema's name, $2 the batch size. */
-export const sweepWaiting = (p: Place) => `
-WITH lock AS MATERIALIZED (
-  -- The sweep lock of this schema, once the sweep holding it commits.
-  SELECT (SELECT true FROM (SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('langgraph-checkpoint-pg:store-sweep'), pg_catalog.hashtext(pg_catalog.concat(pg_catalog.current_database(), '.', $1::text)))) l) AS got
-), gone AS (
-  -- The expired items, oldest expiry first, skipping rows another transaction holds.
-  DELETE FROM ${p.s}.store_items it
-   USING (SELECT ns_key, key FROM ${p.s}.store_items WHERE expires_at <= pg_catalog.now() AND (SELECT got FROM lock)
-           ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) x
-   WHERE it.ns_key = x.ns_key AND it.key = x.key RETURNING 1
-)
-SELECT (SELECT got FROM lock) AS got, (SELECT pg_catalog.count(*) FROM gone)::int AS n`;
+SELECT pg_catalog.count(*)::int AS n FROM gone`;
 
 /** Counts and times over the whole store, expired items included until swept (`getStats`). */
 export const stats = (p: Place) => `
