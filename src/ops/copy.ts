@@ -24,7 +24,10 @@
  * deletion: writes to the target wait, and the copy waits for those in
  * flight; the source's shared, as a write: a deletion of the source in
  * progress is waited for. Both in thread-id order, so two copies between the
- * same threads in opposite directions cannot deadlock. A target with a
+ * same threads in opposite directions cannot deadlock. Then prune's lock of
+ * the source (prune-sql.ts; after the deletion locks, as compact.ts takes
+ * them): no prune or compaction removes the source's rows between the
+ * statement that picks the checkpoints and the one that copies them. A target with a
  * tombstone (deleted before) can be copied to: the copy's checkpoints are
  * stored, so the tombstone refuses none of them; it keeps refusing what
  * continues the target's deleted history.
@@ -47,6 +50,7 @@ import { KNOWS_ELEMENTS_SQL, type BlobRow } from "../saver/element-codec.js";
 import { ELEMENTS_CHANNEL, REFS_TYPE } from "../saver/elements.js";
 import { hashesSql, rebindStored, refsAreaSql } from "../saver/stored.js";
 import { deleteLockName } from "../saver/sql/gate.js";
+import { pruneLockName } from "./prune-sql.js";
 
 /** Options of `copyThread`. */
 export interface CopyThreadOptions {
@@ -122,16 +126,34 @@ SELECT EXISTS (SELECT 1 FROM ${bl} WHERE ${B.threadId} = $1 AND pg_catalog.start
     OR EXISTS (SELECT 1 FROM ${wr} WHERE ${W.threadId} = $1 AND pg_catalog.starts_with(${W.type}, 'enc:'))
     OR EXISTS (SELECT 1 FROM ${cp} WHERE ${C.threadId} = $1 AND pg_catalog.starts_with(${C.unversionedType}, 'enc:')) AS bound`,
 
-    /** The copy itself, one statement (one snapshot of the source). $1 source, $2 target, $3 upTo|null. Returns the rows inserted. */
-    copy: `
+    /**
+     * $1 prune's lock name, $2 source: prune's lock of the source thread (prune-sql.ts), held to the
+     * end: no prune or compaction removes a row of the source between the two statements below.
+     */
+    pin: `SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1::text), pg_catalog.hashtext($2::text))`,
+
+    /**
+     * What to copy: $1 source, $2 upTo|null. The checkpoints (ns, id) whose id sorts at or before
+     * upTo (all of them without), and their ancestors. A statement of its own, on the source alone:
+     * Citus runs a recursive CTE only in a statement routed to one thread's node.
+     */
+    pick: `
 WITH RECURSIVE picked (ns, id, parent) AS (
   SELECT c.${C.checkpointNs}, c.${C.checkpointId}, c.${C.parentCheckpointId} FROM ${cp} c
-   WHERE c.${C.threadId} = $1 AND ($3::text IS NULL OR c.${C.checkpointId} <= $3)
+   WHERE c.${C.threadId} = $1 AND ($2::text IS NULL OR c.${C.checkpointId} <= $2)
   UNION
   SELECT p.${C.checkpointNs}, p.${C.checkpointId}, p.${C.parentCheckpointId}
     FROM picked k JOIN ${cp} p ON p.${C.threadId} = $1 AND p.${C.checkpointNs} = k.ns AND p.${C.checkpointId} = k.parent
-), sel AS MATERIALIZED (
-  SELECT DISTINCT ns, id FROM picked
+)
+SELECT DISTINCT ns, id FROM picked`,
+
+    /**
+     * The copy itself, one statement: $1 source, $2 target, $3 upTo|null, $4 and $5 the namespaces
+     * and ids {@link pick} chose. Returns the rows inserted.
+     */
+    copy: `
+WITH sel AS MATERIALIZED (
+  SELECT u.ns, u.id FROM ROWS FROM (pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[])) AS u(ns, id)
 ), named AS MATERIALIZED (
   SELECT DISTINCT s.ns, v.key AS channel, v.value AS version
     FROM sel s JOIN ${cp} c ON c.${C.threadId} = $1 AND c.${C.checkpointNs} = s.ns AND c.${C.checkpointId} = s.id
@@ -231,7 +253,11 @@ export async function copyThread(ctx: SaverContext, sql: Statements, from: strin
     }
     // Replaced as deleteThread would delete it (its tombstone included); the lock is held already.
     if (check.target) await tx.query(ctx.queries.deleteThread, [to]);
-    const counts = (await tx.query<{ checkpoints: number; writes: number; blobs: number }>(sql.copy, [from, to, upTo])).rows[0]!;
+    await tx.query(sql.pin, [pruneLockName(ctx.schema), from]);
+    const picked = (await tx.query<{ ns: string; id: string }>(sql.pick, [from, upTo])).rows;
+    const counts = (
+      await tx.query<{ checkpoints: number; writes: number; blobs: number }>(sql.copy, [from, to, upTo, picked.map((r) => r.ns), picked.map((r) => r.id)])
+    ).rows[0]!;
     if (bound) await rebind(ctx, sql, tx, from, to);
     return { ...counts, overwrote: check.target };
   }, { rollback: options.dryRun === true });

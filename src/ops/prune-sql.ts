@@ -21,7 +21,7 @@ export interface Lineage {
  * The name of the per-thread advisory lock prune holds while it works on a
  * thread (with the thread id: `pg_advisory_xact_lock(hashtext(name), hashtext(thread))`).
  * compact.ts takes it too, so prune never decides on a thread's element rows
- * while a compact is changing them.
+ * while a compact is changing them, and so does copy.ts on its source.
  */
 export function pruneLockName(schema: string): string {
   return `langgraph-checkpoint-pg:prune:${schema}`;

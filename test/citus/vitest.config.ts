@@ -11,7 +11,7 @@ export default defineConfig({
   ...base,
   test: {
     ...base.test,
-    // What holds on Citus so far (docs/scaling-out.md says what does not yet: copyThread, prune and retention).
+    // What holds on Citus so far (docs/scaling-out.md says what does not yet: prune and retention).
     exclude: configDefaults.exclude,
     include: [
       "test/citus/**/*.test.ts",
@@ -22,6 +22,7 @@ export default defineConfig({
       "test/saver/lineage.test.ts",
       "test/saver/tombstones.test.ts",
       "test/saver/reused-thread.test.ts",
+      "test/saver/copy.test.ts",
       "test/store/graph.test.ts",
       "test/store/store.test.ts",
       "test/store/ttl-race.test.ts",
