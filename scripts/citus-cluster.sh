@@ -7,6 +7,10 @@
 # tarball, e.g. citus-13.2.2.tar.gz) with CITUS_PATCH applied when set (Debian and root: apt-get, make install);
 # a machine that keeps it skips the build. Environment: CITUS_DIR (folders, default /tmp/lgpg-citus),
 # CITUS_PORT (the coordinator's; the workers take the next two; default 9700).
+#
+# Parts, for CI (.ci/run): `deps` installs only the build's Debian packages (they move postgresql-15 to its
+# minor release, so before any server starts), `install` builds and installs Citus too (it can run in the
+# background while other tests run), then a plain run starts the cluster.
 set -euo pipefail
 
 PG_BIN=/usr/lib/postgresql/15/bin
@@ -24,13 +28,19 @@ stop() {
 }
 if [ "${1:-}" = stop ]; then stop; exit 0; fi
 
-if [ ! -f /usr/lib/postgresql/15/lib/citus.so ]; then
+installed() { [ -f /usr/lib/postgresql/15/lib/citus.so ]; }
+deps() {
+  installed && return 0
   [ -n "${CITUS_SOURCE:-}" ] || { log "Citus is not installed for PostgreSQL 15: install it, or set CITUS_SOURCE to a release tarball to build"; exit 1; }
-  started=$SECONDS
-  log "building Citus from $CITUS_SOURCE"
   export DEBIAN_FRONTEND=noninteractive
   # postgresql-server-dev-15 moves postgresql-15 to its own minor release: restart servers started before.
   { apt-get update -qq && apt-get install -y -qq postgresql-15 postgresql-server-dev-15 libkrb5-dev liblz4-dev libzstd-dev flex bison make gcc patch; } >/dev/null
+}
+install() {
+  installed && return 0
+  deps
+  local started=$SECONDS build buildlog
+  log "building Citus from $CITUS_SOURCE"
   build="$(mktemp -d)"
   tar xzf "$CITUS_SOURCE" -C "$build" --strip-components=1
   if [ -n "${CITUS_PATCH:-}" ]; then (cd "$build" && patch -s -p1 < "$CITUS_PATCH"); fi
@@ -39,7 +49,13 @@ if [ ! -f /usr/lib/postgresql/15/lib/citus.so ]; then
     { tail -n 40 "$buildlog" >&2; log "the Citus build failed (the log's end above)"; exit 1; }
   rm -rf "$build" "$buildlog"
   log "Citus installed ($((SECONDS - started)) s)"
-fi
+}
+case "${1:-}" in
+  deps) deps; exit 0 ;;
+  install) install; exit 0 ;;
+  "") install ;;
+  *) log "usage: $0 [deps|install|stop]"; exit 2 ;;
+esac
 
 stop
 rm -rf "$DIR"

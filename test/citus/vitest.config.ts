@@ -23,6 +23,7 @@ export default defineConfig({
       "test/saver/tombstones.test.ts",
       "test/saver/reused-thread.test.ts",
       "test/saver/copy.test.ts",
+      "test/saver/deleted-run.test.ts",
       "test/store/graph.test.ts",
       "test/store/store.test.ts",
       "test/store/ttl-race.test.ts",
