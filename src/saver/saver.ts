@@ -276,6 +276,7 @@ export class SaverCore extends BaseCheckpointSaver {
     take: Take,
   ): Promise<RunnableConfig> {
     const started = performance.now();
+    const since = this.#threads.putsDone(String(config.configurable?.thread_id));
     try {
       const call = { config, checkpoint, metadata, newVersions };
       const put = async () => runPut(this.ctx, await encodePut(this.ctx, call), started, () => encodePut(this.ctx, call, true), take);
@@ -283,7 +284,7 @@ export class SaverCore extends BaseCheckpointSaver {
         return await put();
       } catch (err) {
         // A subgraph's first checkpoint may reach the database before the root put that starts the conversation.
-        if (!(await waitForRestart(this.#threads, err, config, false))) throw err;
+        if (!(await waitForRestart(this.#threads, err, config, false, since))) throw err;
         return await put();
       }
     } catch (err) {
@@ -311,12 +312,13 @@ export class SaverCore extends BaseCheckpointSaver {
 
   async #putWritesOrRelease(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath: string, queue: (rows: WriteRows) => Promise<void>): Promise<void> {
     const started = performance.now();
+    const since = this.#threads.putsDone(String(config.configurable?.thread_id));
     try {
       try {
         await this.#putWrites(config, writes, taskId, taskPath, started, queue);
       } catch (err) {
         // With async durability a run's writes may reach the database before the put that starts the conversation.
-        if (!(await waitForRestart(this.#threads, err, config, true))) throw err;
+        if (!(await waitForRestart(this.#threads, err, config, true, since))) throw err;
         await this.#putWrites(config, writes, taskId, taskPath, started, queue);
       }
     } catch (err) {

@@ -42,7 +42,8 @@
  *    on the thread, so none lands after it and starts the thread again.
  * 6. `putsSettled`: writes refused because their thread was deleted and not
  *    started again may be a new conversation's, sent before the put that starts
- *    it committed: they wait once for the puts in flight (tombstones.ts).
+ *    it committed: they wait once for the puts in flight, and are sent again if
+ *    one was in flight or settled since they were called (tombstones.ts).
  */
 import { classify, DatabaseOperationError } from "../errors.js";
 import type { ElementRow } from "./elements.js";
@@ -118,6 +119,8 @@ interface Thread {
   /** Settles once the latest operation called on the thread, and all before it, have (1). */
   tail: Promise<void> | undefined;
   lineages: Map<string, Lineage>;
+  /** Puts of the thread settled so far, any lineage (6): the thread stays known while a refused call is in flight. */
+  putsDone: number;
 }
 
 interface Where {
@@ -150,6 +153,7 @@ export class Threads {
       try {
         return await op((maxBytes) => this.#take(lineage, maxBytes));
       } finally {
+        this.#thread(where.threadId).putsDone++;
         lineage.busy--;
         // What waited for this put goes with the lineage's next put if it comes in the same run of
         // promise callbacks (LangGraph's next put follows this one's result), else on its own.
@@ -215,13 +219,21 @@ export class Threads {
   /**
    * Writes refused for a thread deleted and not started again (6): waits for the puts in flight
    * on the thread's root lineage and, for `also`, on that lineage; false when none was in flight
-   * (then nothing can start the thread for them).
+   * and no put of the thread settled since `since` (then nothing has started the thread for them).
+   * A put that settled meanwhile counts: on a slow put (Citus) the writes went out while it was in
+   * flight, and its answer came before their refusal.
    */
-  async putsSettled(threadId: string, also?: { configurable?: Record<string, unknown> }): Promise<boolean> {
+  async putsSettled(threadId: string, since: number, also?: { configurable?: Record<string, unknown> }): Promise<boolean> {
     const lineages = [{ threadId, ns: "" }, ...(also ? [whereOf(also)] : [])].filter((w): w is Where => w !== undefined);
-    if (!lineages.some((w) => (this.#threads.get(w.threadId)?.lineages.get(w.ns)?.puts.size ?? 0) > 0)) return false;
+    const inFlight = lineages.some((w) => (this.#threads.get(w.threadId)?.lineages.get(w.ns)?.puts.size ?? 0) > 0);
     for (const w of lineages) await this.#settled(w, "puts");
-    return true;
+    // Also when a put settled while the refused call was on its way: it may be the one that started the thread.
+    return inFlight || this.putsDone(threadId) > since;
+  }
+
+  /** How many puts of the thread have settled (a mark for {@link putsSettled}'s `since`, taken as a call starts). */
+  putsDone(threadId: string): number {
+    return this.#threads.get(threadId)?.putsDone ?? 0;
   }
 
   /**
@@ -257,7 +269,7 @@ export class Threads {
 
   #thread(threadId: string): Thread {
     let thread = this.#threads.get(threadId);
-    if (!thread) this.#threads.set(threadId, (thread = { tail: undefined, lineages: new Map() }));
+    if (!thread) this.#threads.set(threadId, (thread = { tail: undefined, lineages: new Map(), putsDone: 0 }));
     return thread;
   }
 

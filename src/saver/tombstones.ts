@@ -112,11 +112,13 @@ export async function deleteThread(ctx: SaverContext, threadId: string): Promise
  * (`reason: "thread"`) may be a new conversation's, sent before the put that
  * starts it committed: wait once for the saver's puts in flight on the
  * thread's root lineage (and, for writes, on their own: threads.ts), then say
- * whether to try again. A put in the root namespace is never such a case
- * (LangGraph puts a checkpoint only once its parent's put is done).
+ * whether to try again (one was in flight, or a put of the thread settled
+ * since the call began: `since`, from `threads.putsDone`). A put in the root
+ * namespace is never such a case (LangGraph puts a checkpoint only once its
+ * parent's put is done).
  */
-export async function waitForRestart(threads: Threads, err: unknown, config: RunnableConfig, isWrite: boolean): Promise<boolean> {
+export async function waitForRestart(threads: Threads, err: unknown, config: RunnableConfig, isWrite: boolean, since: number): Promise<boolean> {
   if (!(err instanceof ThreadDeletedError) || err.reason !== "thread") return false;
   if (!isWrite && err.checkpointNs === "") return false;
-  return threads.putsSettled(err.threadId, isWrite ? config : undefined);
+  return threads.putsSettled(err.threadId, since, isWrite ? config : undefined);
 }

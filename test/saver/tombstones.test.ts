@@ -8,9 +8,10 @@
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { uuid6 } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { migrate, MsgpackSerializer, PostgresSaver, ThreadDeletedError, withConflictRetry, withRetry, type SaverEvent } from "../../src/index.js";
 import { deleteLockName } from "../../src/saver/sql/gate.js";
+import { Threads } from "../../src/saver/threads.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
 import { testPool, withTestDatabase } from "../helpers/db.js";
 import { tid } from "../helpers/graphs.js";
@@ -421,5 +422,32 @@ describe("a deletion and a write at the same time (real connections, forced orde
       await writer;
       expect(await rowsOf(threadId)).toEqual(NONE);
     }
+  });
+});
+
+/**
+ * A new conversation's writes refused ('thread') because the put that starts it had not committed
+ * when they were gated are sent again: when that put was still in flight as the refusal came back,
+ * and also when it settled in between (a put slower than the writes' wait behind it, as on Citus,
+ * where a deleted-run test met it). The rule, on the saver's ordering object itself: the timing it
+ * needs cannot be held open from outside.
+ */
+describe("writes refused for a thread not yet started again", () => {
+  const cfg = (thread_id: string) => ({ configurable: { thread_id, checkpoint_ns: "" } });
+
+  it("are sent again when a put of the thread settled after they were called, not when none did", async () => {
+    const threads = new Threads(async () => undefined);
+    // The refused write, still in flight (as it is while its refusal is handled).
+    let settle!: () => void;
+    const write = threads.write(cfg("t"), () => new Promise<void>((resolve) => (settle = resolve)));
+    const since = threads.putsDone("t");
+    void threads.put(cfg("t"), async () => "stored");
+    await vi.waitFor(() => expect(threads.putsDone("t")).toBe(since + 1));
+    // Nothing in flight now, but a put settled since the write was called: try again.
+    expect(await threads.putsSettled("t", since)).toBe(true);
+    // No put since: nothing has started the thread for it.
+    expect(await threads.putsSettled("t", threads.putsDone("t"))).toBe(false);
+    settle();
+    await write;
   });
 });
