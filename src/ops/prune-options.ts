@@ -54,7 +54,7 @@ export interface PruneOptions {
    * run. Default `"7d"`; `0` (or `"0"`, `"0s"`) collects every tombstone.
    */
   keepTombstones?: string | number;
-  /** Threads per batch (one `onProgress` call each). Default 100. */
+  /** Threads per batch (one `onProgress` call each). Default 100. On tables distributed by Citus a batch is one thread (docs/scaling-out.md). */
   batchSize?: number;
   /**
    * At most this many checkpoints (with their writes) deleted per transaction

@@ -37,10 +37,19 @@ export function buildSql(schema: string) {
   const bl = `${s}.${CHECKPOINT_BLOBS.table}`;
   const hd = `${s}.${CHECKPOINT_HEADS.table}`;
   const tb = `${s}.${CHECKPOINT_TOMBSTONES.table}`;
+  /**
+   * The batch's rows of a table (threads $1). The statements over a batch read each table through
+   * this, filtered on the batch's threads and not only joined to them, and their deletes filter
+   * the same way ({@link inBatch}): Citus, given one thread, routes such a statement whole to the
+   * thread's node (it runs a recursive CTE, a correlated subquery, `FOR UPDATE` only there). One
+   * server flattens the subquery: the same plan, the filter once more in its index conditions.
+   */
+  const batch = (table: string) => `(SELECT * FROM ${table} WHERE ${COL.threadId} = ANY ($1::text[]))`;
+  const inBatch = (alias: string) => `${alias}.${COL.threadId} = ANY ($1::text[])`;
 
   /** Checkpoint `c` stores a value for channel `ch` (what ends a delta walk: the seed). */
   const stores = (c: string, ch: string) => `EXISTS (
-      SELECT 1 FROM ${bl} b
+      SELECT 1 FROM ${batch(bl)} b
        WHERE b.${COL.threadId} = ${c}.${COL.threadId} AND b.${COL.checkpointNs} = ${c}.${COL.checkpointNs} AND b.${COL.channel} = ${ch}
          AND b.${COL.version} = ${c}.${COL.checkpoint} -> 'channel_versions' ->> ${ch} AND b.${COL.type} <> 'empty')`;
 
@@ -89,6 +98,22 @@ SELECT id FROM (
   };
 
   /**
+   * {@link threadPage} on tables distributed by Citus, where a recursive CTE over every thread does
+   * not run: the first $2 distinct thread ids after $1 (NULL: from the start) of each table, each
+   * subquery a multi-shard query. It reads every key of the page's threads, where one server's loose
+   * index scan reads one per thread.
+   */
+  const threadPageDistributed = `/* langgraph-checkpoint-pg prune: threads (distributed) */
+SELECT id FROM (
+  (SELECT DISTINCT ${COL.threadId} AS id FROM ${cp} WHERE $1::text IS NULL OR ${COL.threadId} > $1 ORDER BY 1 LIMIT $2)
+  UNION (SELECT DISTINCT ${COL.threadId} FROM ${wr} WHERE $1::text IS NULL OR ${COL.threadId} > $1 ORDER BY 1 LIMIT $2)
+  UNION (SELECT DISTINCT ${COL.threadId} FROM ${bl} WHERE $1::text IS NULL OR ${COL.threadId} > $1 ORDER BY 1 LIMIT $2)
+) t ORDER BY id LIMIT $2`;
+
+  /** $1 the checkpoints table (schema-qualified): distributed by Citus? Run only where the extension is there (citusInstalled). */
+  const distributed = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1::regclass) AS distributed`;
+
+  /**
    * Claim threads for this transaction: an advisory lock per thread (another
    * prune holding one skips it, never waits), then, when $3, the head row of
    * each of their lineages, FOR UPDATE SKIP LOCKED: a head a put is writing
@@ -101,9 +126,9 @@ WITH t AS MATERIALIZED (
   SELECT x.${COL.threadId} FROM pg_catalog.unnest($1::text[]) AS x(${COL.threadId})
    WHERE pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext($2::text), pg_catalog.hashtext(x.${COL.threadId}))
 ), seen AS MATERIALIZED (
-  SELECT h.${COL.threadId}, h.${COL.checkpointNs} FROM ${hd} h JOIN t ON h.${COL.threadId} = t.${COL.threadId}
+  SELECT h.${COL.threadId}, h.${COL.checkpointNs} FROM ${batch(hd)} h JOIN t ON h.${COL.threadId} = t.${COL.threadId}
 ), locked AS MATERIALIZED (
-  SELECT h.${COL.threadId}, h.${COL.checkpointNs} FROM ${hd} h JOIN t ON h.${COL.threadId} = t.${COL.threadId}
+  SELECT h.${COL.threadId}, h.${COL.checkpointNs} FROM ${batch(hd)} h JOIN t ON h.${COL.threadId} = t.${COL.threadId}
    WHERE $3::boolean
      FOR UPDATE OF h SKIP LOCKED
 )
@@ -122,9 +147,9 @@ SELECT t.${COL.threadId} AS thread_id,
 WITH t AS MATERIALIZED (SELECT x.${COL.threadId} FROM pg_catalog.unnest($1::text[]) AS x(${COL.threadId})),
 act AS MATERIALIZED (
   SELECT t.${COL.threadId},
-         greatest((SELECT pg_catalog.max(c.${COL.createdAt}) FROM ${cp} c WHERE c.${COL.threadId} = t.${COL.threadId}),
-                  (SELECT pg_catalog.max(w.${COL.createdAt}) FROM ${wr} w WHERE w.${COL.threadId} = t.${COL.threadId})) AS last_active,
-         (SELECT c.${COL.ttlSeconds} FROM ${hd} h JOIN ${cp} c ON ${sameCheckpoint("c", "h")} WHERE h.${COL.threadId} = t.${COL.threadId}
+         greatest((SELECT pg_catalog.max(c.${COL.createdAt}) FROM ${batch(cp)} c WHERE c.${COL.threadId} = t.${COL.threadId}),
+                  (SELECT pg_catalog.max(w.${COL.createdAt}) FROM ${batch(wr)} w WHERE w.${COL.threadId} = t.${COL.threadId})) AS last_active,
+         (SELECT c.${COL.ttlSeconds} FROM ${batch(hd)} h JOIN ${batch(cp)} c ON ${sameCheckpoint("c", "h")} WHERE h.${COL.threadId} = t.${COL.threadId}
            ORDER BY (h.${COL.checkpointNs} = '') DESC, c.${COL.ttlSeconds} DESC NULLS LAST LIMIT 1) AS ttl
     FROM t
 ), expired AS MATERIALIZED (
@@ -164,24 +189,24 @@ SELECT ARRAY(SELECT x.t FROM pg_catalog.unnest($1::text[]) AS x(t) WHERE ${tryLo
    * lock this transaction holds (`lockForExpiry`).
    */
   const expire = (dry: boolean) => `/* langgraph-checkpoint-pg prune: expire */${idle},
-sized_c AS MATERIALIZED (SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId}, pg_catalog.pg_column_size(c.*) AS bytes FROM expired e JOIN ${cp} c ON c.${COL.threadId} = e.${COL.threadId}),
+sized_c AS MATERIALIZED (SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId}, pg_catalog.pg_column_size(c.*) AS bytes FROM expired e JOIN ${batch(cp)} c ON c.${COL.threadId} = e.${COL.threadId}),
 sized_w AS MATERIALIZED (SELECT w.${COL.threadId}, w.${COL.checkpointNs}, w.${COL.checkpointId}, w.${COL.taskId}, w.${COL.idx}, pg_catalog.pg_column_size(w.*) AS bytes
-                           FROM expired e JOIN ${wr} w ON w.${COL.threadId} = e.${COL.threadId}),
+                           FROM expired e JOIN ${batch(wr)} w ON w.${COL.threadId} = e.${COL.threadId}),
 sized_b AS MATERIALIZED (SELECT b.${COL.threadId}, b.${COL.checkpointNs}, b.${COL.channel}, b.${COL.version}, pg_catalog.pg_column_size(b.*) AS bytes
-                           FROM expired e JOIN ${bl} b ON b.${COL.threadId} = e.${COL.threadId}), ${
+                           FROM expired e JOIN ${batch(bl)} b ON b.${COL.threadId} = e.${COL.threadId}), ${
     dry
       ? `gone_c AS (SELECT ${COL.threadId}, bytes FROM sized_c), gone_w AS (SELECT ${COL.threadId}, bytes FROM sized_w), gone_b AS (SELECT ${COL.threadId}, bytes FROM sized_b)`
       : `tomb AS (${upsertTombstones(
           schema,
-          `SELECT e.${COL.threadId}, GREATEST((SELECT pg_catalog.max(c.${COL.checkpointId}) FROM ${cp} c WHERE c.${COL.threadId} = e.${COL.threadId}),
-                                     (SELECT pg_catalog.max(w.${COL.checkpointId}) FROM ${wr} w WHERE w.${COL.threadId} = e.${COL.threadId}))
+          `SELECT e.${COL.threadId}, GREATEST((SELECT pg_catalog.max(c.${COL.checkpointId}) FROM ${batch(cp)} c WHERE c.${COL.threadId} = e.${COL.threadId}),
+                                     (SELECT pg_catalog.max(w.${COL.checkpointId}) FROM ${batch(wr)} w WHERE w.${COL.threadId} = e.${COL.threadId}))
      FROM expired e`,
         )}),
-gone_c AS (DELETE FROM ${cp} c USING sized_c x WHERE ${sameCheckpoint("c", "x")} RETURNING x.bytes),
-gone_h AS (DELETE FROM ${hd} h USING expired e WHERE h.${COL.threadId} = e.${COL.threadId}),
-gone_w AS (DELETE FROM ${wr} w USING sized_w x WHERE ${sameCheckpoint("w", "x")} AND w.${COL.taskId} = x.${COL.taskId} AND w.${COL.idx} = x.${COL.idx} RETURNING x.bytes),
+gone_c AS (DELETE FROM ${cp} c USING sized_c x WHERE ${inBatch("c")} AND ${sameCheckpoint("c", "x")} RETURNING x.bytes),
+gone_h AS (DELETE FROM ${hd} h USING expired e WHERE ${inBatch("h")} AND h.${COL.threadId} = e.${COL.threadId}),
+gone_w AS (DELETE FROM ${wr} w USING sized_w x WHERE ${inBatch("w")} AND ${sameCheckpoint("w", "x")} AND w.${COL.taskId} = x.${COL.taskId} AND w.${COL.idx} = x.${COL.idx} RETURNING x.bytes),
 gone_b AS (DELETE FROM ${bl} b USING sized_b x
-            WHERE b.${COL.threadId} = x.${COL.threadId} AND b.${COL.checkpointNs} = x.${COL.checkpointNs} AND b.${COL.channel} = x.${COL.channel} AND b.${COL.version} = x.${COL.version}
+            WHERE ${inBatch("b")} AND b.${COL.threadId} = x.${COL.threadId} AND b.${COL.checkpointNs} = x.${COL.checkpointNs} AND b.${COL.channel} = x.${COL.channel} AND b.${COL.version} = x.${COL.version}
            RETURNING x.bytes)`
   }
 SELECT ARRAY(SELECT ${COL.threadId} FROM expired) AS expired,
@@ -210,7 +235,7 @@ WITH RECURSIVE
 th AS MATERIALIZED (SELECT x.${COL.threadId} FROM pg_catalog.unnest($1::text[]) AS x(${COL.threadId})),
 lin AS MATERIALIZED (
   SELECT h.${COL.threadId}, h.${COL.checkpointNs}, h.${COL.checkpointId} AS head_id
-    FROM ${hd} h JOIN th ON h.${COL.threadId} = th.${COL.threadId}
+    FROM ${batch(hd)} h JOIN th ON h.${COL.threadId} = th.${COL.threadId}
    WHERE $4::boolean
      AND ($2::text[] IS NULL OR EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS l(t, n) WHERE l.t = h.${COL.threadId} AND l.n = h.${COL.checkpointNs}))
 ),
@@ -221,16 +246,16 @@ base AS (
   SELECT l.${COL.threadId}, l.${COL.checkpointNs}, l.head_id AS ${COL.checkpointId}, ${KEPT.head} AS why FROM lin l
   UNION ALL
   SELECT n.${COL.threadId}, n.${COL.checkpointNs}, n.${COL.checkpointId}, ${KEPT.keepLast} FROM lin l CROSS JOIN LATERAL (
-    SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId} FROM ${cp} c
+    SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId} FROM ${batch(cp)} c
      WHERE c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs}
      ORDER BY c.${COL.checkpointId} DESC LIMIT $5::int) n
   UNION ALL
   SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId},
          CASE WHEN c.${COL.createdAt} >= pg_catalog.now() - pg_catalog.make_interval(secs => $11::float8) THEN ${KEPT.olderThan} ELSE ${KEPT.grace} END
-    FROM lin l JOIN ${cp} c ON c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs}
+    FROM lin l JOIN ${batch(cp)} c ON c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs}
    WHERE c.${COL.createdAt} >= pg_catalog.now() - pg_catalog.make_interval(secs => $6::float8)
   UNION ALL
-  SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.parentCheckpointId}, ${KEPT.grace} FROM lin l JOIN ${cp} c ON c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs}
+  SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.parentCheckpointId}, ${KEPT.grace} FROM lin l JOIN ${batch(cp)} c ON c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs}
    WHERE c.${COL.createdAt} >= pg_catalog.now() - pg_catalog.make_interval(secs => $7::float8) AND c.${COL.parentCheckpointId} IS NOT NULL
 ),
 why AS MATERIALIZED (
@@ -238,12 +263,12 @@ why AS MATERIALIZED (
 ),
 walk (${COL.threadId}, ${COL.checkpointNs}, ${COL.checkpointId}, parent_id, still) AS (
   SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId}, c.${COL.parentCheckpointId}, ${needs("c")}
-    FROM why k JOIN ${cp} c ON ${sameCheckpoint("c", "k")}
+    FROM why k JOIN ${batch(cp)} c ON ${sameCheckpoint("c", "k")}
   UNION
   SELECT p.${COL.threadId}, p.${COL.checkpointNs}, p.${COL.checkpointId}, p.${COL.parentCheckpointId},
          ARRAY(SELECT x.ch FROM (SELECT pg_catalog.unnest(w.still) UNION SELECT pg_catalog.unnest(${needs("p")})) AS x(ch)
                 WHERE NOT ${stores("p", "x.ch")} ORDER BY 1)
-    FROM walk w JOIN ${cp} p ON p.${COL.threadId} = w.${COL.threadId} AND p.${COL.checkpointNs} = w.${COL.checkpointNs} AND p.${COL.checkpointId} = w.parent_id
+    FROM walk w JOIN ${batch(cp)} p ON p.${COL.threadId} = w.${COL.threadId} AND p.${COL.checkpointNs} = w.${COL.checkpointNs} AND p.${COL.checkpointId} = w.parent_id
    WHERE pg_catalog.cardinality(w.still) > 0
 ),
 kept AS MATERIALIZED (SELECT DISTINCT ${COL.threadId}, ${COL.checkpointNs}, ${COL.checkpointId} FROM walk),
@@ -258,24 +283,24 @@ around (${COL.threadId}, ${COL.checkpointNs}, start_id, at_id, hops) AS (
   SELECT s.${COL.threadId}, s.${COL.checkpointNs}, s.${COL.checkpointId}, s.parent_id, 1 FROM suspect s
   UNION ALL
   SELECT a.${COL.threadId}, a.${COL.checkpointNs}, a.start_id, c.${COL.parentCheckpointId}, a.hops + 1
-    FROM around a JOIN ${cp} c ON c.${COL.threadId} = a.${COL.threadId} AND c.${COL.checkpointNs} = a.${COL.checkpointNs} AND c.${COL.checkpointId} = a.at_id
+    FROM around a JOIN ${batch(cp)} c ON c.${COL.threadId} = a.${COL.threadId} AND c.${COL.checkpointNs} = a.${COL.checkpointNs} AND c.${COL.checkpointId} = a.at_id
    WHERE a.at_id <> a.start_id AND c.${COL.parentCheckpointId} IS NOT NULL
-     AND a.hops <= (SELECT pg_catalog.count(*) FROM ${cp} x WHERE x.${COL.threadId} = a.${COL.threadId} AND x.${COL.checkpointNs} = a.${COL.checkpointNs})
+     AND a.hops <= (SELECT pg_catalog.count(*) FROM ${batch(cp)} x WHERE x.${COL.threadId} = a.${COL.threadId} AND x.${COL.checkpointNs} = a.${COL.checkpointNs})
 ),
 broken AS MATERIALIZED (
   SELECT w.${COL.threadId}, w.${COL.checkpointNs}, w.${COL.checkpointId}, 'missing-parent' AS reason FROM walk w
    WHERE pg_catalog.cardinality(w.still) > 0 AND w.parent_id IS NOT NULL
-     AND NOT EXISTS (SELECT 1 FROM ${cp} p WHERE p.${COL.threadId} = w.${COL.threadId} AND p.${COL.checkpointNs} = w.${COL.checkpointNs} AND p.${COL.checkpointId} = w.parent_id)
+     AND NOT EXISTS (SELECT 1 FROM ${batch(cp)} p WHERE p.${COL.threadId} = w.${COL.threadId} AND p.${COL.checkpointNs} = w.${COL.checkpointNs} AND p.${COL.checkpointId} = w.parent_id)
   UNION ALL
   SELECT a.${COL.threadId}, a.${COL.checkpointNs}, a.start_id, 'cycle' FROM around a
-   WHERE a.at_id = a.start_id OR a.hops > (SELECT pg_catalog.count(*) FROM ${cp} x WHERE x.${COL.threadId} = a.${COL.threadId} AND x.${COL.checkpointNs} = a.${COL.checkpointNs})
+   WHERE a.at_id = a.start_id OR a.hops > (SELECT pg_catalog.count(*) FROM ${batch(cp)} x WHERE x.${COL.threadId} = a.${COL.threadId} AND x.${COL.checkpointNs} = a.${COL.checkpointNs})
    LIMIT 1
 ),
 victims AS MATERIALIZED (
   SELECT v.${COL.threadId}, v.${COL.checkpointNs}, v.${COL.checkpointId}, v.bytes,
          pg_catalog.row_number() OVER (ORDER BY v.${COL.threadId}, v.${COL.checkpointNs}, v.${COL.checkpointId}) AS rn
     FROM lin l CROSS JOIN LATERAL (
-      SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId}, pg_catalog.pg_column_size(c.*) AS bytes FROM ${cp} c
+      SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.checkpointId}, pg_catalog.pg_column_size(c.*) AS bytes FROM ${batch(cp)} c
        WHERE c.${COL.threadId} = l.${COL.threadId} AND c.${COL.checkpointNs} = l.${COL.checkpointNs} AND c.${COL.checkpointId} <> l.head_id
          AND NOT EXISTS (SELECT 1 FROM kept k WHERE ${sameCheckpoint("k", "c")})
        ORDER BY c.${COL.checkpointId}
@@ -294,47 +319,47 @@ kept_by AS MATERIALIZED (
 ),
 needed_writes AS MATERIALIZED (
   SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.parentCheckpointId} AS ${COL.checkpointId}
-    FROM kept k JOIN ${cp} c ON ${sameCheckpoint("c", "k")} WHERE ${legacy("c")}
+    FROM kept k JOIN ${batch(cp)} c ON ${sameCheckpoint("c", "k")} WHERE ${legacy("c")}
   UNION
   SELECT c.${COL.threadId}, c.${COL.checkpointNs}, c.${COL.parentCheckpointId}
-    FROM th JOIN ${cp} c ON c.${COL.threadId} = th.${COL.threadId}
+    FROM th JOIN ${batch(cp)} c ON c.${COL.threadId} = th.${COL.threadId}
    WHERE $9::boolean AND ${legacy("c")} AND NOT EXISTS (SELECT 1 FROM todo t WHERE ${sameCheckpoint("t", "c")})
 ),
 victim_writes AS MATERIALIZED (
   SELECT w.${COL.threadId}, w.${COL.checkpointNs}, w.${COL.checkpointId}, w.${COL.taskId}, w.${COL.idx}, pg_catalog.pg_column_size(w.*) AS bytes
-    FROM todo t JOIN ${wr} w ON ${sameCheckpoint("w", "t")}
+    FROM todo t JOIN ${batch(wr)} w ON ${sameCheckpoint("w", "t")}
    WHERE NOT EXISTS (SELECT 1 FROM needed_writes n WHERE ${sameCheckpoint("n", "w")})
 ),
 orphan_writes AS MATERIALIZED (
   SELECT w.${COL.threadId}, w.${COL.checkpointNs}, w.${COL.checkpointId}, w.${COL.taskId}, w.${COL.idx}, pg_catalog.pg_column_size(w.*) AS bytes
-    FROM th JOIN ${wr} w ON w.${COL.threadId} = th.${COL.threadId}
+    FROM th JOIN ${batch(wr)} w ON w.${COL.threadId} = th.${COL.threadId}
    WHERE $9::boolean AND w.${COL.createdAt} < pg_catalog.now() - pg_catalog.make_interval(secs => $7::float8)
-     AND NOT EXISTS (SELECT 1 FROM ${cp} c WHERE ${sameCheckpoint("c", "w")})
+     AND NOT EXISTS (SELECT 1 FROM ${batch(cp)} c WHERE ${sameCheckpoint("c", "w")})
      AND NOT EXISTS (SELECT 1 FROM needed_writes n WHERE ${sameCheckpoint("n", "w")})
    LIMIT $10::int
 ),
 refs AS MATERIALIZED (
   SELECT c.${COL.threadId}, c.${COL.checkpointNs}, v.key AS ${COL.channel}, v.value AS ${COL.version}
-    FROM th JOIN ${cp} c ON c.${COL.threadId} = th.${COL.threadId}
+    FROM th JOIN ${batch(cp)} c ON c.${COL.threadId} = th.${COL.threadId}
    CROSS JOIN LATERAL pg_catalog.jsonb_each_text(CASE WHEN pg_catalog.jsonb_typeof(c.${COL.checkpoint} -> 'channel_versions') = 'object'
                                            THEN c.${COL.checkpoint} -> 'channel_versions' ELSE '{}'::jsonb END) AS v
    WHERE $9::boolean AND NOT EXISTS (SELECT 1 FROM todo t WHERE ${sameCheckpoint("t", "c")})
 ),
 -- Element rows (saver/stored.ts) that the values remaining checkpoints name, and remaining writes, name: the elements
 -- and chunks in their refs areas, then the chunks' elements.
-elem1 AS MATERIALIZED (${elementRefs(`SELECT b.${COL.threadId}, b.${COL.checkpointNs}, ${refsAreaSql(`b.${COL.type}`, `b.${COL.value}`)} AS area FROM refs r JOIN ${bl} b
+elem1 AS MATERIALIZED (${elementRefs(`SELECT b.${COL.threadId}, b.${COL.checkpointNs}, ${refsAreaSql(`b.${COL.type}`, `b.${COL.value}`)} AS area FROM refs r JOIN ${batch(bl)} b
      ON b.${COL.threadId} = r.${COL.threadId} AND b.${COL.checkpointNs} = r.${COL.checkpointNs} AND b.${COL.channel} = r.${COL.channel} AND b.${COL.version} = r.${COL.version}
   UNION ALL
-  SELECT w.${COL.threadId}, w.${COL.checkpointNs}, ${refsAreaSql(`w.${COL.type}`, `w.${COL.value}`)} FROM th JOIN ${wr} w ON w.${COL.threadId} = th.${COL.threadId}
+  SELECT w.${COL.threadId}, w.${COL.checkpointNs}, ${refsAreaSql(`w.${COL.type}`, `w.${COL.value}`)} FROM th JOIN ${batch(wr)} w ON w.${COL.threadId} = th.${COL.threadId}
    WHERE $9::boolean AND w.${COL.type} LIKE 'pg:%'
      AND NOT EXISTS (SELECT 1 FROM victim_writes v WHERE ${sameWrite("v", "w")})
      AND NOT EXISTS (SELECT 1 FROM orphan_writes o WHERE ${sameWrite("o", "w")})`)}),
-elem2 AS MATERIALIZED (${elementRefs(`SELECT e.${COL.threadId}, e.${COL.checkpointNs}, e.${COL.value} AS area FROM elem1 x JOIN ${bl} e
+elem2 AS MATERIALIZED (${elementRefs(`SELECT e.${COL.threadId}, e.${COL.checkpointNs}, e.${COL.value} AS area FROM elem1 x JOIN ${batch(bl)} e
      ON e.${COL.threadId} = x.${COL.threadId} AND e.${COL.checkpointNs} = x.${COL.checkpointNs} AND e.${COL.channel} = '${ELEMENTS_CHANNEL}' AND e.${COL.version} = x.h
   WHERE e.${COL.type} = '${REFS_TYPE}'`)}),
 unreferenced AS MATERIALIZED (
   SELECT b.${COL.threadId}, b.${COL.checkpointNs}, b.${COL.channel}, b.${COL.version}, b.${COL.rowVersion}, pg_catalog.pg_column_size(b.*) AS bytes
-    FROM th JOIN ${bl} b ON b.${COL.threadId} = th.${COL.threadId}
+    FROM th JOIN ${batch(bl)} b ON b.${COL.threadId} = th.${COL.threadId}
    WHERE $9::boolean
      AND NOT EXISTS (SELECT 1 FROM refs r WHERE r.${COL.threadId} = b.${COL.threadId} AND r.${COL.checkpointNs} = b.${COL.checkpointNs}
                                             AND r.${COL.channel} = b.${COL.channel} AND r.${COL.version} = b.${COL.version})
@@ -347,23 +372,23 @@ unreferenced AS MATERIALIZED (
       ? `gone_c AS (SELECT ${COL.threadId}, bytes FROM todo),
 gone_w AS (SELECT ${COL.threadId}, bytes FROM victim_writes UNION ALL SELECT ${COL.threadId}, bytes FROM orphan_writes),
 gone_b AS (SELECT ${COL.threadId}, bytes FROM unreferenced)`
-      : `gone_c AS (DELETE FROM ${cp} c USING todo t WHERE ${sameCheckpoint("c", "t")}
-                AND NOT EXISTS (SELECT 1 FROM ${hd} h WHERE ${sameCheckpoint("h", "c")}) RETURNING t.bytes),
+      : `gone_c AS (DELETE FROM ${cp} c USING todo t WHERE ${inBatch("c")} AND ${sameCheckpoint("c", "t")}
+                AND NOT EXISTS (SELECT 1 FROM ${batch(hd)} h WHERE ${sameCheckpoint("h", "c")}) RETURNING t.bytes),
 gone_w AS (DELETE FROM ${wr} w USING (SELECT * FROM victim_writes UNION ALL SELECT * FROM orphan_writes) g
-            WHERE ${sameCheckpoint("w", "g")} AND w.${COL.taskId} = g.${COL.taskId} AND w.${COL.idx} = g.${COL.idx} RETURNING g.bytes),
+            WHERE ${inBatch("w")} AND ${sameCheckpoint("w", "g")} AND w.${COL.taskId} = g.${COL.taskId} AND w.${COL.idx} = g.${COL.idx} RETURNING g.bytes),
 -- A put that relies on a value this snapshot finds unreferenced (an element it sent again, a value a
 -- checkpoint with an unknown parent names) touches its row (saver/sql/put.ts): locked here only if
 -- unchanged since the snapshot (a changed row fails the row_version test when re-read), and never
 -- waited for (a put holding it is relying on it); a put that comes later waits, then stores it anew.
 doomed AS MATERIALIZED (
   SELECT b.${COL.threadId}, b.${COL.checkpointNs}, b.${COL.channel}, b.${COL.version}, u.bytes
-    FROM unreferenced u JOIN ${bl} b
+    FROM unreferenced u JOIN ${batch(bl)} b
       ON b.${COL.threadId} = u.${COL.threadId} AND b.${COL.checkpointNs} = u.${COL.checkpointNs} AND b.${COL.channel} = u.${COL.channel} AND b.${COL.version} = u.${COL.version}
      AND b.${COL.rowVersion} = u.${COL.rowVersion}
      FOR UPDATE OF b SKIP LOCKED
 ),
 gone_b AS (DELETE FROM ${bl} b USING doomed d
-            WHERE b.${COL.threadId} = d.${COL.threadId} AND b.${COL.checkpointNs} = d.${COL.checkpointNs} AND b.${COL.channel} = d.${COL.channel} AND b.${COL.version} = d.${COL.version}
+            WHERE ${inBatch("b")} AND b.${COL.threadId} = d.${COL.threadId} AND b.${COL.checkpointNs} = d.${COL.checkpointNs} AND b.${COL.channel} = d.${COL.channel} AND b.${COL.version} = d.${COL.version}
            RETURNING d.bytes)`
   }
 SELECT (SELECT pg_catalog.count(*) FROM gone_c)::int AS checkpoints, (SELECT coalesce(pg_catalog.sum(bytes), 0) FROM gone_c)::bigint AS checkpoint_bytes,
@@ -393,7 +418,7 @@ WITH gone AS (
 SELECT pg_catalog.count(*)::int AS n FROM gone`;
   };
 
-  return { threadPage, claim, idleThreads, lockForExpiry, expire, round, tombstones };
+  return { threadPage, threadPageDistributed, distributed, checkpoints: cp, claim, idleThreads, lockForExpiry, expire, round, tombstones };
 }
 
 export type Sql = ReturnType<typeof buildSql>;

@@ -172,7 +172,7 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
   let batches = 0;
   let aborted = false;
   const job: Job = { sql, o, rules };
-  for await (const threads of threadBatches(db, sql, o)) {
+  for await (const threads of threadBatches(db, sql, o, await isDistributed(db, sql))) {
     if (o.signal?.aborted) {
       aborted = true;
       break;
@@ -210,21 +210,37 @@ async function run(db: Db, o: Settings, started: number): Promise<PruneResult> {
   };
 }
 
-async function* threadBatches(db: Db, sql: Sql, o: Settings): AsyncGenerator<string[]> {
+/**
+ * The batches of threads, `batchSize` at a time. On tables distributed by Citus each batch is one
+ * thread: its statements then route whole to the thread's node (prune-sql.ts `batch`); the listing
+ * is then a multi-shard one.
+ */
+async function* threadBatches(db: Db, sql: Sql, o: Settings, distributed: boolean): AsyncGenerator<string[]> {
+  const each = function* (ids: string[]): Generator<string[]> {
+    if (distributed) for (const id of ids) yield [id];
+    else yield ids;
+  };
   if (o.threadIds) {
-    for (let i = 0; i < o.threadIds.length; i += o.batchSize) yield o.threadIds.slice(i, i + o.batchSize);
+    for (let i = 0; i < o.threadIds.length; i += o.batchSize) yield* each(o.threadIds.slice(i, i + o.batchSize));
     return;
   }
   let cursor: string | undefined;
   for (;;) {
-    const text = sql.threadPage(cursor === undefined);
+    const text = distributed ? sql.threadPageDistributed : sql.threadPage(cursor === undefined);
     const { rows } = await query<{ id: string }>(db, text, [cursor ?? null, o.batchSize], "prune (listing threads)");
     if (rows.length === 0) return;
     const ids = rows.map((r) => r.id);
-    yield ids;
+    yield* each(ids);
     if (ids.length < o.batchSize) return;
     cursor = ids[ids.length - 1];
   }
+}
+
+/** Are the schema's tables distributed by Citus (docs/scaling-out.md)? */
+async function isDistributed(db: Db, sql: Sql): Promise<boolean> {
+  const citus = (await query<{ citus: boolean }>(db, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus", [], "prune (looking for Citus)")).rows[0]!;
+  if (!citus.citus) return false;
+  return (await query<{ distributed: boolean }>(db, sql.distributed, [sql.checkpoints], "prune (looking for Citus)")).rows[0]!.distributed;
 }
 
 /** A dry run reads one consistent snapshot per batch and counts what the real rounds would delete. */
@@ -378,6 +394,8 @@ async function realBatch(db: Db, job: Job, threads: string[]): Promise<BatchOutc
     const idle = await attempt("prune (finding idle threads)", () =>
       db.transaction(async (tx) => {
         const claimed = await claim(tx, job, threads, false);
+        // Every thread another prune's (on Citus a statement over no thread at all would not route).
+        if (claimed.threads.length === 0) return { ids: [], claimed: [] };
         const { rows } = await tx.query<{ thread_id: string }>(sql.idleThreads, expireParams(rules, claimed.threads));
         return { ids: rows.map((r) => r.thread_id), claimed: claimed.threads };
       }),

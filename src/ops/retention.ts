@@ -205,9 +205,12 @@ export class Retention {
       this.#waiting = false;
       const claimed = (
         await tx.query<{ started_at: Date }>(
+          // The time comes in the inserted row (EXCLUDED), the interval in UTC's timestamp: Citus takes only IMMUTABLE
+          // functions in ON CONFLICT's SET and WHERE (the table is a reference table there).
           `INSERT INTO ${table} AS r (${R.job}, ${R.startedAt}, ${R.runs}) VALUES ($1, pg_catalog.now(), 1)
-           ON CONFLICT (${R.job}) DO UPDATE SET ${R.startedAt} = pg_catalog.now(), ${R.runs} = r.${R.runs} + 1
-            WHERE r.${R.startedAt} IS NULL OR r.${R.startedAt} <= pg_catalog.now() - pg_catalog.make_interval(secs => $2::float8)
+           ON CONFLICT (${R.job}) DO UPDATE SET ${R.startedAt} = EXCLUDED.${R.startedAt}, ${R.runs} = r.${R.runs} + 1
+            WHERE r.${R.startedAt} IS NULL
+               OR (r.${R.startedAt} AT TIME ZONE 'UTC') <= (EXCLUDED.${R.startedAt} AT TIME ZONE 'UTC') - pg_catalog.make_interval(secs => $2::float8)
            RETURNING ${R.startedAt} AS started_at`,
           [JOB, this.#settings.everyMs / 1000],
         )

@@ -22,6 +22,7 @@ import {
   type PruneResult,
 } from "../../src/index.js";
 import { makeCheckpoint, meta } from "../helpers/checkpoints.js";
+import { testCitus } from "../helpers/citus.js";
 import { testPool, waitForLockWait, withTestDatabase } from "../helpers/db.js";
 import { deleted, deltaChatGraph, expectDeleted, tableSizes } from "../helpers/prune.js";
 import { approvalGraph, chatGraph, logGraph, mapReduceGraph, nestedGraph, parallelInterruptGraph, plainValues, tid } from "../helpers/graphs.js";
@@ -327,7 +328,12 @@ describe("olderThan", () => {
     return ids;
   }
   const backdate = (thread: string, ids: string[], interval: string) =>
-    db.pool.query(`UPDATE checkpoints SET created_at = created_at - $3::interval WHERE thread_id = $1 AND checkpoint_id = ANY ($2)`, [thread, ids, interval]);
+    // In UTC's timestamp: Citus takes no STABLE function beside a column in an UPDATE (timestamptz - interval is one).
+    db.pool.query(`UPDATE checkpoints SET created_at = ((created_at AT TIME ZONE 'UTC') - $3::interval) AT TIME ZONE 'UTC' WHERE thread_id = $1 AND checkpoint_id = ANY ($2)`, [
+      thread,
+      ids,
+      interval,
+    ]);
   const remaining = async (thread: string) =>
     (await db.pool.query<{ checkpoint_id: string }>("SELECT checkpoint_id FROM checkpoints WHERE thread_id = $1 ORDER BY 1", [thread])).rows.map((r) => r.checkpoint_id);
 
@@ -636,10 +642,13 @@ describe("operations", () => {
     for (const t of threads) for (const word of ["a", "b"]) await logGraph(saver).invoke({ word }, cfg(t));
     const progress: PruneProgress[] = [];
     const r = await prune({ connectionString: db.url, keepLast: 1, grace: 0, threadIds: threads, batchSize: 3, onProgress: (p) => progress.push(p) });
-    expect(progress.map((p) => p.batch)).toEqual([1, 2, 3]);
-    expect(progress.map((p) => p.threadsScanned)).toEqual([3, 6, 7]);
+    // On tables distributed by Citus a batch is one thread (prune.ts threadBatches).
+    const size = testCitus() ? 1 : 3;
+    const scanned = Array.from({ length: Math.ceil(7 / size) }, (_, i) => Math.min(7, (i + 1) * size));
+    expect(progress.map((p) => p.batch)).toEqual(scanned.map((_, i) => i + 1));
+    expect(progress.map((p) => p.threadsScanned)).toEqual(scanned);
     expect(progress.at(-1)!.totals.checkpoints).toBe(r.checkpoints);
-    expect(r).toMatchObject({ threadsScanned: 7, batches: 3, aborted: false });
+    expect(r).toMatchObject({ threadsScanned: 7, batches: scanned.length, aborted: false });
 
     const controller = new AbortController();
     const partial = await prune({
@@ -650,7 +659,7 @@ describe("operations", () => {
       signal: controller.signal,
       onProgress: () => controller.abort(),
     });
-    expect(partial).toMatchObject({ aborted: true, batches: 1, threadsScanned: 2 });
+    expect(partial).toMatchObject({ aborted: true, batches: 1, threadsScanned: testCitus() ? 1 : 2 });
 
     // Without threadIds: every thread of the schema, in id order.
     const seen: string[] = [];
@@ -680,7 +689,9 @@ describe("operations", () => {
     }
   });
 
-  it("works in any schema name", async () => {
+  // Citus 13.2 sends a REVOKE on a function to its workers with the schema's name unquoted: migration 0008 fails
+  // there for a schema whose name needs quotes (docs/scaling-out.md).
+  it.skipIf(testCitus())("works in any schema name", async () => {
     const schema = 'prune "odd"-schema';
     await migrate({ pool: db.pool, schema });
     const other = new PostgresSaver(db.pool, { schema });
