@@ -29,8 +29,15 @@ stop() {
 if [ "${1:-}" = stop ]; then stop; exit 0; fi
 
 installed() { [ -f /usr/lib/postgresql/15/lib/citus.so ]; }
+# The build's packages are there (a `deps` run before): the background build needs no apt-get of its own.
+have_deps() {
+  local f c
+  for f in /usr/lib/postgresql/15/lib/pgxs/src/makefiles/pgxs.mk /usr/include/lz4.h /usr/include/zstd.h /usr/include/krb5.h; do [ -f "$f" ] || return 1; done
+  for c in flex bison make gcc patch; do command -v "$c" >/dev/null || return 1; done
+}
 deps() {
   installed && return 0
+  have_deps && return 0
   [ -n "${CITUS_SOURCE:-}" ] || { log "Citus is not installed for PostgreSQL 15: install it, or set CITUS_SOURCE to a release tarball to build"; exit 1; }
   export DEBIAN_FRONTEND=noninteractive
   # postgresql-server-dev-15 moves postgresql-15 to its own minor release: restart servers started before.
