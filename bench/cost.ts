@@ -1,10 +1,11 @@
 /**
- * `npm run bench -- --cost`: what one 10-node invoke costs the database, per saver (ours and the
+ * `npm run bench -- --cost`: what one 10-node invoke and one put cost, per saver (ours and the
  * official one), beside the floor of a single-row INSERT (issue 40): the CPU time of the backends
- * that served it and the WAL bytes it wrote. Each saver runs on a pool of one connection, so its
- * one backend does all of the work and is read alone; batches alternate between the savers
- * (A B B A ...), nothing else writes meanwhile, and the medians of the per-batch figures are printed
- * with their spread. A batch is 40 invokes, or 1,000 INSERTs: CPU time is counted in 10 ms ticks.
+ * that served them, the WAL bytes they wrote, and this process's CPU time (serialization, the
+ * driver, LangGraph). Each saver runs on a pool of one connection, so its one backend does all of
+ * the work and is read alone; batches alternate between the savers (A B B A ...), nothing else
+ * writes meanwhile, and the medians of the per-batch figures are printed with their spread. A batch
+ * is 40 invokes, 200 puts or 1,000 INSERTs: backend CPU time is counted in 10 ms ticks.
  *
  * The backends' CPU comes from /proc/<pid>/stat, so it is read only when the server runs on this
  * machine as seen by this process (DATABASE_URL naming a local server; not a container, whose pids
