@@ -70,6 +70,19 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
       if (dropped) return;
       dropped = true;
       await pool.end();
+      // pool.end() resolves before its clients' sockets close, and the file's own pools (a store's, the official
+      // one's, which have no 'error' listener left once ending) may still be closing: the FORCE drop would terminate
+      // one mid-close, an uncaught error that fails the run. So first wait for the database's client backends to go
+      // (bounded: one a test left open is then terminated, as before).
+      await withAdmin(adminUrl, async (admin) => {
+        for (const until = Date.now() + 5_000; Date.now() < until; await new Promise((r) => setTimeout(r, 20))) {
+          const { rows } = await admin.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM pg_catalog.pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'",
+            [name],
+          );
+          if (rows[0]!.n === 0) return;
+        }
+      });
       const dropSql = `DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`;
       if (!citus) return withAdmin(adminUrl, (admin) => admin.query(dropSql)).then(() => undefined);
       // On Citus the drop reaches the workers too, where the coordinator's cached connections may still be closing:
