@@ -57,3 +57,10 @@ export async function query<R extends Record<string, unknown>>(db: Db, text: str
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/** Are the schema's tables distributed by Citus (docs/scaling-out.md)? `distributed`: prune-sql.ts's statement, `checkpoints` its table. */
+export async function isDistributed(db: Db, { distributed, checkpoints }: { distributed: string; checkpoints: string }): Promise<boolean> {
+  const citus = (await query<{ citus: boolean }>(db, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus", [], "prune (looking for Citus)")).rows[0]!;
+  if (!citus.citus) return false;
+  return (await query<{ distributed: boolean }>(db, distributed, [checkpoints], "prune (looking for Citus)")).rows[0]!.distributed;
+}

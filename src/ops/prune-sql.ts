@@ -110,7 +110,7 @@ SELECT id FROM (
   UNION (SELECT DISTINCT ${COL.threadId} FROM ${bl} WHERE $1::text IS NULL OR ${COL.threadId} > $1 ORDER BY 1 LIMIT $2)
 ) t ORDER BY id LIMIT $2`;
 
-  /** $1 the checkpoints table (schema-qualified, `checkpoints` below): distributed by Citus? Only where Citus is installed (prune.ts `isDistributed`). */
+  /** $1 the checkpoints table (schema-qualified, `checkpoints` below): distributed by Citus? Only where Citus is installed (prune-db.ts `isDistributed`). */
   const distributed = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1::regclass) AS distributed`;
 
   /**

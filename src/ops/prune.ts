@@ -69,7 +69,7 @@ import { KNOWS_ELEMENTS_SQL } from "../saver/element-names.js";
 import { readOptions, type PruneCounts, type PruneOptions, type PruneResult, type PruneThreadCounts, type Settings } from "./prune-options.js";
 import { addCounts, addKept, addKeptTotals, addPerThread, addRows, zero, zeroKept, type BatchOutcome, type PerThreadRow } from "./prune-counts.js";
 import { buildSql, pruneLockName, type Lineage, type RoundRow, type Sql } from "./prune-sql.js";
-import { attempt, connect, query, sleep, withErrors } from "./prune-db.js";
+import { attempt, connect, isDistributed, query, sleep, withErrors } from "./prune-db.js";
 
 export type { PruneCounts, PruneKept, PruneOptions, PruneProgress, PruneResult, PruneThreadCounts } from "./prune-options.js";
 
@@ -234,13 +234,6 @@ async function* threadBatches(db: Db, sql: Sql, o: Settings, distributed: boolea
     if (ids.length < o.batchSize) return;
     cursor = ids[ids.length - 1];
   }
-}
-
-/** Are the schema's tables distributed by Citus (docs/scaling-out.md)? */
-async function isDistributed(db: Db, sql: Sql): Promise<boolean> {
-  const citus = (await query<{ citus: boolean }>(db, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus", [], "prune (looking for Citus)")).rows[0]!;
-  if (!citus.citus) return false;
-  return (await query<{ distributed: boolean }>(db, sql.distributed, [sql.checkpoints], "prune (looking for Citus)")).rows[0]!.distributed;
 }
 
 /** A dry run reads one consistent snapshot per batch and counts what the real rounds would delete. */

@@ -177,12 +177,18 @@ describe("TTL", () => {
     expect((await expiry(s, "k")).expires_at!.getTime()).toBeGreaterThan(before);
   });
 
-  it("one sweep at a time per schema: the sweeper's statement skips while another sweep holds the lock", async () => {
+  /** A store (TTL 10 minutes) holding items "a" and "b" in namespace ["t"], both expired. */
+  const twoExpired = async () => {
     const s = await store({ ttl: { defaultTtl: 10 } });
     await s.put(["t"], "a", { v: 1 });
     await s.put(["t"], "b", { v: 1 });
     await expire(s, "a");
     await expire(s, "b");
+    return s;
+  };
+
+  it("one sweep at a time per schema: the sweeper's statement skips while another sweep holds the lock", async () => {
+    const s = await twoExpired();
     const holder = await db.pool.connect();
     try {
       await holder.query("BEGIN");
@@ -206,11 +212,7 @@ describe("TTL", () => {
   });
 
   it("a sweep gives way to a transaction holding an expired item: no deadlock, and a sweep by hand finishes once it commits", async () => {
-    const s = await store({ ttl: { defaultTtl: 10 } });
-    await s.put(["t"], "a", { v: 1 });
-    await s.put(["t"], "b", { v: 1 });
-    await expire(s, "a");
-    await expire(s, "b");
+    const s = await twoExpired();
     const holder = await db.pool.connect();
     try {
       await holder.query("BEGIN");
