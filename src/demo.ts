@@ -71,14 +71,14 @@ interface DemoCheckpoint {
    * LangGraph.js does not store `updated_channels` (the Python article's
    * checkpoints have it); when absent it is derived: the channels whose new
    * version holds a value (a version bump that only consumed a channel stores
-   * an `empty` blob). On the article's run both give the same lists.
+   * no blob row). On the article's run both give the same lists.
    */
   updated_channels: string[];
   updated_channels_stored: boolean;
   versions_seen: Record<string, Record<string, string>>;
   /** Writes stored under this checkpoint: what the tasks that ran from it produced. */
   writes: { task_id: string; idx: number; channel: string; type: string; value: unknown; task_path: string }[];
-  /** Blobs first referenced by this checkpoint (a new version of a channel). */
+  /** Channel versions first referenced by this checkpoint, with their blob rows (`empty`: no row, the channel holds no value). */
   blobs: { channel: string; version: string; type: string; value: unknown }[];
 }
 
@@ -98,7 +98,7 @@ function walkthrough(records: ExportRecord[]): DemoCheckpoint[] {
       if (seen.has(key)) continue;
       seen.add(key);
       const b = blobs.get(key);
-      introduced.push({ channel, version: String(version), type: b?.type ?? "missing", value: b?.decoded });
+      introduced.push({ channel, version: String(version), type: b?.type ?? "empty", value: b?.decoded });
     }
     const stored = c.checkpoint.updated_channels as string[] | undefined;
     return {
@@ -108,7 +108,7 @@ function walkthrough(records: ExportRecord[]): DemoCheckpoint[] {
       step: meta.step,
       ts: c.checkpoint.ts,
       channel_versions: versions,
-      updated_channels: stored ?? introduced.filter((b) => b.type !== "empty" && b.type !== "missing").map((b) => b.channel).sort(),
+      updated_channels: stored ?? introduced.filter((b) => b.type !== "empty").map((b) => b.channel).sort(),
       updated_channels_stored: stored !== undefined,
       versions_seen: (c.checkpoint.versions_seen ?? {}) as Record<string, Record<string, string>>,
       writes: writes
@@ -147,11 +147,11 @@ function printCheckpoint(c: DemoCheckpoint, n: number, of: number, st: Style, ou
       ? "    (none: nothing ran from it yet)"
       : table(["TASK", { header: "IDX", align: "right" }, "CHANNEL", "VALUE", "TASK PATH"], c.writes.map((w) => [w.task_id, String(w.idx), w.channel, tagged(w.value), w.task_path]), st, "    "),
   );
-  out(`  ${st.dim("blobs it added (one per new channel version)")}`);
+  out(`  ${st.dim("blobs it added (one per new channel version that holds a value)")}`);
   out(
     c.blobs.length === 0
       ? "    (none)"
-      : table(["CHANNEL", "VERSION", "TYPE", "VALUE"], c.blobs.map((b) => [b.channel, b.version, b.type, b.type === "empty" ? "(consumed: no value)" : tagged(b.value)]), st, "    "),
+      : table(["CHANNEL", "VERSION", "TYPE", "VALUE"], c.blobs.map((b) => [b.channel, b.version, b.type, b.type === "empty" ? "(consumed: no value, no row)" : tagged(b.value)]), st, "    "),
   );
 }
 

@@ -24,7 +24,7 @@ export async function showCommand(c: Common & { threadId: string; checkpointId: 
         json({
           ...cp,
           metadata: toJsonSafe(cp.metadata),
-          channels: cp.channels.map((x) => ({ ...x, value: x.type === "empty" || x.type === "missing" ? undefined : toJsonSafe(x.value) })),
+          channels: cp.channels.map((x) => ({ ...x, value: x.type === "empty" ? undefined : toJsonSafe(x.value) })),
           unversioned: cp.unversioned.map((x) => ({ ...x, value: toJsonSafe(x.value) })),
           pendingWrites: cp.pendingWrites.map((w) => ({ ...w, value: toJsonSafe(w.value) })),
         }),
@@ -60,8 +60,8 @@ export async function showCommand(c: Common & { threadId: string; checkpointId: 
               cp.channels.map((x) => [
                 x.channel,
                 x.version,
-                x.type === "missing" ? st.red("missing") : x.type,
-                x.type === "empty" || x.type === "missing" ? "" : valueText(x.value, max),
+                x.type,
+                x.type === "empty" ? "" : valueText(x.value, max),
               ]),
               st,
               "  ",

@@ -178,8 +178,10 @@ export const checkpointWrites = pgTable("checkpoint_writes", checkpointWritesCol
 
 /**
  * blobs: (thread, namespace, channel, version) -> typed value. Each channel's
- * value once per version; `type = 'empty'` (value NULL) marks a channel that
- * has no value at that version.
+ * value once per version. A version at which the channel holds no value
+ * (consumed, cleared) has no row and reads as no value, as MemorySaver's
+ * `empty` blob does; rows of `type = 'empty'` (value NULL), which the
+ * official saver writes (adoption), read the same.
  */
 const checkpointBlobsColumns = () => ({
   threadId: key("thread_id").notNull(),

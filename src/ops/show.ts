@@ -24,7 +24,7 @@ export interface StoredCheckpoint {
   checkpoint: Record<string, unknown>;
   metadata: unknown;
   /**
-   * One per `channel_versions` entry: the blob it points at. `type` is `empty` for a channel without a value, `missing` if no blob row exists,
+   * One per `channel_versions` entry: the blob it points at. `type` is `empty` for a channel without a value at that version (no blob row: the saver writes none),
    * `pg:refs`, `pg:val` or `pg:obj:<type>` for a value stored by content (saver/stored.ts; `value` is the whole value, put back together).
    */
   channels: { channel: string; version: string; type: string; value: unknown }[];
@@ -126,7 +126,7 @@ export async function show(options: InspectOptions & { threadId: string; checkpo
     channels: await Promise.all(
       versions.map(async ([channel, version]) => {
         const b = blobOf.get(channel);
-        if (!b) return { channel, version, type: "missing", value: undefined };
+        if (!b) return { channel, version, type: "empty", value: undefined };
         return { channel, version, type: b.type, value: await decode(b.type, b.value, { table: "checkpoint_blobs", ...key, channel, version: b.version }, elements) };
       }),
     ),

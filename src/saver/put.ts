@@ -37,7 +37,8 @@ export interface PutCall {
 export interface EncodedPut {
   params: PutParams;
   /** The checkpoint's channel versions (a put whose parent is not stored checks the values they name). */
-  channelVersions: ChannelVersions | undefined;
+  /** The values the checkpoint names without writing them (`putChecked`'s $22, $23), see {@link referencedValues}. */
+  referenced: { channels: string[]; versions: string[] };
   /** `configurable.allow_fork` was set (a fork in linear mode is deliberate). */
   allowFork: boolean;
   /** What the checkpoint stores, for the next put on it (elements.ts `ElementMemory`). */
@@ -137,7 +138,7 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
       unversionedType: unversioned.type,
       unversionedValues: unversioned.bytes,
     },
-    channelVersions: checkpoint.channel_versions,
+    referenced: referencedValues(checkpoint.channel_versions, values, channels, versions),
     allowFork,
     elements: ctx.elements ? { lists: blobs.lists, stores: blobs.stores, delta: deltaChannels(checkpoint.channel_versions, metadata) } : undefined,
     reliesOnParent: blobs.reliesOnParent,
@@ -172,9 +173,10 @@ async function encodeBlobs(
       checkKey("put newVersions key (channel)", channel, LIMITS.channel);
       if (channel === ELEMENTS_CHANNEL) throw new InvalidInputError("put newVersions", `${JSON.stringify(ELEMENTS_CHANNEL)} is reserved for the saver's element rows`);
       const v = checkKey("put newVersions value (version)", String(version), LIMITS.version);
+      // A channel without a value (consumed, cleared) gets no row: a version no row stores reads
+      // as no value, the same as MemorySaver's `empty` blob, at no cost on disk or in the put.
       if (!Object.prototype.hasOwnProperty.call(values, channel)) {
         blobs.stores.set(channel, false);
-        add(channel, v, "empty", null);
         return;
       }
       const field = `put checkpoint.channel_values[${JSON.stringify(channel)}]`;
@@ -270,7 +272,7 @@ export async function runPut(ctx: SaverContext, put: EncodedPut, started: number
           put = await sendAll();
           params = put.params;
         }
-        checked = putValues(params, referencedValues(put.channelVersions, params.channels, params.versions));
+        checked = putValues(params, put.referenced);
       }
     }
     row ??= (await ctx.query<PutRow>("putChecked", checked!, "put")).rows[0]!;
@@ -342,11 +344,20 @@ async function outcome(ctx: SaverContext, put: EncodedPut, row: PutRow, started:
   emit(ctx.onEvent, { type: "put", threadId, checkpointNs: ns, checkpointId: id, parentCheckpointId: parentId, blobs: row.blobs, ...sent, durationMs: durationMs() });
 }
 
-/** The (channels, versions) a checkpoint refers to that this put does not write. */
-function referencedValues(channelVersions: ChannelVersions | undefined, channels: string[], versions: string[]): { channels: string[]; versions: string[] } {
+/**
+ * The (channels, versions) a checkpoint refers to that this put does not write. A channel without
+ * a value has no blob row (see encodeBlobs), so it refers to nothing.
+ */
+function referencedValues(
+  channelVersions: ChannelVersions | undefined,
+  values: Record<string, unknown>,
+  channels: string[],
+  versions: string[],
+): { channels: string[]; versions: string[] } {
   const refChannels: string[] = [];
   const refVersions: string[] = [];
   for (const [channel, version] of Object.entries(channelVersions ?? {})) {
+    if (!Object.prototype.hasOwnProperty.call(values, channel)) continue;
     const v = String(version);
     const i = channels.indexOf(channel);
     if (i < 0 || versions[i] !== v) {

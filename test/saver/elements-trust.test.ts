@@ -150,7 +150,7 @@ describe("an encrypting serializer stores lists by their elements", () => {
        UNION SELECT DISTINCT type FROM ${schema}.checkpoint_writes WHERE thread_id = $1 ORDER BY 1`,
       [thread, ELEMENTS_CHANNEL],
     );
-    expect(values.map((r) => r.type)).toEqual(["empty", "enc:k1:msgpack", "pg:obj:enc:k1:msgpack", REFS_TYPE]);
+    expect(values.map((r) => r.type)).toEqual(["enc:k1:msgpack", "pg:obj:enc:k1:msgpack", REFS_TYPE]);
     const { rows: all } = await db.pool.query(
       `SELECT value FROM ${schema}.checkpoint_blobs WHERE thread_id = $1 AND value IS NOT NULL UNION ALL SELECT value FROM ${schema}.checkpoint_writes WHERE thread_id = $1`,
       [thread],

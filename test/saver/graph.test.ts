@@ -117,28 +117,23 @@ async function blobRows(threadId: string, ns = ""): Promise<BlobRow[]> {
 const decode = (type: string, value: Buffer | null) => saver.serde.loadsTyped(type, value ?? new Uint8Array());
 const byJson = (a: unknown, b: unknown) => JSON.stringify(a).localeCompare(JSON.stringify(b));
 
-/** Blobs, saver-independent: `{ channel, counter, empty, value }`, sorted. */
+/** Blobs, saver-independent: `{ channel, counter, value }`, sorted. */
 async function blobsOfTables(threadId: string) {
   const rows = await blobRows(threadId);
-  const out = await Promise.all(
-    rows.map(async (r) => ({
-      channel: r.channel,
-      counter: counter(r.version),
-      empty: r.type === "empty",
-      value: r.type === "empty" ? undefined : plainValues(await decode(r.type, r.value)),
-    })),
-  );
+  const out = await Promise.all(rows.map(async (r) => ({ channel: r.channel, counter: counter(r.version), value: plainValues(await decode(r.type, r.value)) })));
   return out.sort(byJson);
 }
 
-/** The blobs dictionary of a reference run: one entry per (channel, version) LangGraph handed to `put`. */
+/**
+ * The blobs dictionary of a reference run: one entry per (channel, version) LangGraph handed to `put`
+ * with a value (MemorySaver's `empty` entries, a consumed channel's, have no row here).
+ */
 function blobsOfPuts(puts: PutCall[]) {
   return puts
     .flatMap((p) =>
-      Object.entries(p.newVersions).map(([channel, v]) => {
-        const has = Object.prototype.hasOwnProperty.call(p.checkpoint.channel_values, channel);
-        return { channel, counter: counter(v), empty: !has, value: has ? plainValues(p.checkpoint.channel_values[channel]) : undefined };
-      }),
+      Object.entries(p.newVersions)
+        .filter(([channel]) => Object.prototype.hasOwnProperty.call(p.checkpoint.channel_values, channel))
+        .map(([channel, v]) => ({ channel, counter: counter(v), value: plainValues(p.checkpoint.channel_values[channel]) })),
     )
     .sort(byJson);
 }
@@ -292,22 +287,22 @@ describe("the article's graph: START -> get_address -> END on thread 12345", () 
     expect(await writesOfTables(THREAD, ids)).toEqual(writesOfCalls(mem.writes, memIds));
   });
 
-  it("checkpoint_blobs: one row per (channel, version) LangGraph reported new, empty markers included", async () => {
+  it("checkpoint_blobs: one row per (channel, version) LangGraph reported new that holds a value; a consumed channel's has none", async () => {
     const rows = await blobRows(THREAD);
     const v = (i: number, ch: string) => String(ours.puts[i]!.checkpoint.channel_versions[ch]);
     const find = (ch: string, version: string) => rows.find((r) => r.channel === ch && r.version === version);
-    expect(rows).toHaveLength(6);
+    expect(rows).toHaveLength(4);
     // Checkpoint 1: the input {} (msgpack 0x80, as in the article).
     expect(find("__start__", v(0, "__start__"))).toMatchObject({ type: "msgpack", value: Buffer.from([0x80]) });
-    // Checkpoint 2: __start__ consumed -> an `empty` marker; the branch trigger holds null.
-    expect(find("__start__", v(1, "__start__"))).toMatchObject({ type: "empty", value: null });
+    // Checkpoint 2: __start__ consumed -> no row (MemorySaver's `empty` entry); the branch trigger holds null.
+    expect(find("__start__", v(1, "__start__"))).toBeUndefined();
     const branch = find("branch:to:get_address", v(1, "branch:to:get_address"))!;
     expect(branch.type).not.toBe("empty");
     expect(await decode(branch.type, branch.value)).toBeNull();
-    // Checkpoint 3: the state values; the branch channel was consumed (empty at version 3).
+    // Checkpoint 3: the state values; the branch channel was consumed (no row at version 3).
     expect(find("name", v(2, "name"))).toMatchObject({ type: "msgpack", value: Buffer.from("\xacpavaneeshwar", "latin1") });
     expect(find("address", v(2, "address"))).toMatchObject({ type: "msgpack", value: Buffer.from("\xb3Hyderabad residency", "latin1") });
-    expect(find("branch:to:get_address", v(2, "branch:to:get_address"))).toMatchObject({ type: "empty", value: null });
+    expect(find("branch:to:get_address", v(2, "branch:to:get_address"))).toBeUndefined();
     // Exactly the (channel, version, value) set MemorySaver was handed.
     expect(await blobsOfTables(THREAD)).toEqual(blobsOfPuts(mem.puts));
   });
