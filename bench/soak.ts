@@ -275,7 +275,7 @@ async function auditAll(saver: PostgresSaver, admin: pg.Pool) {
     if (chain.chain !== chain.rows) fail(`chain of ${chain.chain} checkpoints but ${chain.rows} rows (fork or orphan)`);
     if (chain.gaps !== 0) fail(`${chain.gaps} step gaps`);
     if (chain.min_step !== -1) fail(`chain starts at step ${chain.min_step}`);
-    if (chain.missing_blobs !== 0) fail(`${chain.missing_blobs} channel versions without a blob`);
+    if (chain.missing_blobs !== 0) fail(`${chain.missing_blobs} state channel versions without a blob`);
     // Every checkpoint and pending write of the history decodes.
     for await (const t of saver.list({ configurable: { thread_id: thread, checkpoint_ns: "" } })) {
       checkpointsDecoded++;

@@ -2,8 +2,10 @@
  * One thread's root-namespace history, checked in SQL: one head (a
  * `checkpoint_heads` row naming an existing checkpoint), one chain
  * from it to a root holding every row (no orphan, no branch), steps
- * contiguous, and every channel version a checkpoint names present in the
- * blobs. Used by the fault tests and by the soak run (no vitest import).
+ * contiguous, and every version a checkpoint names of a state channel present
+ * in the blobs (a trigger LangGraph consumes, `__start__` or `branch:to:*`,
+ * has no row at a version where it holds no value). Used by the fault tests
+ * and by the soak run (no vitest import).
  */
 import type pg from "pg";
 
@@ -35,7 +37,8 @@ export async function chainAudit(db: Pick<pg.Pool, "query">, threadId: string): 
             (SELECT count(*) FROM chain WHERE parent_checkpoint_id IS NULL)::int AS roots,
             (SELECT count(*) FROM chain a JOIN chain b ON b.checkpoint_id = a.parent_checkpoint_id WHERE a.step <> b.step + 1)::int AS gaps,
             (SELECT count(*) FROM chain CROSS JOIN LATERAL jsonb_each_text(chain.checkpoint -> 'channel_versions') cv(channel, version)
-              WHERE NOT EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = $1 AND b.checkpoint_ns = ''
+              WHERE cv.channel <> '__start__' AND cv.channel NOT LIKE 'branch:to:%'
+                AND NOT EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = $1 AND b.checkpoint_ns = ''
                                  AND b.channel = cv.channel AND b.version = cv.version))::int AS missing_blobs,
             (SELECT min(step) FROM chain)::int AS min_step,
             (SELECT max(step) FROM chain)::int AS last_step`,

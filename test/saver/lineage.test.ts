@@ -52,9 +52,11 @@ async function start(saver: PostgresSaver, threadId: string) {
 }
 
 /** A checkpoint that writes x; `inherits` adds versions of other channels it refers to without writing them. */
+/** A checkpoint writing x; `inherits` names channels it holds at their parent's versions (values it does not write). */
 function child(value: string, inherits: Record<string, string> = {}) {
   const version = `${String(2).padStart(32, "0")}.${Math.random()}`;
-  return { cp: makeCheckpoint({ x: value }, { ...inherits, x: version }), versions: { x: version } };
+  const inherited = Object.fromEntries(Object.keys(inherits).map((ch) => [ch, `inherited ${ch}`]));
+  return { cp: makeCheckpoint({ ...inherited, x: value }, { ...inherits, x: version }), versions: { x: version } };
 }
 
 describe("linear mode, saver API", () => {
