@@ -16,7 +16,7 @@ import { readFileSync } from "node:fs";
 import type pg from "pg";
 import { startServer, dropAll } from "./db.js";
 import { tenNodeGraph, type Durability } from "./graph.js";
-import { createPgSaver, createRawFloor, loadOurs, saverOn, type PgSaverName } from "./savers.js";
+import { createPgSaver, createRawFloor, loadOurs, memorySaver, saverOn, type PgSaverName } from "./savers.js";
 import { median } from "./stats.js";
 import { ChatThread } from "./workload.js";
 
@@ -102,7 +102,8 @@ async function walByRelation(admin: pg.Pool, runs: Map<string, { pool: pg.Pool; 
 const spread = (xs: number[], digits: number) => `${Math.min(...xs).toFixed(digits)}-${Math.max(...xs).toFixed(digits)}`;
 
 export async function costMain(args: { rounds: number }): Promise<number> {
-  if (!(await loadOurs())) throw new Error("src/ does not load");
+  const ours = await loadOurs();
+  if (!ours) throw new Error("src/ does not load");
   const server = await startServer();
   log(`postgres: ${server.source}`);
   // LangGraph's default durability: what most graphs run with.
@@ -120,6 +121,12 @@ export async function costMain(args: { rounds: number }): Promise<number> {
       // One put (the loopback benchmark's: 5 channels, 2 changed) on a thread of its own, on the same connection.
       const thread = new ChatThread(saverOn(name, pool), `cost-put-${name}`, { remember: false });
       runs.set(`${name}: put`, { pool, pid: await backendPid(pool), op: (i) => thread.put(i), per: 200, samples: [] });
+      if (name === "ours") {
+        // The same put with whole values, on a connection of its own: what storing lists by their elements costs the client.
+        const wholePool = handle.db.pool({ max: 1, idleTimeoutMillis: 0 });
+        const whole = new ChatThread(new ours.PostgresSaver(wholePool, { schema: "public", elementStorage: false }), "cost-put-whole", { remember: false });
+        runs.set("ours, whole: put", { pool: wholePool, pid: await backendPid(wholePool), op: (i) => whole.put(i), per: 200, samples: [] });
+      }
     }
     const insertPool = floor.db.pool({ max: 1, idleTimeoutMillis: 0 });
     const payload = Buffer.alloc(200, 7);
@@ -130,6 +137,9 @@ export async function costMain(args: { rounds: number }): Promise<number> {
       per: 1000,
       samples: [],
     });
+    // MemorySaver's put of the same checkpoints: the client's CPU a put costs with no database (serialization, copies).
+    const memory = new ChatThread(memorySaver(), "cost-put-memory", { remember: false });
+    runs.set("memory: put", { pool: insertPool, pid: await backendPid(insertPool), op: (i) => memory.put(i), per: 200, samples: [] });
     const names = [...runs.keys()];
     // Warm-up: plans prepared, caches filled, the graph compiled.
     for (const r of runs.values()) await measure(admin, r.pool, r.pid, 5, r.op, 1_000_000);
@@ -168,6 +178,11 @@ export async function costMain(args: { rounds: number }): Promise<number> {
         `  ours / official, per ${what}: WAL ${ratio(per[a]!.wal, per[b]!.wal)}, backend CPU ${ratio(per[a]!.cpu, per[b]!.cpu)}, client CPU ${ratio(per[a]!.client, per[b]!.client)}`,
       );
     }
+    const client = (name: string) => median(runs.get(name)!.samples.map((x) => x.clientMs)).toFixed(3);
+    console.log(
+      `  client CPU per put: single-row INSERT ${insertClient.toFixed(3)} ms, MemorySaver ${client("memory: put")} ms, ` +
+        `ours ${client("ours: put")} ms (whole values: ${client("ours, whole: put")} ms), official ${client("official: put")} ms`,
+    );
     await walByRelation(admin, runs);
     return 0;
   } finally {
