@@ -36,8 +36,7 @@ export interface PutCall {
 /** A put ready for its statement. */
 export interface EncodedPut {
   params: PutParams;
-  /** The checkpoint's channel versions (a put whose parent is not stored checks the values they name). */
-  /** The values the checkpoint names without writing them (`putChecked`'s $22, $23), see {@link referencedValues}. */
+  /** The values the checkpoint names without writing them: a put whose parent is not stored checks them (`putChecked`'s $22, $23). */
   referenced: { channels: string[]; versions: string[] };
   /** `configurable.allow_fork` was set (a fork in linear mode is deliberate). */
   allowFork: boolean;

@@ -52,11 +52,12 @@ async function start(saver: PostgresSaver, threadId: string) {
 }
 
 /** A checkpoint that writes x; `inherits` adds versions of other channels it refers to without writing them. */
-/** A checkpoint writing x; `inherits` names channels it holds at their parent's versions (values it does not write). */
-function child(value: string, inherits: Record<string, string> = {}) {
+/** A checkpoint writing x; `inherits` holds channels at their parent's versions and values (which it does not write), as LangGraph's do. */
+function child(value: string, inherits: Record<string, { version: string; value: unknown }> = {}) {
   const version = `${String(2).padStart(32, "0")}.${Math.random()}`;
-  const inherited = Object.fromEntries(Object.keys(inherits).map((ch) => [ch, `inherited ${ch}`]));
-  return { cp: makeCheckpoint({ ...inherited, x: value }, { ...inherits, x: version }), versions: { x: version } };
+  const values = Object.fromEntries(Object.entries(inherits).map(([ch, i]) => [ch, i.value]));
+  const versions = Object.fromEntries(Object.entries(inherits).map(([ch, i]) => [ch, i.version]));
+  return { cp: makeCheckpoint({ ...values, x: value }, { ...versions, x: version }), versions: { x: version } };
 }
 
 describe("linear mode, saver API", () => {
@@ -204,7 +205,7 @@ describe("branch mode, saver API", () => {
     await saver.deleteThread(threadId);
     // While its tombstone is kept, the put is refused as continuing a deleted thread (test/saver/tombstones.test.ts).
     await pool.query("DELETE FROM checkpoint_tombstones WHERE thread_id = $1", [threadId]);
-    const c = child("orphan", { y: "1.b" }); // y is inherited from the deleted root
+    const c = child("orphan", { y: { version: "1.b", value: "kept" } }); // y is inherited from the deleted root
     let attempts = 0;
     const err = await withConflictRetry(() => {
       attempts++;
@@ -236,7 +237,7 @@ describe("branch mode, saver API", () => {
     const rootCp = makeCheckpoint({ x: "root", y: "kept" }, { x: "1.a", y: "1.b" });
     const h = await saver.put({ configurable: { thread_id: threadId, checkpoint_ns: "" } }, rootCp, meta(-1), rootCp.channel_versions);
     // Its parent never reached the database (a run with durability "exit"), but y's value is stored.
-    const c = child("new", { y: "1.b" });
+    const c = child("new", { y: { version: "1.b", value: "kept" } });
     const unknownParent = { configurable: { thread_id: threadId, checkpoint_ns: "", checkpoint_id: uuid6(-3) } };
     const saved = await saver.put(unknownParent, c.cp, meta(0), c.versions);
     const tuple = await saver.getTuple(saved);
@@ -246,11 +247,27 @@ describe("branch mode, saver API", () => {
     expect(rec.of("fork")).toEqual([expect.objectContaining({ checkpointId: c.cp.id, displacedHead: h.configurable!.checkpoint_id })]);
     // In linear mode the same put is refused: its parent must be the head.
     const linear = new PostgresSaver(pool, { lineage: "linear" });
-    const d = child("linear", { y: "1.b" });
+    const d = child("linear", { y: { version: "1.b", value: "kept" } });
     await expect(linear.put(unknownParent, d.cp, meta(0), d.versions)).rejects.toMatchObject({ code: "CHECKPOINT_PARENT_MISSING", missing: [] });
     // Unless the invocation forks deliberately: then it is a branch put.
     const forked = await linear.put({ configurable: { ...unknownParent.configurable, allow_fork: true } }, d.cp, meta(0), d.versions);
     expect((await linear.getTuple(forked))?.checkpoint.channel_values).toEqual({ x: "linear", y: "kept" });
+  });
+
+  it("a put whose parent was never stored refers to no row for a channel it holds no value of (consumed, as a trigger is)", async () => {
+    const saver = new PostgresSaver(pool);
+    const threadId = uuid6(-3);
+    const rootCp = makeCheckpoint({ x: "root" }, { x: "1.a" });
+    await saver.put({ configurable: { thread_id: threadId, checkpoint_ns: "" } }, rootCp, meta(-1), rootCp.channel_versions);
+    // "branch:to:n" is at a version no put stored a row for: it holds no value there, so nothing is missing.
+    const c = child("new");
+    c.cp.channel_versions["branch:to:n"] = `${String(3).padStart(32, "0")}.0`;
+    const unknownParent = { configurable: { thread_id: threadId, checkpoint_ns: "", checkpoint_id: uuid6(-3) } };
+    const saved = await saver.put(unknownParent, c.cp, meta(0), c.versions);
+    expect((await saver.getTuple(saved))?.checkpoint.channel_values).toEqual({ x: "new" });
+    // A channel it holds a value of, at a version no row stores, is missing: refused, naming it.
+    const d = child("other", { y: { version: "9.z", value: "lost" } });
+    await expect(saver.put(unknownParent, d.cp, meta(0), d.versions)).rejects.toMatchObject({ code: "CHECKPOINT_PARENT_MISSING", missing: [{ channel: "y", version: "9.z" }] });
   });
 
   it("a parent that arrives after its child is stored, and the head stays on the child", async () => {
@@ -328,7 +345,7 @@ describe("deleteThread under a running graph", () => {
     }
     for (const table of ["checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_heads"]) expect(await rows(table, threadId), table).toBe(0);
     // The graph's next step continues the deleted thread: a typed error, nothing written (its tombstone, tombstones.ts).
-    const next = child("after", { y: c.cp.channel_versions.x as string });
+    const next = child("after", { y: { version: c.cp.channel_versions.x as string, value: c.cp.channel_values.x } });
     await expect(saver.put({ configurable: { thread_id: threadId, checkpoint_ns: "", checkpoint_id: c.cp.id } }, next.cp, meta(1), next.versions)).rejects.toMatchObject({
       code: "THREAD_DELETED",
       reason: "history",
