@@ -37,7 +37,7 @@ describe("demo on the embedded database (the default)", () => {
     }
     expect(out).toMatch(/branch:to:get_address +null +~__pregel_pull, __start__/);
     expect(out).toMatch(/name +"pavaneeshwar" +~__pregel_pull, get_address/);
-    expect(out).toMatch(/__start__ +-a\d\.\S+ +empty +\(consumed: no value\)/);
+    expect(out).toMatch(/__start__ +-a\d\.\S+ +empty +\(consumed: no value, no row\)/);
     expect(out).toContain('State now  {"name":"pavaneeshwar","address":"Hyderabad residency"}');
     // Not a terminal: no colour codes.
     expect(out).not.toContain("\u001b[");

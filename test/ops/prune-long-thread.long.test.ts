@@ -44,7 +44,9 @@ describe("a 1,000-step chat thread", () => {
     expect(after.writes).toBe(0); // the last run finished: its head has no pending writes
     const head = (await saver.getTuple(cfg(thread)))!;
     const { rows } = await db.pool.query("SELECT channel, version FROM checkpoint_blobs WHERE thread_id = $1 AND channel <> '__elements__' ORDER BY 1", [thread]);
-    expect(rows.map((r) => [r.channel, r.version])).toEqual(Object.entries(head.checkpoint.channel_versions).sort(([a], [b]) => (a < b ? -1 : 1)));
+    // The head's versions of the channels it holds a value of (a consumed trigger's version has no row).
+    const held = Object.entries(head.checkpoint.channel_versions).filter(([ch]) => Object.prototype.hasOwnProperty.call(head.checkpoint.channel_values, ch));
+    expect(rows.map((r) => [r.channel, r.version])).toEqual(held.sort(([a], [b]) => (a < b ? -1 : 1)));
     // And one element row per message the head holds (chunks apart): those of earlier lists went with them.
     const { rows: elements } = await db.pool.query("SELECT count(*)::int AS n FROM checkpoint_blobs WHERE thread_id = $1 AND channel = '__elements__' AND type <> 'pg:refs'", [thread]);
     expect(elements[0].n).toBe((head.checkpoint.channel_values.messages as unknown[]).length);
