@@ -36,8 +36,8 @@ export interface PutCall {
 /** A put ready for its statement. */
 export interface EncodedPut {
   params: PutParams;
-  /** The values the checkpoint names without writing them: a put whose parent is not stored checks them (`putChecked`'s $22, $23). */
-  referenced: { channels: string[]; versions: string[] };
+  /** The values the checkpoint names without writing them: a put whose parent is not stored checks them (`putChecked`'s $22, $23); worked out only then. */
+  referenced: () => { channels: string[]; versions: string[] };
   /** `configurable.allow_fork` was set (a fork in linear mode is deliberate). */
   allowFork: boolean;
   /** What the checkpoint stores, for the next put on it (elements.ts `ElementMemory`). */
@@ -137,7 +137,7 @@ export async function encodePut(ctx: SaverContext, call: PutCall, sendAll = fals
       unversionedType: unversioned.type,
       unversionedValues: unversioned.bytes,
     },
-    referenced: referencedValues(checkpoint.channel_versions, values, channels, versions),
+    referenced: () => referencedValues(checkpoint.channel_versions, values, channels, versions),
     allowFork,
     elements: ctx.elements ? { lists: blobs.lists, stores: blobs.stores, delta: deltaChannels(checkpoint.channel_versions, metadata) } : undefined,
     reliesOnParent: blobs.reliesOnParent,
@@ -271,7 +271,7 @@ export async function runPut(ctx: SaverContext, put: EncodedPut, started: number
           put = await sendAll();
           params = put.params;
         }
-        checked = putValues(params, put.referenced);
+        checked = putValues(params, put.referenced());
       }
     }
     row ??= (await ctx.query<PutRow>("putChecked", checked!, "put")).rows[0]!;
