@@ -325,11 +325,11 @@ interface ScaleRatios {
 }
 
 function ratioOf(section: string, op: string, saver = "ours"): Ratio | undefined {
-  return rows.find((r) => r.section === section && r.op === op && r.saver === saver)?.vsOfficial;
+  return rowOf(section, op, saver)?.vsOfficial;
 }
 
 function memoryRatioOf(op: string, saver = "ours"): Ratio | undefined {
-  return rows.find((r) => r.section === LOOP_GRAPH && r.op === op && r.saver === saver)?.vsMemory;
+  return rowOf(LOOP_GRAPH, op, saver)?.vsMemory;
 }
 
 function anchorRatioOf(op: string): Ratio | undefined {
