@@ -83,6 +83,13 @@ export interface ElementCodec {
    * write it differently inside its container than alone (see `dumpsTypedExact` in serde.ts).
    */
   element(value: unknown, threadId: string, checkpointNs: string): Promise<DumpedElement | undefined>;
+  /**
+   * {@link element} for every element of a list in one synchronous pass, where the serializer allows
+   * it: `visit` gets each one's hash, stored size, and its element row's type and bytes (copied: call
+   * only for a row that is sent). True when each was visited; false when one is written differently
+   * alone (the list stays whole); undefined when this pass cannot say (call `element` on each).
+   */
+  each?(list: readonly unknown[], visit: (i: number, hash: Buffer, size: number, stored: () => [string, Uint8Array]) => void): boolean | undefined;
   /** A chunk's hash. */
   chunkHash(chunk: Uint8Array): Buffer;
   /** The refs value (or refs area) the row naming these hashes stores. */
@@ -270,6 +277,9 @@ function plainCodec(serde: SerializerProtocol): ElementCodec {
       const [type, bytes] = dumped;
       return { hash: UNKEYED.hash(type, bytes), size: bytes.byteLength, stored: () => [type, bytes], forRow: () => [type, bytes] };
     },
+    each: serde instanceof MsgpackSerializer
+      ? (list, visit) => serde.dumpsEachExact(list, (bytes, i) => visit(i, UNKEYED.hash("msgpack", bytes), bytes.byteLength, () => ["msgpack", Buffer.from(bytes)]))
+      : undefined,
     chunkHash: (chunk) => UNKEYED.hash(REFS_TYPE, chunk),
     refs: (hashes) => hashes,
     open: (value, _row, where) =>

@@ -362,29 +362,40 @@ export interface EncodedList {
  * Undefined (nothing added to `sending`) when the list must be stored whole.
  */
 export async function encodeList(codec: ElementCodec, list: unknown[], row: ValueRow, known: Set<string> | undefined, sending: Set<string>): Promise<EncodedList | undefined> {
+  const sent = (hex: string) => known?.has(hex) || sending.has(hex);
   // Every element is serialized: its object may have changed in place since it was last stored
-  // (LangGraph's own tests edit a message and hand the same object to updateState).
-  const all = await Promise.all(
-    list.map((element, i) =>
-      codec.element(element, row.threadId, row.checkpointNs).catch((err: unknown) => {
-        throw rebase(err, `[${i}]`);
-      }),
-    ),
-  );
+  // (LangGraph's own tests edit a message and hand the same object to updateState). In one pass
+  // where the codec allows (its bytes copied only for rows not sent yet), else one by one.
+  const dumped = new Array<{ hash: Buffer; hex: string; size: number; stored: () => [string, Uint8Array] }>(list.length);
+  const each = codec.each?.(list, (i, hash, size, stored) => {
+    const hex = hash.toString("hex");
+    const row = sent(hex) ? undefined : stored();
+    dumped[i] = { hash, hex, size, stored: () => row! };
+  });
   // An element the serializer writes differently alone (a cycle through the list...): the list stays whole.
-  if (all.some((d) => d === undefined)) return undefined;
+  if (each === false) return undefined;
+  if (each === undefined) {
+    const all = await Promise.all(
+      list.map((element, i) =>
+        codec.element(element, row.threadId, row.checkpointNs).catch((err: unknown) => {
+          throw rebase(err, `[${i}]`);
+        }),
+      ),
+    );
+    if (all.some((d) => d === undefined)) return undefined;
+    all.forEach((d, i) => (dumped[i] = { ...d!, hex: d!.hash.toString("hex") }));
+  }
   const raw = new Array<Buffer>(list.length);
   const rows: ElementRow[] = [];
   const hashes: string[] = [];
   let bytes = 0;
-  all.forEach((dumped, i) => {
-    bytes += dumped!.size;
-    const hash = dumped!.hash.toString("hex");
-    raw[i] = dumped!.hash;
-    if (!known?.has(hash) && !sending.has(hash)) {
-      sending.add(hash);
-      const [type, stored] = dumped!.stored();
-      rows.push({ hash, type, bytes: stored });
+  dumped.forEach((d, i) => {
+    bytes += d.size;
+    raw[i] = d.hash;
+    if (!sent(d.hex)) {
+      sending.add(d.hex);
+      const [type, stored] = d.stored();
+      rows.push({ hash: d.hex, type, bytes: stored });
     }
   });
   const laid = layout(codec, raw, row);
@@ -395,7 +406,7 @@ export async function encodeList(codec: ElementCodec, list: unknown[], row: Valu
       rows.push(chunk);
     }
   }
-  for (const b of raw) hashes.push(b.toString("hex"));
+  for (const d of dumped) hashes.push(d.hex);
   return { refs: laid.refs, slots: laid.slots, rows, hashes, bytes };
 }
 

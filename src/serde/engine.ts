@@ -81,6 +81,29 @@ export class Engine implements ExtensionCodecType<Ctx> {
     }
   }
 
+  /**
+   * Encodes each of `values` alone, as {@link encodeValue} would, handing `visit` its bytes: a view
+   * of the encoder's buffer, valid only until `visit` returns (no copy per value: the caller copies
+   * what it keeps).
+   */
+  encodeEach(values: readonly unknown[], visit: (bytes: Uint8Array, i: number) => void): void {
+    const root = this.encoderAt(0);
+    root.ctx.compat = false;
+    this.compat = false;
+    try {
+      for (let i = 0; i < values.length; i++) {
+        root.ctx.base = 0;
+        const out = root.encoder.encodeSharedRef(values[i]);
+        if (out.length > root.ctx.maxOutput) root.ctx.maxOutput = out.length;
+        visit(out, i);
+      }
+    } finally {
+      for (let level = 0; level < this.encoders.length; level++) {
+        if ((this.encoders[level]?.ctx.maxOutput ?? 0) > MAX_RETAINED_BUFFER) this.encoders.length = level;
+      }
+    }
+  }
+
   private payload(parent: Ctx, value: unknown): Uint8Array {
     const slot = this.encoderAt(parent.level + 1);
     slot.ctx.base = parent.base + parent.depth;

@@ -202,6 +202,27 @@ export class MsgpackSerializer implements SerializerProtocol {
   }
 
   /**
+   * {@link dumpsTypedExact} for each of `values` in one synchronous pass: `visit` gets each one's
+   * bytes, a view valid only until it returns. True when every value was written; false when one
+   * is not writable as it is (as dumpsTypedExact's undefined); undefined when this pass cannot say
+   * (strict mode, the encoder busy, or a value dumpsTyped refuses: call dumpsTypedExact on each,
+   * which gives its error).
+   */
+  dumpsEachExact(values: readonly unknown[], visit: (bytes: Uint8Array, i: number) => void): boolean | undefined {
+    if (this.#strict || this.#engine.busy) return undefined;
+    const engine = this.#engine;
+    engine.busy = true;
+    try {
+      engine.encodeEach(values, visit);
+      return true;
+    } catch (error) {
+      return error instanceof EncodeFailure && error.fixable ? false : undefined;
+    } finally {
+      engine.busy = false;
+    }
+  }
+
+  /**
    * Decodes a value written by {@link dumpsTyped} (`"msgpack"`), by
    * LangGraph's `JsonPlusSerializer` (`"json"`, `"bytes"`), or, in a database
    * adopted from the Python saver, plain values of its serializer

@@ -15,6 +15,8 @@ import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { DeserializationError, EncryptedSerializer, InvalidInputError, migrate, PayloadTooLargeError, PostgresSaver, prune } from "../../src/index.js";
 import { longText } from "../helpers/checkpoints.js";
+import { elementCodec, type ElementCodec } from "../../src/saver/element-codec.js";
+import { encodeList, type EncodedList } from "../../src/saver/elements.js";
 import { queryKnowingElements, withTestDatabase } from "../helpers/db.js";
 import { tid } from "../helpers/graphs.js";
 
@@ -419,6 +421,49 @@ describe("small lists are stored whole (issue 40)", () => {
     await saver.putWrites(config, writes, "task-1");
     expect(await elementRows(other)).toBe(3);
     expect((await new PostgresSaver(db.pool, ON).getTuple(config))!.pendingWrites).toEqual(writes.map(([channel, value]) => ["task-1", channel, value]));
+  });
+});
+
+describe("a list's elements are serialized in one pass (issue 40)", () => {
+  const row = { table: "checkpoint_blobs", threadId: "t", checkpointNs: "", channel: "messages", version: "1" } as const;
+
+  it("stores what serializing element by element stores: the same refs, hashes, sizes and rows, across chunks, repeats and what is sent already", async () => {
+    const codec = elementCodec(saver.serde)!;
+    let passes = 0;
+    const onePass: ElementCodec = { ...codec, each: (list, visit) => (passes++, codec.each!(list, visit)) };
+    const byElement: ElementCodec = { ...codec, each: undefined };
+    const messages = Array.from({ length: 70 }, (_, i) => new HumanMessage({ content: longText(i % 50), id: `m-${i % 50}` }));
+    const first = await encodeList(byElement, messages.slice(0, 40), row, undefined, new Set());
+    // Some elements stored already (known), one sent by another channel of the same put.
+    const known = new Set(first!.hashes.slice(5, 20));
+    for (const list of [messages.slice(0, 1), messages.slice(0, 33), messages]) {
+      for (const knownSet of [undefined, known]) {
+        const [a, b] = [new Set([first!.hashes[30]!]), new Set([first!.hashes[30]!])];
+        // Bytes compared as bytes (one pass copies them into a Buffer, the serializer returns a Uint8Array).
+        const plain = (e: EncodedList | undefined) => e && { ...e, rows: e.rows.map((r) => ({ ...r, bytes: Buffer.from(r.bytes) })) };
+        const one = plain(await encodeList(onePass, list, row, knownSet, a));
+        expect(one!.rows.length).toBeGreaterThan(0);
+        expect(one).toEqual(plain(await encodeList(byElement, list, row, knownSet, b)));
+        expect(a).toEqual(b);
+      }
+    }
+    expect(passes).toBe(6);
+  });
+
+  it("a list with an element msgpack cannot write as it is (a function in it) is stored whole, and reads back as on MemorySaver", async () => {
+    const items = Array.from({ length: 4 }, (_, i) => ({ text: longText(i), ...(i === 2 ? { callback: () => i } : {}) }));
+    const thread = tid("one-pass-whole");
+    const cp: Checkpoint = { ...emptyCheckpoint(), id: uuid6(-1), channel_values: { items }, channel_versions: { items: 1 } };
+    const meta = { source: "input", step: -1, parents: {} } as const;
+    const config = await saver.put(cfg(thread), cp, meta, { items: 1 });
+    const { rows } = await db.pool.query("SELECT type FROM checkpoint_blobs WHERE thread_id = $1 AND channel = 'items'", [thread]);
+    expect(rows.map((r) => r.type)).toEqual(["msgpack"]);
+    expect(await elementRows(thread)).toBe(0);
+    const memory = new MemorySaver();
+    const memoryConfig = await memory.put(cfg(thread), cp, meta, { items: 1 });
+    const expected = (await memory.getTuple(memoryConfig))!.checkpoint.channel_values;
+    expect(expected.items).toHaveLength(4);
+    expect((await new PostgresSaver(db.pool, ON).getTuple(config))!.checkpoint.channel_values).toEqual(expected);
   });
 });
 
