@@ -14,6 +14,7 @@
  */
 import { readFileSync } from "node:fs";
 import type pg from "pg";
+import { uuid6, type BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import { startServer, dropAll } from "./db.js";
 import { tenNodeGraph, type Durability } from "./graph.js";
 import { createPgSaver, createRawFloor, loadOurs, memorySaver, saverOn, type PgSaverName } from "./savers.js";
@@ -99,6 +100,73 @@ async function walByRelation(admin: pg.Pool, runs: Map<string, { pool: pg.Pool; 
   }
 }
 
+/** The runs of {@link putReplays}. */
+const STATEMENT = "ours: its put statement, raw pg";
+const UNCHECKED = "ours: the same rows, unchecked";
+
+/**
+ * Our put's statement as `saver` sends it for one of the benchmark's puts (captured from its pool's one
+ * connection), and two ways to send it again on `pool` with a fresh checkpoint id, parent and versions
+ * each time (each call a new checkpoint, its blob rows all new): `STATEMENT`, the very statement; and
+ * `UNCHECKED`, the same rows (the head moved, the blob rows, the checkpoint row) written by plain
+ * INSERTs that check nothing: no tombstone gate, no head or parent check, no counts.
+ */
+async function putReplays(pool: pg.Pool, saver: BaseCheckpointSaver, saverPool: pg.Pool): Promise<{ pool: pg.Pool; ops: Record<string, (i: number) => Promise<unknown>> }> {
+  const thread = new ChatThread(saver, "cost-capture", { remember: false });
+  await thread.put(0);
+  // The saver's pool keeps one connection: its statements are seen on it.
+  const client = await saverPool.connect();
+  const seen: { text: string; values: unknown[] }[] = [];
+  const query = client.query.bind(client);
+  (client as unknown as { query: unknown }).query = (q: unknown, ...rest: unknown[]) => {
+    if (q && typeof q === "object" && "text" in q) seen.push(q as { text: string; values: unknown[] });
+    return (query as (...a: unknown[]) => unknown)(q, ...rest);
+  };
+  client.release();
+  await thread.put(1);
+  (client as unknown as { query: unknown }).query = query;
+  const put = seen.find((q) => /INSERT INTO .*checkpoint_heads/s.test(q.text));
+  if (!put) throw new Error("the put's statement was not seen");
+  const schema = /INSERT INTO ("?[^.\s]+"?)\.checkpoint_heads/.exec(put.text)![1]!;
+  // $n of UNCHECKED -> $n of the put (src/saver/sql/put.ts names them).
+  const from = [1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 18, 19, 15, 16, 17, 20, 21];
+  const unchecked = `WITH move AS (
+  INSERT INTO ${schema}.checkpoint_heads AS h (thread_id, checkpoint_ns, checkpoint_id, has_pending_tasks, moved_at, row_version)
+  VALUES ($1, $2, $3, $16, pg_catalog.now(), 1)
+  ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE
+     SET checkpoint_id = EXCLUDED.checkpoint_id, has_pending_tasks = EXCLUDED.has_pending_tasks, moved_at = EXCLUDED.moved_at, row_version = h.row_version + 1
+), new_blobs AS (
+  INSERT INTO ${schema}.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, value)
+  SELECT $1, $2, p.channel, p.version, p.type, CASE WHEN p.len < 0 THEN NULL ELSE pg_catalog.substring($13::bytea, p.off + 1, p.len) END
+    FROM ROWS FROM (pg_catalog.unnest($8::text[]), pg_catalog.unnest($9::text[]), pg_catalog.unnest($10::text[]),
+                    pg_catalog.unnest($11::int[]), pg_catalog.unnest($12::int[])) AS p(channel, version, type, off, len)
+)
+INSERT INTO ${schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw,
+                                   ttl_seconds, state_version, has_pending_tasks, unversioned_type, unversioned_values)
+VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $14, $15, $16, $17, $18)`;
+  const chain = (label: string, send: (values: unknown[]) => Promise<unknown>) => {
+    let parent: string | null = null;
+    let version = 0;
+    return async () => {
+      const values = [...put.values];
+      const id = uuid6(-1);
+      values[0] = `replay-${label}`;
+      values[2] = id;
+      values[3] = parent;
+      values[9] = (values[9] as string[]).map(() => String(++version).padStart(12, "0"));
+      await send(values);
+      parent = id;
+    };
+  };
+  return {
+    pool,
+    ops: {
+      [STATEMENT]: chain("statement", (values) => pool.query({ name: "cost_put", text: put.text, values })),
+      [UNCHECKED]: chain("unchecked", (values) => pool.query({ name: "cost_unchecked", text: unchecked, values: from.map((n) => values[n - 1]) })),
+    },
+  };
+}
+
 const spread = (xs: number[], digits: number) => `${Math.min(...xs).toFixed(digits)}-${Math.max(...xs).toFixed(digits)}`;
 
 export async function costMain(args: { rounds: number }): Promise<number> {
@@ -122,6 +190,10 @@ export async function costMain(args: { rounds: number }): Promise<number> {
       const thread = new ChatThread(saverOn(name, pool), `cost-put-${name}`, { remember: false });
       runs.set(`${name}: put`, { pool, pid: await backendPid(pool), op: (i) => thread.put(i), per: 200, samples: [] });
       if (name === "ours") {
+        // Where our put's cost goes, each on a connection of its own: its very statement sent with raw pg, and the
+        // same rows written by a statement that checks nothing.
+        const replay = await putReplays(handle.db.pool({ max: 1, idleTimeoutMillis: 0 }), saverOn(name, pool), pool);
+        for (const [label, op] of Object.entries(replay.ops)) runs.set(label, { pool: replay.pool, pid: await backendPid(replay.pool), op, per: 200, samples: [] });
         // The same put with whole values, on a connection of its own: what storing lists by their elements costs the client.
         const wholePool = handle.db.pool({ max: 1, idleTimeoutMillis: 0 });
         const whole = new ChatThread(new ours.PostgresSaver(wholePool, { schema: "public", elementStorage: false }), "cost-put-whole", { remember: false });
@@ -179,6 +251,15 @@ export async function costMain(args: { rounds: number }): Promise<number> {
       );
     }
     const client = (name: string) => median(runs.get(name)!.samples.map((x) => x.clientMs)).toFixed(3);
+    const backend = (name: string) => {
+      const s = runs.get(name)!.samples;
+      return s.every((x) => x.cpuMs !== undefined) ? `${median(s.map((x) => x.cpuMs!)).toFixed(3)} ms` : "n/a";
+    };
+    console.log(
+      `  where ours' put goes, backend CPU: the same rows written unchecked ${backend(UNCHECKED)}, its statement sent with raw pg ${backend(STATEMENT)}, ` +
+        `ours ${backend("ours: put")}, single-row INSERT ${insertCpu === undefined ? "n/a" : `${insertCpu.toFixed(3)} ms`}; ` +
+        `client CPU: its statement sent with raw pg ${client(STATEMENT)} ms (the driver), ours ${client("ours: put")} ms`,
+    );
     console.log(
       `  client CPU per put: single-row INSERT ${insertClient.toFixed(3)} ms, MemorySaver ${client("memory: put")} ms, ` +
         `ours ${client("ours: put")} ms (whole values: ${client("ours, whole: put")} ms), official ${client("official: put")} ms`,

@@ -8,7 +8,8 @@
  *     the rest being JS work in the saver (serialization, row decoding, ...);
  *   - CPU time of this node process and of all Postgres server processes (from /proc),
  *     which is what bounds throughput when many invokes run in parallel on 2 cores;
- *   - put: our put vs the statement it sends replayed with raw pg, with/without the WAL flush wait;
+ *   - put: our put vs the statement it sends replayed with raw pg, with/without the WAL flush wait, and
+ *     vs this package's JavaScript alone (each statement answered at once) and MemorySaver's put;
  *   - plans: the plans our prepared statements really run (auto_explain on the saver's own
  *     connection, so generic plans show) and how often they are re-planned;
  *   - stale: put / getTuple(latest) on a 10,000-checkpoint thread when statistics were never
@@ -20,7 +21,7 @@
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import pg from "pg";
-import { uuid6 } from "@langchain/langgraph-checkpoint";
+import { uuid6, type BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import { dropAll, startServer } from "./db.js";
 import { chatGraph, tenNodeGraph, type Durability } from "./graph.js";
 import { createPgSaver, loadOurs, memorySaver, saverOn, type PgSaverName } from "./savers.js";
@@ -216,7 +217,11 @@ function homeOf(url: string, fn: string): string | undefined {
   if (file.startsWith("serde/")) return "ours: serialization";
   if (/^saver\/(element-codec|elements|stored)\.ts/.test(file)) return "ours: elements (hashing, refs)";
   if (file === "saver/read.ts") return "ours: rows to tuples (read)";
-  if (/^saver\/(write|encode|params)\.ts/.test(file)) return "ours: put/putWrites parameters";
+  // Checking a call and building its statement's values: encode.ts, sql/, and in put.ts and writes.ts the functions
+  // that encode (their anonymous callbacks included: most of those files' closures are theirs).
+  if (/^saver\/(encode|sql\/.*)\.ts$/.test(file) || (/^saver\/(put|writes)\.ts$/.test(file) && /^(encode|carried|pack|referenced|rowKeys|uniqueElements|$)/.test(fn))) {
+    return "ours: put/putWrites parameters";
+  }
   return "ours: orchestration (call order, coalescing, pool checkout, errors)";
 }
 const NODE_INTERNALS = "node internals and native builtins (promises, sockets, timers)";
@@ -505,9 +510,18 @@ async function putSection(adminUrl: string): Promise<void> {
   };
   const payload = Buffer.alloc(200, 7);
   const insert = (pool: pg.Pool) => (i: number) => pool.query({ name: "floor", text: "INSERT INTO floor_insert (k, v) VALUES ($1, $2)", values: [`r${i}`, payload] });
+  // This package's JavaScript alone: a saver whose statements are answered at once, as the database would answer a
+  // put whose parent is the head (no driver, no I/O); beside it MemorySaver's put of the same checkpoints.
+  const alone = saverOn("ours", h.db.pool({ max: 1 })) as unknown as { ctx: { db: { run: (text: string, values: unknown[]) => Promise<unknown> } } };
+  const aloneThread = new ChatThread(alone as unknown as BaseCheckpointSaver, "put-alone", { remember: false });
+  await aloneThread.put(0);
+  alone.ctx.db.run = async (_text, values) => ({ rows: [{ refused: null, head_id: values[3], ok: true, fast: true, moved: 1, inserted: 1, blobs: 2 }] });
+  const memoryThread = new ChatThread(memorySaver(), "put-memory", { remember: false });
   const stats = await compare(
     [
       { name: "saver.put (ours)", op: (i) => thread.put(i + 2) },
+      { name: "saver.put (ours), each statement answered at once: this package's JavaScript alone", op: (i) => aloneThread.put(i + 1) },
+      { name: "MemorySaver's put of the same checkpoints", op: (i) => memoryThread.put(i) },
       { name: "its statement, raw pg", op: replay(flush, "a") },
       { name: "its statement, raw pg, synchronous_commit=off", op: replay(noFlush, "b") },
       { name: "single-row INSERT", op: insert(flush) },

@@ -460,7 +460,7 @@ describe("a list's elements are serialized in one pass (issue 40)", () => {
     expect(rows.map((r) => r.type)).toEqual(["msgpack"]);
     expect(await elementRows(thread)).toBe(0);
     const memory = new MemorySaver();
-    const memoryConfig = await memory.put(cfg(thread), cp, meta, { items: 1 });
+    const memoryConfig = await memory.put(cfg(thread), cp, meta);
     const expected = (await memory.getTuple(memoryConfig))!.checkpoint.channel_values;
     expect(expected.items).toHaveLength(4);
     expect((await new PostgresSaver(db.pool, ON).getTuple(config))!.checkpoint.channel_values).toEqual(expected);
