@@ -385,20 +385,18 @@ export async function encodeList(codec: ElementCodec, list: unknown[], row: Valu
     if (all.some((d) => d === undefined)) return undefined;
     all.forEach((d, i) => (dumped[i] = { ...d!, hex: d!.hash.toString("hex") }));
   }
-  const raw = new Array<Buffer>(list.length);
   const rows: ElementRow[] = [];
   const hashes: string[] = [];
   let bytes = 0;
-  dumped.forEach((d, i) => {
+  for (const d of dumped) {
     bytes += d.size;
-    raw[i] = d.hash;
     if (!sent(d.hex)) {
       sending.add(d.hex);
       const [type, stored] = d.stored();
       rows.push({ hash: d.hex, type, bytes: stored });
     }
-  });
-  const laid = layout(codec, raw, row);
+  }
+  const laid = layout(codec, dumped.map((d) => d.hash), row);
   for (const chunk of laid.chunks) {
     hashes.push(chunk.hash);
     if (!known?.has(chunk.hash) && !sending.has(chunk.hash)) {

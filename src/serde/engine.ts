@@ -74,10 +74,7 @@ export class Engine implements ExtensionCodecType<Ctx> {
       if (out.length > root.ctx.maxOutput) root.ctx.maxOutput = out.length;
       return out;
     } finally {
-      // Do not keep a huge buffer alive because one checkpoint was huge.
-      for (let level = 0; level < this.encoders.length; level++) {
-        if ((this.encoders[level]?.ctx.maxOutput ?? 0) > MAX_RETAINED_BUFFER) this.encoders.length = level;
-      }
+      this.dropHugeBuffers();
     }
   }
 
@@ -98,9 +95,14 @@ export class Engine implements ExtensionCodecType<Ctx> {
         visit(out, i);
       }
     } finally {
-      for (let level = 0; level < this.encoders.length; level++) {
-        if ((this.encoders[level]?.ctx.maxOutput ?? 0) > MAX_RETAINED_BUFFER) this.encoders.length = level;
-      }
+      this.dropHugeBuffers();
+    }
+  }
+
+  /** Do not keep a huge buffer alive because one checkpoint was huge: the encoders from the first that grew one are made again. */
+  private dropHugeBuffers(): void {
+    for (let level = 0; level < this.encoders.length; level++) {
+      if ((this.encoders[level]?.ctx.maxOutput ?? 0) > MAX_RETAINED_BUFFER) this.encoders.length = level;
     }
   }
 
