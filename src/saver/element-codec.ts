@@ -90,6 +90,11 @@ export interface ElementCodec {
    * alone (the list stays whole); undefined when this pass cannot say (call `element` on each).
    */
   each?(list: readonly unknown[], visit: (i: number, hash: Buffer, size: number, stored: () => [string, Uint8Array]) => void): boolean | undefined;
+  /**
+   * Whether `value` certainly serializes to fewer than `bytes` bytes (undefined, or false: it may not),
+   * for a serializer that can tell without serializing it.
+   */
+  smallerThan?(value: unknown, bytes: number): boolean;
   /** A chunk's hash. */
   chunkHash(chunk: Uint8Array): Buffer;
   /** The refs value (or refs area) the row naming these hashes stores. */
@@ -280,6 +285,7 @@ function plainCodec(serde: SerializerProtocol): ElementCodec {
     each: serde instanceof MsgpackSerializer
       ? (list, visit) => serde.dumpsEachExact(list, (bytes, i) => visit(i, UNKEYED.hash("msgpack", bytes), bytes.byteLength, () => ["msgpack", Buffer.from(bytes)]))
       : undefined,
+    smallerThan: serde instanceof MsgpackSerializer ? (value, bytes) => serde.fitsUnder(value, bytes) : undefined,
     chunkHash: (chunk) => UNKEYED.hash(REFS_TYPE, chunk),
     refs: (hashes) => hashes,
     open: (value, _row, where) =>

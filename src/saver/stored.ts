@@ -75,13 +75,16 @@ export async function encodeStored(ctx: StoreContext, value: unknown, row: Value
     // A value the serializer refuses: refused as a whole value would be, naming the same place in it
     // (the parts of an object are tried in another order than the serializer walks it).
     if (!(err instanceof SerializationError)) throw err;
-    const [type, bytes] = await dumpsForRow(ctx.serde, value, row);
-    return { type, bytes, rows: [], hashes: [], size: bytes.byteLength };
+    return whole(ctx.serde, value, row);
   }
 }
 
 async function encodeByContent(ctx: StoreContext, value: unknown, row: ValueRow, known: Set<string> | undefined, sending: Set<string>): Promise<StoredValue> {
   const { serde, codec } = ctx;
+  // Certainly under BY_CONTENT_MIN_BYTES whole, and so its elements together too (a short string, a list of
+  // a few): stored whole, as below, without its elements serialized and hashed first (issue 40: no cost
+  // for storage by content where no value qualifies).
+  if (codec?.smallerThan?.(value, BY_CONTENT_MIN_BYTES)) return whole(serde, value, row);
   if (codec && isElementList(value)) {
     // Encoded against a copy of `sending`, as an object's lists are: a list too small to be worth its element
     // rows is stored whole (below), and sends none.
@@ -116,6 +119,11 @@ async function encodeByContent(ctx: StoreContext, value: unknown, row: ValueRow,
     }
     return { type: VALUE_TYPE, bytes: codec.refs(element.hash, row), rows, hashes: [hash], size: element.size };
   }
+  return whole(serde, value, row);
+}
+
+/** `value` stored whole: the serializer's type and bytes (sealed for the row by a sealing serializer). */
+async function whole(serde: SerializerProtocol, value: unknown, row: ValueRow): Promise<StoredValue> {
   const [type, bytes] = await dumpsForRow(serde, value, row);
   return { type, bytes, rows: [], hashes: [], size: bytes.byteLength };
 }

@@ -155,6 +155,34 @@ export interface MsgpackSerializerOptions {
  * const saver = new PostgresSaver(pool, { serde: new MsgpackSerializer({ strict: true }) });
  * ```
  */
+/**
+ * An upper bound of the bytes msgpack (with the hooks of hooks.ts) writes for `value`, counted up to
+ * `limit`; Infinity for a value it does not bound. A string: its header (at most 5 bytes) and 3 bytes
+ * per UTF-16 unit (an ill-formed one is an extension of 2 bytes a unit, behind at most 6); a number
+ * at most 9; undefined an extension of 3; an array its header (at most 5) and its items.
+ */
+function sizeBound(value: unknown, limit: number, depth: number): number {
+  switch (typeof value) {
+    case "string":
+      return 3 * value.length + 6;
+    case "number":
+      return 9;
+    case "boolean":
+      return 1;
+    case "undefined":
+      return 3;
+    case "object": {
+      if (value === null) return 1;
+      if (depth >= 4 || !Array.isArray(value) || Object.getPrototypeOf(value) !== Array.prototype) return Infinity;
+      let n = 5;
+      for (let i = 0; i < value.length && n < limit; i++) n += sizeBound(value[i], limit - n, depth + 1);
+      return n;
+    }
+    default:
+      return Infinity;
+  }
+}
+
 export class MsgpackSerializer implements SerializerProtocol {
   readonly #langchain: LangChainTable;
   readonly #engine: Engine;
@@ -199,6 +227,15 @@ export class MsgpackSerializer implements SerializerProtocol {
     }
     // Not writable as it is: undefined, or the error dumpsTyped gives (with its path).
     return fixable ? undefined : this.dumpsTyped(data);
+  }
+
+  /**
+   * Whether {@link dumpsTyped} certainly writes `value` in fewer than `limit` bytes, from an upper
+   * bound of each part: strings, numbers, booleans, null, undefined and arrays of them (for any other
+   * value: false, without looking into it, nor calling any getter). Stops counting at `limit`.
+   */
+  fitsUnder(value: unknown, limit: number): boolean {
+    return sizeBound(value, limit, 0) < limit;
   }
 
   /**

@@ -17,6 +17,7 @@ import { DeserializationError, EncryptedSerializer, InvalidInputError, migrate, 
 import { longText } from "../helpers/checkpoints.js";
 import { elementCodec, type ElementCodec } from "../../src/saver/element-codec.js";
 import { encodeList, type EncodedList } from "../../src/saver/elements.js";
+import { encodeStored } from "../../src/saver/stored.js";
 import { queryKnowingElements, withTestDatabase } from "../helpers/db.js";
 import { tid } from "../helpers/graphs.js";
 
@@ -424,7 +425,7 @@ describe("small lists are stored whole (issue 40)", () => {
   });
 });
 
-describe("a list's elements are serialized in one pass (issue 40)", () => {
+describe("a list's elements are serialized in one pass; a value too small for them is not taken apart (issue 40)", () => {
   const row = { table: "checkpoint_blobs", threadId: "t", checkpointNs: "", channel: "messages", version: "1" } as const;
 
   it("stores what serializing element by element stores: the same refs, hashes, sizes and rows, across chunks, repeats and what is sent already", async () => {
@@ -448,6 +449,20 @@ describe("a list's elements are serialized in one pass (issue 40)", () => {
       }
     }
     expect(passes).toBe(6);
+  });
+
+  it("a value certainly under 256 bytes (a short string, a few short items) is stored whole without its elements serialized: the same row as before", async () => {
+    const codec = elementCodec(saver.serde)!;
+    let small = 0;
+    const bounded: ElementCodec = { ...codec, smallerThan: (value, bytes) => (codec.smallerThan!(value, bytes) ? (small++, true) : false) };
+    const unbounded: ElementCodec = { ...codec, smallerThan: undefined };
+    const values = ["hi", Array.from({ length: 10 }, (_, i) => `n${i}`), [1, 2.5, -0, null, undefined, true], ["\ud800 lone"], [[1, 2], [3]], "x".repeat(80)];
+    for (const value of values) {
+      const fast = await encodeStored({ serde: saver.serde, codec: bounded }, value, row, undefined, new Set());
+      expect(fast.type).toBe("msgpack");
+      expect(fast).toEqual(await encodeStored({ serde: saver.serde, codec: unbounded }, value, row, undefined, new Set()));
+    }
+    expect(small).toBe(values.length);
   });
 
   it("a list with an element msgpack cannot write as it is (a function in it) is stored whole, and reads back as on MemorySaver", async () => {

@@ -235,6 +235,51 @@ describe("MsgpackSerializer: primitives and plain data", () => {
   });
 });
 
+describe("MsgpackSerializer.fitsUnder: a bound, never an underestimate (issue 40: small values skip storage by content)", () => {
+  const serde = new MsgpackSerializer();
+  /** A seeded generator (mulberry32), so a failure names a reproducible value. */
+  function random(seed: number) {
+    return () => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+  const UNITS = ["a", "é", "€", "\u{1F600}", "\ud800", "\udfff", "\u0000", "\uffff"];
+
+  it("whenever it says a value takes fewer than N bytes, dumpsTyped writes fewer: strings (ill-formed ones too), numbers, nested arrays", async () => {
+    const next = random(40);
+    const value = (depth: number): unknown => {
+      const pick = Math.floor(next() * (depth < 3 ? 8 : 6));
+      if (pick === 0) return Array.from({ length: Math.floor(next() * 40) }, () => UNITS[Math.floor(next() * UNITS.length)]).join("");
+      if (pick === 1) return [0, -0, 1.5, -1, 2 ** 31, 2 ** 53, -(2 ** 63), NaN, Infinity, 127, 128, 65536][Math.floor(next() * 12)];
+      if (pick === 2) return next() < 0.5;
+      if (pick === 3) return null;
+      if (pick === 4) return undefined;
+      if (pick === 5) return "x".repeat(Math.floor(next() * 300));
+      return Array.from({ length: Math.floor(next() * 12) }, () => value(depth + 1));
+    };
+    let fitted = 0;
+    for (let i = 0; i < 3000; i++) {
+      const v = value(0);
+      const [, bytes] = await serde.dumpsTyped(v);
+      for (const limit of [4, 16, 64, 256]) {
+        if (serde.fitsUnder(v, limit)) {
+          fitted++;
+          expect(bytes.byteLength, JSON.stringify(v)).toBeLessThan(limit);
+        }
+      }
+    }
+    expect(fitted).toBeGreaterThan(1000);
+  });
+
+  it("does not bound what it does not look into: objects, instances, bigints; nor a value at its limit", () => {
+    for (const v of [{}, { a: 1 }, [{ a: 1 }], new Date(0), new Map(), 1n, Symbol("s"), () => 1, "x".repeat(100)]) expect(serde.fitsUnder(v, 256)).toBe(false);
+    expect(serde.fitsUnder(["n0", "n1"], 256)).toBe(true);
+  });
+});
+
 describe("MsgpackSerializer: built-in classes", () => {
   it("Uint8Array comes back as a fresh Uint8Array (not a view of the input)", async () => {
     const bytes = new Uint8Array([0, 1, 2, 255]);
