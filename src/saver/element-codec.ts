@@ -91,8 +91,8 @@ export interface ElementCodec {
    */
   each?(list: readonly unknown[], visit: (i: number, hash: Buffer, size: number, stored: () => [string, Uint8Array]) => void): boolean | undefined;
   /**
-   * Whether `value` certainly serializes to fewer than `bytes` bytes (undefined, or false: it may not),
-   * for a serializer that can tell without serializing it.
+   * True when `value` certainly serializes to fewer than `bytes` bytes, false when it may not; only
+   * where the serializer can tell without serializing it.
    */
   smallerThan?(value: unknown, bytes: number): boolean;
   /** A chunk's hash. */
