@@ -39,6 +39,7 @@ import {
 import { MAX_DEPTH, MsgpackSerializer } from "../../src/serde/serde.js";
 import { DeserializationError, SerializationError } from "../../src/errors.js";
 import { cpuTime } from "../helpers/cpu.js";
+import { prng } from "../helpers/random.js";
 
 const serde = new MsgpackSerializer();
 /** Refuses what would not come back exactly (the default stores its JSON form: test/serde/serde-modes.test.ts). */
@@ -76,18 +77,6 @@ async function expectSerializationError(value: unknown, s: MsgpackSerializer = s
 function hex(data: Uint8Array | string): string {
   if (typeof data === "string") return JSON.stringify(data);
   return Buffer.from(data.subarray(0, 24)).toString("hex") + (data.length > 24 ? "…" : "");
-}
-
-/** Deterministic PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const ext = (type: number, payload: unknown): ExtData => new ExtData(type, rawEncode(payload));
@@ -237,28 +226,19 @@ describe("MsgpackSerializer: primitives and plain data", () => {
 
 describe("MsgpackSerializer.fitsUnder: a bound, never an underestimate (issue 40: small values skip storage by content)", () => {
   const serde = new MsgpackSerializer();
-  /** A seeded generator (mulberry32), so a failure names a reproducible value. */
-  function random(seed: number) {
-    return () => {
-      seed = (seed + 0x6d2b79f5) | 0;
-      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-  }
   const UNITS = ["a", "é", "€", "\u{1F600}", "\ud800", "\udfff", "\u0000", "\uffff"];
 
   it("whenever it says a value takes fewer than N bytes, dumpsTyped writes fewer: strings (ill-formed ones too), numbers, nested arrays", async () => {
-    const next = random(40);
+    const rng = prng(40);
     const value = (depth: number): unknown => {
-      const pick = Math.floor(next() * (depth < 3 ? 8 : 6));
-      if (pick === 0) return Array.from({ length: Math.floor(next() * 40) }, () => UNITS[Math.floor(next() * UNITS.length)]).join("");
-      if (pick === 1) return [0, -0, 1.5, -1, 2 ** 31, 2 ** 53, -(2 ** 63), NaN, Infinity, 127, 128, 65536][Math.floor(next() * 12)];
-      if (pick === 2) return next() < 0.5;
-      if (pick === 3) return null;
-      if (pick === 4) return undefined;
-      if (pick === 5) return "x".repeat(Math.floor(next() * 300));
-      return Array.from({ length: Math.floor(next() * 12) }, () => value(depth + 1));
+      const kind = rng.int(depth < 3 ? 8 : 6);
+      if (kind === 0) return Array.from({ length: rng.int(40) }, () => rng.pick(UNITS)).join("");
+      if (kind === 1) return rng.pick([0, -0, 1.5, -1, 2 ** 31, 2 ** 53, -(2 ** 63), NaN, Infinity, 127, 128, 65536]);
+      if (kind === 2) return rng.next() < 0.5;
+      if (kind === 3) return null;
+      if (kind === 4) return undefined;
+      if (kind === 5) return "x".repeat(rng.int(300));
+      return Array.from({ length: rng.int(12) }, () => value(depth + 1));
     };
     let fitted = 0;
     for (let i = 0; i < 3000; i++) {
@@ -274,7 +254,7 @@ describe("MsgpackSerializer.fitsUnder: a bound, never an underestimate (issue 40
     expect(fitted).toBeGreaterThan(1000);
   });
 
-  it("does not bound what it does not look into: objects, instances, bigints; nor a value at its limit", () => {
+  it("does not bound what it does not look into: objects, instances, bigints; nor a string whose bound reaches the limit", () => {
     for (const v of [{}, { a: 1 }, [{ a: 1 }], new Date(0), new Map(), 1n, Symbol("s"), () => 1, "x".repeat(100)]) expect(serde.fitsUnder(v, 256)).toBe(false);
     expect(serde.fitsUnder(["n0", "n1"], 256)).toBe(true);
   });
@@ -373,7 +353,7 @@ describe("MsgpackSerializer: built-in classes", () => {
   });
 
   it("bigint of any size and sign", async () => {
-    const rand = prng(7);
+    const rand = prng(7).next;
     const values = [0n, 1n, -1n, 255n, 256n, -256n, 2n ** 63n, -(2n ** 64n), 2n ** 1000n + 12345n, -(3n ** 500n)];
     for (let i = 0; i < 50; i++) {
       let v = 0n;
@@ -774,7 +754,7 @@ describe("MsgpackSerializer: corrupt and hostile input", () => {
   });
 
   it("random bytes and bit flips → a value or DeserializationError, nothing else", async () => {
-    const rand = prng(42);
+    const rand = prng(42).next;
     const [, valid] = await serde.dumpsTyped(rich);
     const inputs: Uint8Array[] = [];
     for (let i = 0; i < 400; i++) {
