@@ -14,10 +14,10 @@
  */
 import { readFileSync } from "node:fs";
 import type pg from "pg";
-import { uuid6, type BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
+import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import { startServer, dropAll } from "./db.js";
 import { tenNodeGraph, type Durability } from "./graph.js";
-import { createPgSaver, createRawFloor, loadOurs, memorySaver, saverOn, type PgSaverName } from "./savers.js";
+import { createPgSaver, createRawFloor, loadOurs, memorySaver, putReplayValues, saverOn, type PgSaverName } from "./savers.js";
 import { median } from "./stats.js";
 import { ChatThread } from "./workload.js";
 
@@ -144,25 +144,16 @@ async function putReplays(pool: pg.Pool, saver: BaseCheckpointSaver, saverPool: 
 INSERT INTO ${schema}.checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, metadata_raw,
                                    ttl_seconds, state_version, has_pending_tasks, unversioned_type, unversioned_values)
 VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $14, $15, $16, $17, $18)`;
-  const chain = (label: string, send: (values: unknown[]) => Promise<unknown>) => {
-    let parent: string | null = null;
-    let version = 0;
-    return async () => {
-      const values = [...put.values];
-      const id = uuid6(-1);
-      values[0] = `replay-${label}`;
-      values[2] = id;
-      values[3] = parent;
-      values[9] = (values[9] as string[]).map(() => String(++version).padStart(12, "0"));
-      await send(values);
-      parent = id;
-    };
-  };
+  const statement = putReplayValues(put.values, "statement");
+  const bare = putReplayValues(put.values, "unchecked");
   return {
     pool,
     ops: {
-      [STATEMENT]: chain("statement", (values) => pool.query({ name: "cost_put", text: put.text, values })),
-      [UNCHECKED]: chain("unchecked", (values) => pool.query({ name: "cost_unchecked", text: unchecked, values: from.map((n) => values[n - 1]) })),
+      [STATEMENT]: () => pool.query({ name: "cost_put", text: put.text, values: statement() }),
+      [UNCHECKED]: () => {
+        const values = bare();
+        return pool.query({ name: "cost_unchecked", text: unchecked, values: from.map((n) => values[n - 1]) });
+      },
     },
   };
 }

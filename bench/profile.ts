@@ -24,7 +24,7 @@ import pg from "pg";
 import { uuid6, type BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import { dropAll, startServer } from "./db.js";
 import { chatGraph, tenNodeGraph, type Durability } from "./graph.js";
-import { createPgSaver, loadOurs, memorySaver, saverOn, type PgSaverName } from "./savers.js";
+import { createPgSaver, loadOurs, memorySaver, putReplayValues, saverOn, type PgSaverName } from "./savers.js";
 import { cloneThread, tablesOf } from "./scale.js";
 import { compare, fmtRatio, median, pairedRatio, type ContenderStats, type Ratio } from "./stats.js";
 import { saverStatements } from "../src/saver/sql/index.js";
@@ -494,19 +494,8 @@ async function putSection(adminUrl: string): Promise<void> {
   capture = false;
   const q = captured.find((c) => c.text.includes("INSERT INTO") && c.text.includes("checkpoint_blobs"))!;
   const replay = (pool: pg.Pool, tag: string) => {
-    let parent = String(q.values[2]);
-    let n = 0;
-    return async () => {
-      const values = [...q.values];
-      const id = uuid6(-1);
-      values[2] = id;
-      values[3] = parent;
-      values[9] = (values[9] as string[]).map(() => h.saver.getNextVersion(undefined as never));
-      values[0] = `replay-${tag}`;
-      if (n++ === 0) values[3] = null;
-      await pool.query({ name: `replay_put`, text: q.text, values });
-      parent = id;
-    };
+    const next = putReplayValues(q.values, tag);
+    return () => pool.query({ name: `replay_put`, text: q.text, values: next() });
   };
   const payload = Buffer.alloc(200, 7);
   const insert = (pool: pg.Pool) => (i: number) => pool.query({ name: "floor", text: "INSERT INTO floor_insert (k, v) VALUES ($1, $2)", values: [`r${i}`, payload] });

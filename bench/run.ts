@@ -1007,15 +1007,13 @@ async function main(): Promise<number> {
     // and a write against one commit; MemorySaver's time alone (issue 31's limit) is shown beside.
     limitGoal(`loopback: 10-node graph, async: time per invoke ÷ the anchor's (MemorySaver + ${NODES + 2} commits)`, anchorRatioOf(OP.graph), 2.5, skippedLoop);
     limitGoal(`loopback: 10-node graph, sync: time per invoke ÷ the anchor's (MemorySaver + ${NODES + 2} commits)`, anchorRatioOf(OP.graphSync), 3.0, skippedLoop);
+    /** A paired ratio printed, not judged. */
+    const shown = (name: string, r: Ratio | undefined, note: string) => target(name, "shown", r ? `${fmtRatio(r)} (${r.pairs} pairs)` : skippedLoop, null, { note });
     for (const op of [OP.graph, OP.graphSync]) {
-      const r = memoryRatioOf(op);
-      target(`loopback: ${op.replace(" (invokes)", "")}: time per invoke ÷ MemorySaver's`, "shown", r ? `${fmtRatio(r)} (${r.pairs} pairs)` : skippedLoop, null, { note: "issue 40 judges the anchor" });
+      shown(`loopback: ${op.replace(" (invokes)", "")}: time per invoke ÷ MemorySaver's`, memoryRatioOf(op), "issue 40 judges the anchor");
     }
     limitGoal("loopback: put: time ÷ one commit's (a single-row INSERT)", commitRatioOf(OP.put), 1.5, skippedLoop);
-    {
-      const r = commitRatioOf(OP.putWrites);
-      target("loopback: putWrites: time ÷ one commit's (a single-row INSERT)", "shown", r ? `${fmtRatio(r)} (${r.pairs} pairs)` : skippedLoop, null, { note: "issue 40 judges the put" });
-    }
+    shown("loopback: putWrites: time ÷ one commit's (a single-row INSERT)", commitRatioOf(OP.putWrites), "issue 40 judges the put");
     ratioGoal("loopback: put vs official", ratioOf(LOOP, OP.put), 2.0, skippedLoop);
     ratioGoal("loopback: putWrites vs official", ratioOf(LOOP, OP.putWrites), 2.0, skippedLoop);
     ratioGoal("loopback: getTuple latest vs official", ratioOf(LOOP, OP.latest), 1.5, skippedLoop);

@@ -3,7 +3,7 @@
  * official @langchain/langgraph-checkpoint-postgres 1.0.5, the in-memory saver,
  * and a raw-pg "floor" (SELECT 1, a single-row autocommit INSERT).
  */
-import { MemorySaver, type BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
+import { MemorySaver, uuid6, type BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import { PostgresSaver as OfficialSaver } from "@langchain/langgraph-checkpoint-postgres";
 import type pg from "pg";
 import { createDatabase, type Database } from "./db.js";
@@ -80,5 +80,26 @@ export async function createRawFloor(adminUrl: string): Promise<RawFloor> {
     pool,
     select1: () => pool.query({ name: "floor_select1", text: "SELECT 1" }),
     insert: (i) => pool.query({ name: "floor_insert", text: "INSERT INTO floor_insert (k, v) VALUES ($1, $2)", values: [`row-${i}`, payload] }),
+  };
+}
+
+/**
+ * The values to send a captured put statement (src/saver/sql/put.ts's $1-$21) again, one call a new checkpoint
+ * (bench/cost.ts, bench/profile.ts): on a thread of its own (`replay-<label>`), a fresh id whose parent is the
+ * previous call's (none the first time), and fresh versions for every blob row, element rows' included, so each
+ * call's rows are all new.
+ */
+export function putReplayValues(captured: readonly unknown[], label: string): () => unknown[] {
+  let parent: string | null = null;
+  let version = 0;
+  return () => {
+    const values = [...captured];
+    const id = uuid6(-1);
+    values[0] = `replay-${label}`;
+    values[2] = id;
+    values[3] = parent;
+    values[9] = (values[9] as string[]).map(() => String(++version).padStart(12, "0"));
+    parent = id;
+    return values;
   };
 }

@@ -271,6 +271,8 @@ function msgpackArray(items: readonly Uint8Array[]): Buffer {
 }
 
 function plainCodec(serde: SerializerProtocol): ElementCodec {
+  // This package's serializer writes a list's elements in one pass, and bounds small values without writing them.
+  const msgpack = serde instanceof MsgpackSerializer ? serde : undefined;
   return {
     async deterministic(sample) {
       const [[t1, b1], [t2, b2]] = await Promise.all([serde.dumpsTyped(sample), serde.dumpsTyped(sample)]);
@@ -282,10 +284,8 @@ function plainCodec(serde: SerializerProtocol): ElementCodec {
       const [type, bytes] = dumped;
       return { hash: UNKEYED.hash(type, bytes), size: bytes.byteLength, stored: () => [type, bytes], forRow: () => [type, bytes] };
     },
-    each: serde instanceof MsgpackSerializer
-      ? (list, visit) => serde.dumpsEachExact(list, (bytes, i) => visit(i, UNKEYED.hash("msgpack", bytes), bytes.byteLength, () => ["msgpack", Buffer.from(bytes)]))
-      : undefined,
-    smallerThan: serde instanceof MsgpackSerializer ? (value, bytes) => serde.fitsUnder(value, bytes) : undefined,
+    each: msgpack && ((list, visit) => msgpack.dumpsEachExact(list, (bytes, i) => visit(i, UNKEYED.hash("msgpack", bytes), bytes.byteLength, () => ["msgpack", Buffer.from(bytes)]))),
+    smallerThan: msgpack && ((value, bytes) => msgpack.fitsUnder(value, bytes)),
     chunkHash: (chunk) => UNKEYED.hash(REFS_TYPE, chunk),
     refs: (hashes) => hashes,
     open: (value, _row, where) =>
